@@ -1,0 +1,7 @@
+"""`python -m tuisched`."""
+
+import sys
+
+from tuisched.cli import main
+
+sys.exit(main())

@@ -1,0 +1,793 @@
+"""Turn a YAML configuration into a valid `Config`, or a `ConfigError` listing every problem.
+
+Nothing is loaded from a file with a problem: `load_config` either returns a
+whole configuration or raises with all the problems it found, each naming
+the file, the line, the job (or group) and the rule broken.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from tuisched.cron import CronExpr
+from tuisched.dependencies import cycle_of, find_cycle
+from tuisched.errors import ConfigError, CronError, Problem, ScheduleError
+from tuisched.model import (
+    After,
+    AlertEvent,
+    AlertRule,
+    AtSchedule,
+    ClusterSettings,
+    CommandSpec,
+    Config,
+    CronSchedule,
+    EmailSettings,
+    EverySchedule,
+    Group,
+    Job,
+    JobKind,
+    ManualSchedule,
+    Misfire,
+    Outcome,
+    Overlap,
+    PythonSpec,
+    Schedule,
+    Security,
+    Settings,
+    SmtpSettings,
+    WaitForSpec,
+)
+from tuisched.schedule import localize, parse_every
+from tuisched.templates import syntax_problem
+from tuisched.values import Values, nearest
+from tuisched.yamlsource import Entry, Map, Scalar, Value, read_yaml, read_yaml_file
+
+T = TypeVar("T")
+
+TOP_KEYS = frozenset({"settings", "email", "groups", "jobs"})
+SETTINGS_KEYS = frozenset(
+    {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
+)
+CLUSTER_KEYS = frozenset({"database", "password_env", "password_file", "node", "lease"})
+EMAIL_KEYS = frozenset({"smtp", "from", "subject", "default_template"})
+SMTP_KEYS = frozenset(
+    {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
+)
+GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
+KIND_KEYS = ("command", "python", "wait_for")
+COMMAND_KEYS = frozenset({"cwd", "env", "success_codes"})
+JOB_KEYS = frozenset(KIND_KEYS) | COMMAND_KEYS | frozenset(
+    {
+        "description", "schedule", "after", "priority", "timeout", "overlap", "retries",
+        "retry_delay", "enabled", "timezone", "grace", "misfire", "requires", "wait_timeout",
+        "recover", "alerts",
+    }
+)  # fmt: skip
+SCHEDULE_KEYS = frozenset({"every", "cron", "at", "start", "stop"})
+AFTER_KEYS = frozenset({"job", "on", "delay"})
+ALERT_KEYS = frozenset({"to", "template"})
+SELF = "self"
+"""In `requires`, the job itself: its own previous slot must have succeeded."""
+
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+_DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
+
+
+def load_config(
+    path: Path,
+    *,
+    system_timezone: ZoneInfo | None = None,
+    default_state_dir: Path | None = None,
+) -> Config:
+    """Read and validate the configuration at `path`.
+
+    Args:
+        path: the YAML file.
+        system_timezone: the zone used when `settings.timezone` is absent
+            (default: the machine's zone).
+        default_state_dir: used when `settings.state_dir` is absent (default:
+            the platform's user state directory for tuisched).
+
+    Raises:
+        ConfigError: listing every problem found; nothing is returned then.
+    """
+    path = path.absolute()
+    root, problems, _ = read_yaml_file(path)
+    return _interpret(path, root, problems, system_timezone, default_state_dir)
+
+
+def parse_config(
+    text: str,
+    path: Path,
+    *,
+    system_timezone: ZoneInfo | None = None,
+    default_state_dir: Path | None = None,
+) -> Config:
+    """Validate `text` as if it were the contents of `path` (see `load_config`)."""
+    path = path.absolute()
+    root, problems = read_yaml(path, text)
+    return _interpret(path, root, problems, system_timezone, default_state_dir)
+
+
+def _interpret(
+    path: Path,
+    root: Value | None,
+    problems: list[Problem],
+    system_timezone: ZoneInfo | None,
+    default_state_dir: Path | None,
+) -> Config:
+    if root is None:
+        raise ConfigError(problems)
+    interpreter = _Interpreter(path, system_timezone, default_state_dir)
+    interpreter.values.problems.extend(problems)
+    config = interpreter.config(root)
+    if config is None or interpreter.values.problems:
+        raise ConfigError(interpreter.values.problems)
+    return config
+
+
+def _system_timezone() -> ZoneInfo:
+    from tzlocal import get_localzone_name  # noqa: PLC0415  (only needed without settings.timezone)
+
+    name = os.environ.get("TZ") or get_localzone_name() or "UTC"
+    try:
+        return ZoneInfo(name.removeprefix(":"))
+    except (ValueError, KeyError):
+        return ZoneInfo("UTC")
+
+
+def _default_state_dir() -> Path:
+    from platformdirs import user_state_path  # noqa: PLC0415  (only needed without state_dir)
+
+    return user_state_path("tuisched")
+
+
+class _Interpreter:
+    """Walks the located YAML and builds the model, recording problems as it goes."""
+
+    def __init__(
+        self, path: Path, system_timezone: ZoneInfo | None, default_state_dir: Path | None
+    ) -> None:
+        self.path = path
+        self.base = path.parent
+        self.values = Values(path)
+        self.system_timezone = system_timezone
+        self.default_state_dir = default_state_dir
+
+    def config(self, root: Value) -> Config | None:
+        top = self._top(root)
+        if top is None:
+            return None
+        settings = self.settings(top.get("settings"))
+        email = self.email(top["email"]) if "email" in top else None
+        jobs = self.jobs(top.get("jobs"), root.line, settings)
+        groups = self.groups(top.get("groups"), jobs)
+        if settings is None:
+            return None
+        self._check_dependencies(jobs)
+        self._check_alerts(jobs, groups, email, top)
+        jobs = _with_groups(jobs, groups)
+        return Config(
+            path=self.path,
+            settings=settings,
+            jobs=MappingProxyType(jobs),
+            groups=MappingProxyType(groups),
+            email=email,
+        )
+
+    def _top(self, root: Value) -> dict[str, Entry] | None:
+        if not isinstance(root, Map):
+            self.values.problem(root.line, "the configuration must be a mapping with a 'jobs:' key")
+            return None
+        # `x-` keys hold YAML anchors for reuse (as in Compose files); they are not read.
+        for key, entry in root.entries.items():
+            if key not in TOP_KEYS and not key.startswith("x-"):
+                near = nearest(key, TOP_KEYS)
+                self.values.problem(entry.key_line, f"unknown top-level key '{key}'{near}")
+        return {key: entry for key, entry in root.entries.items() if key in TOP_KEYS}
+
+    # --- settings -------------------------------------------------------------
+
+    def settings(self, entry: Entry | None) -> Settings | None:
+        fields: dict[str, Entry] = {}
+        if entry is not None:
+            read = self.values.mapping(entry.value, "settings", SETTINGS_KEYS)
+            if read is None:
+                return None
+            fields = read
+        before = len(self.values.problems)
+        v = self.values
+        kwargs: dict[str, object] = {
+            "timezone": self._opt(fields, "timezone", v.zone, "settings.timezone")
+            or self.system_timezone
+            or _system_timezone(),
+            "state_dir": self._opt(fields, "state_dir", self._path, "settings.state_dir")
+            or self.default_state_dir
+            or _default_state_dir(),
+        }
+        self._put(kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1))
+        self._put(kwargs, fields, "shutdown_grace", v.duration)
+        self._put(kwargs, fields, "history", self._database_url)
+        self._put(kwargs, fields, "auto_reload", v.boolean)
+        self._put(kwargs, fields, "cluster", self._cluster)
+        if len(self.values.problems) > before:
+            return None
+        return Settings(**kwargs)  # type: ignore[arg-type]
+
+    def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
+        fields = self.values.mapping(value, what, CLUSTER_KEYS)
+        if fields is None:
+            return None
+        if "database" not in fields:
+            self.values.problem(value.line, f"{what} needs 'database' (a postgresql:// URL)")
+            return None
+        kwargs: dict[str, object] = {}
+        before = len(self.values.problems)
+        self._put(kwargs, fields, "database", self._database_url, prefix=what)
+        self._put(kwargs, fields, "password_env", self.values.env_name, prefix=what)
+        self._put(kwargs, fields, "password_file", self._path, prefix=what)
+        self._put(kwargs, fields, "node", self.values.text, prefix=what)
+        self._put(kwargs, fields, "lease", self.values.duration, prefix=what)
+        database = kwargs.get("database")
+        if isinstance(database, str) and not database.startswith("postgresql"):
+            self.values.problem(fields["database"].value.line, f"{what}.database must be postgresql://")
+        if len(self.values.problems) > before:
+            return None
+        return ClusterSettings(**kwargs)  # type: ignore[arg-type]
+
+    def _database_url(self, value: Value, what: str) -> str | None:
+        url = self.values.text(value, what)
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme.split("+")[0] not in ("sqlite", "postgresql", "postgres"):
+            self.values.problem(value.line, f"{what} must be a sqlite:// or postgresql:// URL")
+            return None
+        if parts.password:
+            self.values.problem(
+                value.line,
+                f"{what} holds a password; name it with password_env or password_file instead",
+            )
+            return None
+        return url
+
+    # --- email -------------------------------------------------------------
+
+    def email(self, entry: Entry) -> EmailSettings | None:
+        fields = self.values.mapping(entry.value, "email", EMAIL_KEYS)
+        if fields is None:
+            return None
+        for key in ("smtp", "from"):
+            if key not in fields:
+                self.values.problem(entry.value.line, f"email needs '{key}'")
+        if "smtp" not in fields or "from" not in fields:
+            return None
+        before = len(self.values.problems)
+        smtp = self._smtp(fields["smtp"].value)
+        sender = self.values.text(fields["from"].value, "email.from")
+        if sender is not None:
+            sender = self.values.address(sender, fields["from"].value.line, "email.from")
+        kwargs: dict[str, object] = {"smtp": smtp, "sender": sender}
+        self._put(kwargs, fields, "subject", self._template_text, prefix="email")
+        self._put(kwargs, fields, "default_template", self._template_file, prefix="email")
+        if len(self.values.problems) > before:
+            return None
+        return EmailSettings(**kwargs)  # type: ignore[arg-type]
+
+    def _smtp(self, value: Value) -> SmtpSettings | None:
+        if isinstance(value, Map) and {"password", "username"} & set(value.entries):
+            key = "password" if "password" in value.entries else "username"
+            self.values.problem(
+                value.entries[key].key_line,
+                f"email.smtp.{key}: secrets never live in the configuration; "
+                f"name an environment variable with {key}_env instead",
+            )
+        fields = self.values.mapping(value, "email.smtp", SMTP_KEYS - {"password", "username"})
+        if fields is None:
+            return None
+        if "host" not in fields:
+            self.values.problem(value.line, "email.smtp needs 'host'")
+            return None
+        kwargs: dict[str, object] = {}
+        v = self.values
+        self._put(kwargs, fields, "host", v.text, prefix="email.smtp")
+        self._put(kwargs, fields, "security", self._enum(Security), prefix="email.smtp")
+        self._put(kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp")
+        self._put(kwargs, fields, "username_env", v.env_name, prefix="email.smtp")
+        self._put(kwargs, fields, "password_env", v.env_name, prefix="email.smtp")
+        self._put(kwargs, fields, "password_file", self._path, prefix="email.smtp")
+        self._put(kwargs, fields, "timeout", v.duration, prefix="email.smtp")
+        if None in kwargs.values():
+            return None
+        security = kwargs.get("security", Security.NONE)
+        assert isinstance(security, Security)
+        kwargs.setdefault("port", _DEFAULT_PORTS[security])
+        return SmtpSettings(**kwargs)  # type: ignore[arg-type]
+
+    # --- groups ------------------------------------------------------------
+
+    def groups(self, entry: Entry | None, jobs: Mapping[str, Job]) -> dict[str, Group]:
+        if entry is None:
+            return {}
+        value = entry.value
+        if isinstance(value, Scalar) and value.is_null:
+            return {}
+        if not isinstance(value, Map):
+            self.values.problem(value.line, "groups must map each group name to its members")
+            return {}
+        groups = {}
+        for name, group_entry in value.entries.items():
+            with self.values.scope(group=name):
+                group = self._group(name, group_entry, jobs)
+            if group is not None:
+                groups[name] = group
+        return groups
+
+    def _group(self, name: str, entry: Entry, jobs: Mapping[str, Job]) -> Group | None:
+        if not self._check_name(name, entry.key_line, "group"):
+            return None
+        fields = self.values.mapping(entry.value, "the group", GROUP_KEYS)
+        if fields is None:
+            return None
+        if "jobs" not in fields:
+            self.values.problem(entry.key_line, "a group needs 'jobs' (a list of job names)")
+            return None
+        members = self.values.string_list(fields["jobs"].value, "jobs") or []
+        seen: set[str] = set()
+        for member, line in members:
+            if member in seen:
+                self.values.problem(line, f"job '{member}' is listed twice")
+            elif member not in jobs:
+                near = nearest(member, frozenset(jobs))
+                self.values.problem(line, f"unknown group member: no job named '{member}'{near}")
+            seen.add(member)
+        alerts = self._alerts(fields["alerts"].value) if "alerts" in fields else ()
+        return Group(
+            name=name,
+            jobs=tuple(member for member, _ in members),
+            alerts=alerts or (),
+            line=entry.key_line,
+        )
+
+    # --- jobs --------------------------------------------------------------
+
+    def jobs(self, entry: Entry | None, root_line: int, settings: Settings | None) -> dict[str, Job]:
+        if entry is None:
+            self.values.problem(root_line, "the configuration has no 'jobs:' section")
+            return {}
+        value = entry.value
+        if isinstance(value, Scalar) and value.is_null:
+            self.values.problem(
+                entry.key_line, "'jobs:' is empty (a truncated file?); write 'jobs: {}' for no jobs"
+            )
+            return {}
+        if not isinstance(value, Map):
+            self.values.problem(value.line, "jobs must map each job name to its definition")
+            return {}
+        zone = settings.timezone if settings is not None else ZoneInfo("UTC")
+        jobs = {}
+        for name, job_entry in value.entries.items():
+            with self.values.scope(job=name):
+                job = self._job(name, job_entry, zone)
+            if job is not None:
+                jobs[name] = job
+        return jobs
+
+    def _job(self, name: str, entry: Entry, default_zone: ZoneInfo) -> Job | None:
+        if not self._check_name(name, entry.key_line, "job"):
+            return None
+        fields = self.values.mapping(entry.value, "the job", JOB_KEYS)
+        if fields is None:
+            return None
+        before = len(self.values.problems)
+        zone = self._opt(fields, "timezone", self.values.zone, "timezone") or default_zone
+        kwargs: dict[str, object] = {"name": name, "line": entry.key_line, "timezone": zone}
+        kwargs["kind"] = self._kind(fields, entry)
+        kwargs["schedule"], kwargs["after"] = self._trigger(fields, entry, zone)
+        self._job_options(kwargs, fields)
+        if kwargs["kind"] is None or len(self.values.problems) > before:
+            return None
+        job = Job(**kwargs)  # type: ignore[arg-type]
+        self._check_job(job, fields)
+        return job
+
+    def _job_options(self, kwargs: dict[str, object], fields: dict[str, Entry]) -> None:
+        v = self.values
+        self._put(kwargs, fields, "description", v.text)
+        self._put(kwargs, fields, "priority", v.integer)
+        self._put(kwargs, fields, "timeout", v.duration)
+        self._put(kwargs, fields, "overlap", self._enum(Overlap))
+        self._put(kwargs, fields, "retries", lambda x, w: v.integer(x, w, minimum=0))
+        self._put(kwargs, fields, "retry_delay", v.duration)
+        self._put(kwargs, fields, "enabled", v.boolean)
+        self._put(kwargs, fields, "grace", v.duration)
+        self._put(kwargs, fields, "misfire", self._enum(Misfire))
+        self._put(kwargs, fields, "wait_timeout", v.duration)
+        self._put(kwargs, fields, "recover", v.boolean)
+        self._put(kwargs, fields, "alerts", lambda x, _: self._alerts(x))
+        if "requires" in fields:
+            names = v.string_list(fields["requires"].value, "requires")
+            kwargs["requires"] = tuple(n for n, _ in names) if names is not None else None
+
+    def _check_job(self, job: Job, fields: dict[str, Entry]) -> None:
+        if isinstance(job.kind, WaitForSpec) and job.timeout is None:
+            self.values.problem(job.line, "a wait_for job needs a timeout (how long to wait)")
+        if job.timeout is not None and not job.timeout:
+            self.values.problem(fields["timeout"].value.line, "timeout must be longer than 0s")
+
+    def _kind(self, fields: dict[str, Entry], entry: Entry) -> JobKind | None:
+        kinds = [key for key in KIND_KEYS if key in fields]
+        if len(kinds) != 1:
+            found = " and ".join(kinds) if kinds else "none"
+            self.values.problem(
+                entry.key_line,
+                f"a job needs exactly one kind (command, python or wait_for); found {found}",
+            )
+            return None
+        kind = kinds[0]
+        if kind != "command":
+            for key in COMMAND_KEYS & set(fields):
+                self.values.problem(fields[key].key_line, f"'{key}' applies only to command jobs")
+        value = fields[kind].value
+        if kind == "python":
+            return self._python(value)
+        if kind == "wait_for":
+            path = self.values.text(value, "wait_for")
+            return WaitForSpec(path=str(self.base / Path(path).expanduser())) if path else None
+        return self._command(value, fields)
+
+    def _python(self, value: Value) -> PythonSpec | None:
+        target = self.values.text(value, "python")
+        if target is None:
+            return None
+        module, _, attr = target.partition(":")
+        if not (_dotted(module) and _dotted(attr)):
+            self.values.problem(value.line, f"python must be 'package.module:attr', not '{target}'")
+            return None
+        return PythonSpec(target=target)
+
+    def _command(self, value: Value, fields: dict[str, Entry]) -> CommandSpec | None:
+        v = self.values
+        kwargs: dict[str, object] = {}
+        if isinstance(value, Scalar):
+            kwargs["shell"] = v.text(value, "command")
+        else:
+            argv = v.string_list(value, "command")
+            if argv is not None and not argv:
+                v.problem(value.line, "command is an empty list")
+                argv = None
+            kwargs["argv"] = tuple(arg for arg, _ in argv) if argv is not None else None
+        self._put(kwargs, fields, "cwd", self._path)
+        self._put(kwargs, fields, "env", self._env)
+        self._put(kwargs, fields, "success_codes", self._codes)
+        if None in kwargs.values():
+            return None
+        return CommandSpec(**kwargs)  # type: ignore[arg-type]
+
+    def _env(self, value: Value, what: str) -> Mapping[str, str] | None:
+        if not isinstance(value, Map):
+            self.values.problem(value.line, f"{what} must map variable names to values")
+            return None
+        env = {}
+        for key, entry in value.entries.items():
+            if not key or "=" in key or "\0" in key:
+                self.values.problem(entry.key_line, f"{what}: bad variable name '{key}'")
+            scalar = self.values.scalar(entry.value, f"{what}.{key}")
+            if scalar is not None:
+                env[key] = scalar.text
+        return MappingProxyType(env)
+
+    def _codes(self, value: Value, what: str) -> frozenset[int] | None:
+        items = value.items if not isinstance(value, Scalar | Map) else (value,)
+        codes = [self.values.integer(item, f"each of {what}", minimum=0) for item in items]
+        if None in codes or isinstance(value, Map):
+            return None
+        if not codes or any(code > 255 for code in codes if code is not None):
+            self.values.problem(value.line, f"{what} must list exit codes from 0 to 255")
+            return None
+        return frozenset(code for code in codes if code is not None)
+
+    # --- triggers ------------------------------------------------------------
+
+    def _trigger(
+        self, fields: dict[str, Entry], entry: Entry, zone: ZoneInfo
+    ) -> tuple[Schedule | None, After | None]:
+        has_schedule, has_after = "schedule" in fields, "after" in fields
+        if has_schedule and has_after:
+            self.values.problem(
+                fields["after"].key_line,
+                "a job has exactly one trigger source: 'schedule' or 'after', not both",
+            )
+            return None, None
+        if not has_schedule and not has_after:
+            self.values.problem(
+                entry.key_line,
+                "a job needs a trigger source: 'schedule' or 'after' "
+                "(write 'schedule: manual' for a job run only by hand)",
+            )
+            return None, None
+        if has_after:
+            return None, self._after(fields["after"].value)
+        return self._schedule(fields["schedule"].value, zone), None
+
+    def _after(self, value: Value) -> After | None:
+        if isinstance(value, Scalar):
+            job = self.values.text(value, "after")
+            return After(job=job) if job else None
+        fields = self.values.mapping(value, "after", AFTER_KEYS)
+        if fields is None:
+            return None
+        if "job" not in fields:
+            self.values.problem(value.line, "after needs 'job' (the job to follow)")
+            return None
+        kwargs: dict[str, object] = {}
+        self._put(kwargs, fields, "job", self.values.text, prefix="after")
+        self._put(kwargs, fields, "on", self._enum(Outcome), prefix="after")
+        self._put(kwargs, fields, "delay", self.values.duration, prefix="after")
+        if None in kwargs.values():
+            return None
+        return After(**kwargs)  # type: ignore[arg-type]
+
+    def _schedule(self, value: Value, zone: ZoneInfo) -> Schedule | None:
+        if isinstance(value, Scalar) and value.text == "manual":
+            return ManualSchedule(tz=zone)
+        if not isinstance(value, Map):
+            self.values.problem(
+                value.line, "schedule must be a mapping with every, cron or at, or the word 'manual'"
+            )
+            return None
+        fields = self.values.mapping(value, "schedule", SCHEDULE_KEYS)
+        if fields is None:
+            return None
+        forms = [key for key in ("every", "cron", "at") if key in fields]
+        if len(forms) != 1:
+            found = " and ".join(forms) if forms else "none"
+            self.values.problem(
+                value.line, f"schedule needs exactly one of every, cron or at; found {found}"
+            )
+            return None
+        start = self._opt(fields, "start", self._instant(zone), "schedule.start")
+        stop = self._opt(fields, "stop", self._instant(zone), "schedule.stop")
+        if start is not None and stop is not None and start > stop:
+            self.values.problem(
+                fields["start"].value.line,
+                f"schedule.start {start.isoformat()} is after schedule.stop {stop.isoformat()}",
+            )
+            return None
+        return self._schedule_form(forms[0], fields, value.line, start, stop, zone)
+
+    def _schedule_form(
+        self,
+        form: str,
+        fields: dict[str, Entry],
+        line: int,
+        start: datetime | None,
+        stop: datetime | None,
+        zone: ZoneInfo,
+    ) -> Schedule | None:
+        form_value = fields[form].value
+        if form == "at":
+            for key in ("start", "stop"):
+                if key in fields:
+                    self.values.problem(fields[key].key_line, f"'{key}' does not apply to 'at'")
+            at = self._instant(zone)(form_value, "schedule.at")
+            return AtSchedule(at=at, tz=zone) if at is not None else None
+        text = self.values.text(form_value, f"schedule.{form}")
+        if text is None:
+            return None
+        try:
+            if form == "cron":
+                return CronSchedule(expr=CronExpr.parse(text), start=start, stop=stop, tz=zone)
+            step, unit = parse_every(text)
+        except (CronError, ScheduleError) as error:
+            self.values.problem(form_value.line, f"schedule.{form}: {error}")
+            return None
+        if start is None:
+            if "start" not in fields:
+                self.values.problem(line, "an 'every' schedule needs 'start' (its first slot)")
+            return None
+        return EverySchedule(step=step, unit=unit, start=start, stop=stop, tz=zone)
+
+    def _instant(self, zone: ZoneInfo) -> Callable[[Value, str], datetime | None]:
+        def read(value: Value, what: str) -> datetime | None:
+            moment = self.values.local_datetime(value, what)
+            if moment is None:
+                return None
+            if moment.tzinfo is not None:
+                return moment.astimezone(zone)
+            return localize(moment, zone)
+
+        return read
+
+    # --- alerts --------------------------------------------------------------
+
+    def _alerts(self, value: Value) -> tuple[AlertRule, ...] | None:
+        events = frozenset(event.value for event in AlertEvent)
+        fields = self.values.mapping(value, "alerts", events)
+        if fields is None:
+            return None
+        rules = []
+        for event, entry in fields.items():
+            rule = self._alert(AlertEvent(event), entry.value)
+            if rule is not None:
+                rules.append(rule)
+        return tuple(rules) if len(rules) == len(fields) else None
+
+    def _alert(self, event: AlertEvent, value: Value) -> AlertRule | None:
+        what = f"alerts.{event}"
+        fields = self.values.mapping(value, what, ALERT_KEYS)
+        if fields is None:
+            return None
+        if "to" not in fields:
+            self.values.problem(value.line, f"{what} needs 'to' (one address or a list)")
+            return None
+        addresses = self.values.string_list(fields["to"].value, f"{what}.to") or []
+        checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses]
+        template = self._opt(fields, "template", self._template_file, f"{what}.template")
+        if not addresses or None in checked or ("template" in fields and template is None):
+            return None
+        return AlertRule(event=event, to=tuple(a for a, _ in addresses), template=template)
+
+    def _template_file(self, value: Value, what: str) -> Path | None:
+        path = self._path(value, what)
+        if path is None:
+            return None
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
+            self.values.problem(value.line, f"{what}: cannot read template {path}: {reason}")
+            return None
+        problem = syntax_problem(source)
+        if problem is not None:
+            line, message = problem
+            self.values.problem(value.line, f"{what}: {path}:{line}: {message}")
+            return None
+        return path
+
+    def _template_text(self, value: Value, what: str) -> str | None:
+        text = self.values.text(value, what)
+        problem = syntax_problem(text) if text is not None else None
+        if problem is not None:
+            self.values.problem(value.line, f"{what}: {problem[1]}")
+            return None
+        return text
+
+    # --- whole-configuration checks -------------------------------------------
+
+    def _check_dependencies(self, jobs: Mapping[str, Job]) -> None:
+        names = frozenset(jobs)
+        for job in jobs.values():
+            with self.values.scope(job=job.name):
+                if job.after is not None and job.after.job not in names:
+                    near = nearest(job.after.job, names)
+                    self.values.problem(job.line, f"after names unknown job '{job.after.job}'{near}")
+                self._check_requires(job, jobs)
+        graph = {
+            job.name: [
+                *([job.after.job] if job.after else []),
+                *(name for name in job.requires if name not in (SELF, job.name)),
+            ]
+            for job in jobs.values()
+        }
+        cycle = find_cycle(graph)
+        if cycle is not None:
+            with self.values.scope(job=cycle[0]):
+                path = " -> ".join(cycle)
+                self.values.problem(jobs[cycle[0]].line, f"dependency cycle: {path}")
+
+    def _check_requires(self, job: Job, jobs: Mapping[str, Job]) -> None:
+        if not job.requires:
+            return
+        if job.schedule is None or cycle_of(job.schedule) is None:
+            self.values.problem(
+                job.line,
+                "requires needs a cron schedule, or an every schedule whose step is a cycle "
+                "(1-30 minutes dividing an hour, 1-12 hours dividing a day, 1 day, week, month, year)",
+            )
+            return
+        for name in job.requires:
+            upstream = jobs.get(name)
+            if name in (SELF, job.name):
+                continue
+            if upstream is None:
+                near = nearest(name, frozenset(jobs) | {SELF})
+                self.values.problem(job.line, f"requires names unknown job '{name}'{near}")
+            elif upstream.schedule is None or cycle_of(upstream.schedule) is None:
+                self.values.problem(
+                    job.line, f"requires '{name}', which has no cycle (it needs a cron or every schedule)"
+                )
+
+    def _check_alerts(
+        self,
+        jobs: Mapping[str, Job],
+        groups: Mapping[str, Group],
+        email: EmailSettings | None,
+        top: dict[str, Entry],
+    ) -> None:
+        owners: list[tuple[str | None, str | None, int, tuple[AlertRule, ...]]] = [
+            (job.name, None, job.line, job.alerts) for job in jobs.values()
+        ] + [(None, group.name, group.line, group.alerts) for group in groups.values()]
+        for job, group, line, rules in owners:
+            with self.values.scope(job=job, group=group):
+                if rules and "email" not in top:
+                    self.values.problem(line, "alerts need the top-level 'email:' section")
+                elif email is not None and email.default_template is None:
+                    if any(rule.template is None for rule in rules):
+                        self.values.problem(
+                            line, "an alert without 'template' needs email.default_template"
+                        )
+
+    # --- shared readers --------------------------------------------------------
+
+    def _check_name(self, name: str, line: int, what: str) -> bool:
+        if not name.strip():
+            self.values.problem(line, f"a {what} name must not be empty")
+            return False
+        if not set(name) <= _NAME_CHARS or len(name) > 100:
+            self.values.problem(
+                line,
+                f"bad {what} name '{name}': use up to 100 letters, digits, '_', '-', '.' or ':'",
+            )
+            return False
+        if name == SELF:
+            self.values.problem(line, f"'{SELF}' is reserved (requires: [self]); pick another name")
+            return False
+        return True
+
+    def _path(self, value: Value, what: str) -> Path | None:
+        text = self.values.text(value, what)
+        return self.base / Path(text).expanduser() if text is not None else None
+
+    def _enum(self, kind: type[T]) -> Callable[[Value, str], T | None]:
+        choices = tuple(str(member.value) for member in kind)  # type: ignore[attr-defined]
+
+        def read(value: Value, what: str) -> T | None:
+            word = self.values.choice(value, what, choices)
+            return kind(word) if word is not None else None  # type: ignore[call-arg]
+
+        return read
+
+    def _opt(
+        self,
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], T | None],
+        what: str,
+    ) -> T | None:
+        """Read `fields[key]` with `reader` when present."""
+        return reader(fields[key].value, what) if key in fields else None
+
+    def _put(
+        self,
+        kwargs: dict[str, object],
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], object],
+        *,
+        prefix: str = "",
+    ) -> None:
+        """Read `fields[key]` into `kwargs[key]` when present; None marks a problem."""
+        if key in fields:
+            kwargs[key] = reader(fields[key].value, f"{prefix}.{key}" if prefix else key)
+
+
+def _dotted(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def _with_groups(jobs: Mapping[str, Job], groups: Mapping[str, Group]) -> dict[str, Job]:
+    membership: dict[str, list[str]] = {name: [] for name in jobs}
+    for group in groups.values():
+        for member in group.jobs:
+            if member in membership:
+                membership[member].append(group.name)
+    return {name: replace(job, groups=tuple(membership[name])) for name, job in jobs.items()}

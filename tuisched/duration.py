@@ -1,0 +1,45 @@
+"""Durations as operators write them: `90s`, `5m`, `2h`, `1d`, `1h30m`, `1w`."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_PART = re.compile(r"(\d+)([wdhms])")
+_WHOLE = re.compile(r"(?:\d+[wdhms])+")
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse `text` into a timedelta.
+
+    Units run from largest to smallest, each at most once (`1h30m`, not
+    `30m1h`). A bare number is refused: `90` could mean seconds or minutes.
+
+    Raises:
+        ValueError: with a message that shows the accepted forms.
+    """
+    compact = text.strip().replace(" ", "")
+    if not _WHOLE.fullmatch(compact):
+        raise ValueError(f"bad duration '{text}': write it like 90s, 5m, 2h, 1d or 1h30m")
+    seen: list[str] = []
+    total = 0
+    for amount, unit in _PART.findall(compact):
+        if seen and list(_UNITS).index(unit) <= list(_UNITS).index(seen[-1]):
+            raise ValueError(f"bad duration '{text}': units must go from largest to smallest")
+        seen.append(unit)
+        total += int(amount) * _UNITS[unit]
+    return timedelta(seconds=total)
+
+
+def format_duration(value: timedelta) -> str:
+    """Render `value` the way `parse_duration` reads it (`1h30m`, `0s`)."""
+    seconds = int(value.total_seconds())
+    if seconds == 0:
+        return "0s"
+    parts = []
+    for unit, size in _UNITS.items():
+        amount, seconds = divmod(seconds, size)
+        if amount:
+            parts.append(f"{amount}{unit}")
+    return "".join(parts)
