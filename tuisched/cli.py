@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TextIO
 
 from tuisched import __version__
-from tuisched.config import load_config
+from tuisched.config import SELF, load_config
 from tuisched.dependencies import previous_own_slot, required_slot
+from tuisched.duration import format_duration
 from tuisched.errors import ConfigError, TuischedError, UnknownJobError
 from tuisched.model import Config, Job
 from tuisched.schedule import describe, has_future, localize, next_slot, next_slots
@@ -71,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     nxt = commands.add_parser("next", parents=[config], help="print a job's next run times")
     nxt.add_argument("job", metavar="JOB")
     nxt.add_argument("-n", type=_positive, default=5, metavar="N", help="how many (default 5)")
-    nxt.add_argument("--now", metavar="ISO", help="count from this instant (read in the job's zone)")
+    nxt.add_argument(
+        "--now", metavar="ISO", help="count from this instant (read in the job's zone)"
+    )
     nxt.set_defaults(func=_next)
 
     upstream = commands.add_parser(
@@ -147,7 +150,13 @@ def _next(args: argparse.Namespace) -> int:
     job = _find_job(config, args.job)
     now = _instant(args.now, job, "--now") if args.now else datetime.now(UTC)
     if job.schedule is None or not job.enabled:
-        reason = "is disabled" if not job.enabled else f"runs after '{job.after.job}'" if job.after else ""
+        reason = (
+            "is disabled"
+            if not job.enabled
+            else f"runs after '{job.after.job}'"
+            if job.after
+            else ""
+        )
         print(f"tuisched: job '{job.name}' {reason}; it has no scheduled runs", file=sys.stderr)
         return 0
     for slot in next_slots(job.schedule, now, args.n):
@@ -163,14 +172,13 @@ def _upstream(args: argparse.Namespace) -> int:
         return 0
     at = _instant(args.at, job, "--at")
     for name in job.requires:
-        if name in ("self", job.name):
+        upstream = job if name in (SELF, job.name) else config.jobs[name]
+        slot = None
+        if upstream is job:
             slot = previous_own_slot(job.schedule, at)
-            name = job.name
-        else:
-            upstream = config.jobs[name].schedule
-            assert upstream is not None  # validation guarantees a cycle, hence a schedule
-            slot = required_slot(job.schedule, upstream, at)
-        print(f"{name} {slot.isoformat() if slot is not None else '-'}")
+        elif upstream.schedule is not None:  # validation guarantees it: upstreams have cycles
+            slot = required_slot(job.schedule, upstream.schedule, at)
+        print(f"{upstream.name} {slot.isoformat() if slot is not None else '-'}")
     return 0
 
 
@@ -213,11 +221,10 @@ def job_state(job: Job, now: datetime) -> str:
 def schedule_words(job: Job) -> str:
     """The job's trigger in words."""
     if job.after is not None:
-        delay = f" + {job.after.delay}" if job.after.delay else ""
+        delay = f" (+{format_duration(job.after.delay)})" if job.after.delay else ""
         outcome = {"success": "succeeds", "failure": "fails", "both": "finishes"}[job.after.on]
         return f"after '{job.after.job}' {outcome}{delay}"
-    assert job.schedule is not None
-    return describe(job.schedule)
+    return describe(job.schedule) if job.schedule is not None else "-"
 
 
 def _job_row(job: Job, now: datetime) -> dict[str, object]:

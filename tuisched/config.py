@@ -161,6 +161,8 @@ class _Interpreter:
         self.values = Values(path)
         self.system_timezone = system_timezone
         self.default_state_dir = default_state_dir
+        self.key_lines: dict[str, dict[str, int]] = {}
+        """Line of each key of each job, for problems found across jobs."""
 
     def config(self, root: Value) -> Config | None:
         top = self._top(root)
@@ -238,7 +240,9 @@ class _Interpreter:
         self._put(kwargs, fields, "lease", self.values.duration, prefix=what)
         database = kwargs.get("database")
         if isinstance(database, str) and not database.startswith("postgresql"):
-            self.values.problem(fields["database"].value.line, f"{what}.database must be postgresql://")
+            self.values.problem(
+                fields["database"].value.line, f"{what}.database must be postgresql://"
+            )
         if len(self.values.problems) > before:
             return None
         return ClusterSettings(**kwargs)  # type: ignore[arg-type]
@@ -300,7 +304,9 @@ class _Interpreter:
         v = self.values
         self._put(kwargs, fields, "host", v.text, prefix="email.smtp")
         self._put(kwargs, fields, "security", self._enum(Security), prefix="email.smtp")
-        self._put(kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp")
+        self._put(
+            kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp"
+        )
         self._put(kwargs, fields, "username_env", v.env_name, prefix="email.smtp")
         self._put(kwargs, fields, "password_env", v.env_name, prefix="email.smtp")
         self._put(kwargs, fields, "password_file", self._path, prefix="email.smtp")
@@ -308,8 +314,7 @@ class _Interpreter:
         if None in kwargs.values():
             return None
         security = kwargs.get("security", Security.NONE)
-        assert isinstance(security, Security)
-        kwargs.setdefault("port", _DEFAULT_PORTS[security])
+        kwargs.setdefault("port", _DEFAULT_PORTS[Security(security)])
         return SmtpSettings(**kwargs)  # type: ignore[arg-type]
 
     # --- groups ------------------------------------------------------------
@@ -359,7 +364,9 @@ class _Interpreter:
 
     # --- jobs --------------------------------------------------------------
 
-    def jobs(self, entry: Entry | None, root_line: int, settings: Settings | None) -> dict[str, Job]:
+    def jobs(
+        self, entry: Entry | None, root_line: int, settings: Settings | None
+    ) -> dict[str, Job]:
         if entry is None:
             self.values.problem(root_line, "the configuration has no 'jobs:' section")
             return {}
@@ -387,6 +394,7 @@ class _Interpreter:
         fields = self.values.mapping(entry.value, "the job", JOB_KEYS)
         if fields is None:
             return None
+        self.key_lines[name] = {key: field.key_line for key, field in fields.items()}
         before = len(self.values.problems)
         zone = self._opt(fields, "timezone", self.values.zone, "timezone") or default_zone
         kwargs: dict[str, object] = {"name": name, "line": entry.key_line, "timezone": zone}
@@ -541,7 +549,8 @@ class _Interpreter:
             return ManualSchedule(tz=zone)
         if not isinstance(value, Map):
             self.values.problem(
-                value.line, "schedule must be a mapping with every, cron or at, or the word 'manual'"
+                value.line,
+                "schedule must be a mapping with every, cron or at, or the word 'manual'",
             )
             return None
         fields = self.values.mapping(value, "schedule", SCHEDULE_KEYS)
@@ -562,17 +571,17 @@ class _Interpreter:
                 f"schedule.start {start.isoformat()} is after schedule.stop {stop.isoformat()}",
             )
             return None
-        return self._schedule_form(forms[0], fields, value.line, start, stop, zone)
+        return self._schedule_form(forms[0], fields, value.line, (start, stop), zone)
 
     def _schedule_form(
         self,
         form: str,
         fields: dict[str, Entry],
         line: int,
-        start: datetime | None,
-        stop: datetime | None,
+        window: tuple[datetime | None, datetime | None],
         zone: ZoneInfo,
     ) -> Schedule | None:
+        start, stop = window
         form_value = fields[form].value
         if form == "at":
             for key in ("start", "stop"):
@@ -669,7 +678,8 @@ class _Interpreter:
             with self.values.scope(job=job.name):
                 if job.after is not None and job.after.job not in names:
                     near = nearest(job.after.job, names)
-                    self.values.problem(job.line, f"after names unknown job '{job.after.job}'{near}")
+                    line = self._line(job, "after")
+                    self.values.problem(line, f"after names unknown job '{job.after.job}'{near}")
                 self._check_requires(job, jobs)
         graph = {
             job.name: [
@@ -680,18 +690,19 @@ class _Interpreter:
         }
         cycle = find_cycle(graph)
         if cycle is not None:
-            with self.values.scope(job=cycle[0]):
-                path = " -> ".join(cycle)
-                self.values.problem(jobs[cycle[0]].line, f"dependency cycle: {path}")
+            first = jobs[cycle[0]]
+            with self.values.scope(job=first.name):
+                line = self._line(first, "after" if first.after else "requires")
+                self.values.problem(line, f"dependency cycle: {' -> '.join(cycle)}")
 
     def _check_requires(self, job: Job, jobs: Mapping[str, Job]) -> None:
         if not job.requires:
             return
         if job.schedule is None or cycle_of(job.schedule) is None:
             self.values.problem(
-                job.line,
+                self._line(job, "requires"),
                 "requires needs a cron schedule, or an every schedule whose step is a cycle "
-                "(1-30 minutes dividing an hour, 1-12 hours dividing a day, 1 day, week, month, year)",
+                "(minutes dividing an hour, hours dividing a day, 1 day, week, month or year)",
             )
             return
         for name in job.requires:
@@ -700,10 +711,13 @@ class _Interpreter:
                 continue
             if upstream is None:
                 near = nearest(name, frozenset(jobs) | {SELF})
-                self.values.problem(job.line, f"requires names unknown job '{name}'{near}")
+                self.values.problem(
+                    self._line(job, "requires"), f"requires names unknown job '{name}'{near}"
+                )
             elif upstream.schedule is None or cycle_of(upstream.schedule) is None:
                 self.values.problem(
-                    job.line, f"requires '{name}', which has no cycle (it needs a cron or every schedule)"
+                    self._line(job, "requires"),
+                    f"requires '{name}', which has no cycle (it needs a cron or every schedule)",
                 )
 
     def _check_alerts(
@@ -720,13 +734,20 @@ class _Interpreter:
             with self.values.scope(job=job, group=group):
                 if rules and "email" not in top:
                     self.values.problem(line, "alerts need the top-level 'email:' section")
-                elif email is not None and email.default_template is None:
-                    if any(rule.template is None for rule in rules):
-                        self.values.problem(
-                            line, "an alert without 'template' needs email.default_template"
-                        )
+                elif (
+                    email is not None
+                    and email.default_template is None
+                    and any(rule.template is None for rule in rules)
+                ):
+                    self.values.problem(
+                        line, "an alert without 'template' needs email.default_template"
+                    )
 
     # --- shared readers --------------------------------------------------------
+
+    def _line(self, job: Job, key: str) -> int:
+        """The line of `key` in `job`'s definition, else the job's own line."""
+        return self.key_lines.get(job.name, {}).get(key, job.line)
 
     def _check_name(self, name: str, line: int, what: str) -> bool:
         if not name.strip():

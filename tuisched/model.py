@@ -213,7 +213,7 @@ class Job:
     grace: timedelta = timedelta(seconds=60)
     misfire: Misfire = Misfire.SKIP
     requires: tuple[str, ...] = ()
-    """Upstream jobs whose cross-cycle slot must have succeeded (R9); may hold the job's own name."""
+    """Upstream jobs whose cross-cycle slot must have succeeded (R9); `self` for the job itself."""
     wait_timeout: timedelta | None = None
     recover: bool = False
     alerts: tuple[AlertRule, ...] = ()

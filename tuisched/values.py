@@ -67,7 +67,9 @@ class Values:
             return None
         for key, entry in value.entries.items():
             if key not in allowed:
-                self.problem(entry.key_line, f"unknown key '{key}' in {what}{nearest(key, allowed)}")
+                self.problem(
+                    entry.key_line, f"unknown key '{key}' in {what}{nearest(key, allowed)}"
+                )
         return {key: entry for key, entry in value.entries.items() if key in allowed}
 
     def scalar(self, value: Value, what: str) -> Scalar | None:
@@ -110,7 +112,9 @@ class Values:
         word = scalar.text.lower()
         if word in ("true", "false"):
             return word == "true"
-        hint = " (YAML 1.1 reads it as a boolean, YAML 1.2 as text)" if word in _YAML11_BOOLS else ""
+        hint = (
+            " (YAML 1.1 reads it as a boolean, YAML 1.2 as text)" if word in _YAML11_BOOLS else ""
+        )
         self.problem(scalar.line, f"{what} must be true or false, not '{scalar.text}'{hint}")
         return None
 

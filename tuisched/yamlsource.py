@@ -96,8 +96,9 @@ class _Reader:
             return Scalar(text=node.value, line=line, plain=self._is_plain(node))
         if isinstance(node, SequenceNode):
             return Seq(items=tuple(self.convert(item) for item in node.value), line=line)
-        assert isinstance(node, MappingNode)
-        return self._mapping(node, line)
+        if isinstance(node, MappingNode):
+            return self._mapping(node, line)
+        raise TypeError(f"unexpected YAML node {node!r}")  # PyYAML composes only these three
 
     def _is_plain(self, node: ScalarNode) -> bool:
         if node.style is not None:
@@ -154,6 +155,12 @@ def read_yaml(file: Path, text: str) -> tuple[Value | None, list[Problem]]:
         documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
+        problem = error.problem or ""
+        if error.context_mark is not None and (
+            "end of stream" in problem or "<stream end>" in problem
+        ):
+            # A truncated file: point at what was left open, not at the end.
+            mark = error.context_mark
         line = mark.line + 1 if mark is not None else 1
         reason = error.problem or error.context or "malformed YAML"
         reader.problem(line, f"YAML syntax error: {reason}")

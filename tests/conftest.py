@@ -1,0 +1,24 @@
+"""Shared fixtures: configuration files written on the fly."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLE = REPO / "sample_config" / "tuisched.yaml"
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[[str], Path]:
+    """Write a dedented YAML text to `tmp_path/tuisched.yaml` and return its path."""
+
+    def write(text: str, name: str = "tuisched.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+        return path
+
+    return write

@@ -1,0 +1,199 @@
+"""The command line's stable contract (SPEC R20): output formats and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tuisched.cli import EX_CONFIG, main
+
+from .conftest import REPO, SAMPLE
+
+Write = Callable[[str], Path]
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    """Run `python -m tuisched` for real; return (status, stdout, stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "tuisched", *argv],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the command line in-process; return (status, stdout, stderr)."""
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_validate_sample_prints_ok_with_counts() -> None:
+    status, out, _ = run("validate", "-c", str(SAMPLE))
+    assert (status, out) == (0, "OK: 16 jobs, 2 groups\n")
+
+
+def test_validate_prints_one_located_line_per_problem(write_config: Write) -> None:
+    path = write_config(
+        """
+        jobs:
+          a:
+            command: [/bin/true]
+            shedule: manual
+          b:
+            command: [/bin/true]
+            schedule: {cron: "0 5 * *"}
+        """
+    )
+    status, out, err = run("validate", "-c", str(path))
+    assert status == 1
+    assert err == ""
+    lines = out.splitlines()
+    assert lines, "no problem printed"
+    pattern = re.compile(rf"{re.escape(str(path))}:\d+: job '(a|b)': .+")
+    assert all(pattern.fullmatch(line) for line in lines), out
+    assert any(line.startswith(f"{path}:4: job 'a': unknown key 'shedule'") for line in lines)
+    assert any(line.startswith(f"{path}:7: job 'b': schedule.cron") for line in lines)
+
+
+def test_next_lists_slots_with_offsets_in_the_jobs_zone(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = call(
+        capsys, "next", "month-end", "-n", "4", "--now", "2026-01-31T07:00", "-c", str(SAMPLE)
+    )
+    assert status == 0
+    assert out.splitlines() == [
+        "2026-02-28T06:00:00+01:00",
+        "2026-03-31T06:00:00+02:00",
+        "2026-04-30T06:00:00+02:00",
+        "2026-05-31T06:00:00+02:00",
+    ]
+
+
+def test_next_accepts_an_offset_and_defaults_to_five(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = call(
+        capsys, "-c", str(SAMPLE), "next", "heartbeat", "--now", "2026-05-07T07:10:30+00:00"
+    )
+    assert status == 0
+    assert out.splitlines() == [f"2026-05-07T09:{m}:00+02:00" for m in (11, 12, 13, 14, 15)]
+
+
+def test_next_prints_nothing_for_jobs_without_future_runs(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for job, now in (("compress", "2026-05-07T00:00"), ("migrate-archive", "2027-01-01T00:00")):
+        status, out, _ = call(capsys, "next", job, "--now", now, "-c", str(SAMPLE))
+        assert (status, out) == (0, ""), job
+
+
+def test_unknown_job_is_a_clear_error_without_traceback() -> None:
+    status, out, err = run("next", "heartbeet", "-c", str(SAMPLE))
+    assert status == 1
+    assert out == ""
+    assert "no job named 'heartbeet'" in err
+    assert "did you mean 'heartbeat'?" in err
+    assert "Traceback" not in err
+
+
+def test_bad_now_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = call(capsys, "next", "heartbeat", "--now", "yesterday", "-c", str(SAMPLE))
+    assert status == 1
+    assert "--now: bad date-time 'yesterday'" in err
+
+
+def test_upstream_prints_the_required_slots(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = call(
+        capsys, "upstream", "daily-report", "--at", "2026-05-07T06:00", "-c", str(SAMPLE)
+    )
+    assert (status, out) == (0, "export 2026-05-07T01:30:00+02:00\n")
+    status, out, _ = call(
+        capsys, "upstream", "hourly-rollup", "--at", "2026-05-07T10:05", "-c", str(SAMPLE)
+    )
+    assert (status, out) == (0, "hourly-rollup 2026-05-07T09:05:00+02:00\n")
+
+
+def test_jobs_json_lists_every_job(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = call(capsys, "jobs", "--json", "-c", str(SAMPLE))
+    assert status == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert len(rows) == 16
+    assert rows["legacy-sync"]["state"] == "disabled"
+    assert rows["legacy-sync"]["next_run"] is None
+    assert rows["compress"]["schedule"] == "after 'export' succeeds (+10s)"
+    assert rows["heartbeat"]["kind"] == "command"
+    assert rows["rebuild-index"]["kind"] == "python"
+    assert rows["wait-for-drop"]["kind"] == "wait_for"
+    assert rows["heartbeat"]["next_run"] is not None
+    assert set(rows["export"]) >= {"name", "kind", "schedule", "next_run", "state", "groups"}
+
+
+def test_jobs_table_has_a_header_and_a_row_per_job(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, _ = call(capsys, "jobs", "-c", str(SAMPLE))
+    lines = out.splitlines()
+    assert status == 0
+    assert lines[0].split()[:4] == ["NAME", "KIND", "STATE", "NEXT"]
+    assert len(lines) == 17
+
+
+def test_a_bad_config_exits_78_for_commands_other_than_validate(write_config: Write) -> None:
+    path = write_config("jobs:\n  a: {command: [/bin/true]}\n")
+    status, out, err = run("jobs", "-c", str(path))
+    assert status == EX_CONFIG
+    assert out == ""
+    assert f"{path}:2: job 'a': a job needs a trigger source" in err
+    assert "Traceback" not in err
+
+
+def test_config_comes_from_the_environment_then_the_working_directory(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TUISCHED_CONFIG", str(SAMPLE))
+    assert call(capsys, "validate")[1] == "OK: 16 jobs, 2 groups\n"
+    monkeypatch.delenv("TUISCHED_CONFIG")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tuisched.yaml").write_text(
+        "jobs:\n  a: {command: [/bin/true], schedule: manual}\n"
+    )
+    assert call(capsys, "validate")[1] == "OK: 1 jobs, 0 groups\n"
+
+
+@pytest.mark.parametrize("command", [[], ["validate"], ["next"], ["upstream"], ["jobs"]])
+def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    assert exited.value.code == 0
+    assert "-c PATH, --config PATH" in capsys.readouterr().out
+
+
+def test_the_command_line_never_imports_textual() -> None:
+    # Every non-console path, in a fresh interpreter, then a look at sys.modules.
+    script = f"""
+import sys
+from tuisched.cli import main
+for argv in (["validate"], ["jobs", "--json"], ["next", "heartbeat"],
+             ["upstream", "daily-report", "--at", "2026-05-07T06:00"]):
+    main([*argv, "-c", {str(SAMPLE)!r}])
+loaded = sorted(m for m in sys.modules if m == "textual" or m.startswith("textual."))
+assert not loaded, loaded
+print("clean")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("clean\n")

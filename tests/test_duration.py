@@ -1,0 +1,38 @@
+"""Durations as the spec writes them (R17a)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from tuisched.duration import format_duration, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("90s", timedelta(seconds=90)),
+        ("5m", timedelta(minutes=5)),
+        ("2h", timedelta(hours=2)),
+        ("1d", timedelta(days=1)),
+        ("1w", timedelta(weeks=1)),
+        ("1h30m", timedelta(hours=1, minutes=30)),
+        ("1d 2h", timedelta(days=1, hours=2)),
+        ("0s", timedelta(0)),
+    ],
+)
+def test_parse(text: str, expected: timedelta) -> None:
+    assert parse_duration(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "90", "5 minutes", "1.5h", "-5m", "30m1h", "1h1h", "h"])
+def test_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="bad duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize("seconds", [0, 1, 59, 60, 61, 3600, 5400, 86400, 90061, 604800])
+def test_format_reads_back(seconds: int) -> None:
+    value = timedelta(seconds=seconds)
+    assert parse_duration(format_duration(value)) == value
