@@ -36,8 +36,8 @@ def test_bad_config_is_rejected_with_file_line_and_job(path: Path) -> None:
         for p in caught.value.problems
         if p.line == line
         and fragment in p.message
-        and (p.job if scope == "job" else None) == name
-        and (p.group if scope == "group" else None) == name
+        and p.job == (name if scope == "job" else None)
+        and p.group == (name if scope == "group" else None)
     ]
     listed = "\n".join(str(p) for p in caught.value.problems)
     assert found, f"expected line {line} {scope} {name!r}: {fragment!r}; got:\n{listed}"

@@ -7,14 +7,12 @@ the file, the line, the job (or group) and the rule broken.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
-from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo
 
 from tuisched.cron import CronExpr
@@ -22,10 +20,8 @@ from tuisched.dependencies import cycle_of, find_cycle
 from tuisched.errors import ConfigError, CronError, Problem, ScheduleError
 from tuisched.model import (
     After,
-    AlertEvent,
     AlertRule,
     AtSchedule,
-    ClusterSettings,
     CommandSpec,
     Config,
     CronSchedule,
@@ -40,27 +36,17 @@ from tuisched.model import (
     Overlap,
     PythonSpec,
     Schedule,
-    Security,
     Settings,
-    SmtpSettings,
     WaitForSpec,
 )
 from tuisched.schedule import localize, parse_every
-from tuisched.templates import syntax_problem
+from tuisched.sections import Sections
 from tuisched.values import Values, nearest
 from tuisched.yamlsource import Entry, Map, Scalar, Value, read_yaml, read_yaml_file
 
 T = TypeVar("T")
 
 TOP_KEYS = frozenset({"settings", "email", "groups", "jobs"})
-SETTINGS_KEYS = frozenset(
-    {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
-)
-CLUSTER_KEYS = frozenset({"database", "password_env", "password_file", "node", "lease"})
-EMAIL_KEYS = frozenset({"smtp", "from", "subject", "default_template"})
-SMTP_KEYS = frozenset(
-    {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
-)
 GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
 KIND_KEYS = ("command", "python", "wait_for")
 COMMAND_KEYS = frozenset({"cwd", "env", "success_codes"})
@@ -73,12 +59,10 @@ JOB_KEYS = frozenset(KIND_KEYS) | COMMAND_KEYS | frozenset(
 )  # fmt: skip
 SCHEDULE_KEYS = frozenset({"every", "cron", "at", "start", "stop"})
 AFTER_KEYS = frozenset({"job", "on", "delay"})
-ALERT_KEYS = frozenset({"to", "template"})
 SELF = "self"
 """In `requires`, the job itself: its own previous slot must have succeeded."""
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
-_DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
 
 
 def load_config(
@@ -100,7 +84,7 @@ def load_config(
         ConfigError: listing every problem found; nothing is returned then.
     """
     path = path.absolute()
-    root, problems, _ = read_yaml_file(path)
+    root, problems, _ = read_yaml_file(path, owner_of)
     return _interpret(path, root, problems, system_timezone, default_state_dir)
 
 
@@ -113,7 +97,7 @@ def parse_config(
 ) -> Config:
     """Validate `text` as if it were the contents of `path` (see `load_config`)."""
     path = path.absolute()
-    root, problems = read_yaml(path, text)
+    root, problems = read_yaml(path, text, owner_of)
     return _interpret(path, root, problems, system_timezone, default_state_dir)
 
 
@@ -134,20 +118,11 @@ def _interpret(
     return config
 
 
-def _system_timezone() -> ZoneInfo:
-    from tzlocal import get_localzone_name  # noqa: PLC0415  (only needed without settings.timezone)
-
-    name = os.environ.get("TZ") or get_localzone_name() or "UTC"
-    try:
-        return ZoneInfo(name.removeprefix(":"))
-    except (ValueError, KeyError):
-        return ZoneInfo("UTC")
-
-
-def _default_state_dir() -> Path:
-    from platformdirs import user_state_path  # noqa: PLC0415  (only needed without state_dir)
-
-    return user_state_path("tuisched")
+def owner_of(keys: tuple[str, ...]) -> dict[str, str]:
+    """The job or group that the YAML under `keys` belongs to, as Problem fields."""
+    if len(keys) >= 2 and keys[0] in ("jobs", "groups"):
+        return {keys[0][:-1]: keys[1]}
+    return {}
 
 
 class _Interpreter:
@@ -157,10 +132,8 @@ class _Interpreter:
         self, path: Path, system_timezone: ZoneInfo | None, default_state_dir: Path | None
     ) -> None:
         self.path = path
-        self.base = path.parent
-        self.values = Values(path)
-        self.system_timezone = system_timezone
-        self.default_state_dir = default_state_dir
+        self.values = Values(path, base=path.parent)
+        self.sections = Sections(self.values, system_timezone, default_state_dir)
         self.key_lines: dict[str, dict[str, int]] = {}
         """Line of each key of each job, for problems found across jobs."""
 
@@ -168,14 +141,14 @@ class _Interpreter:
         top = self._top(root)
         if top is None:
             return None
-        settings = self.settings(top.get("settings"))
-        email = self.email(top["email"]) if "email" in top else None
+        settings = self.sections.settings(top.get("settings"))
+        email = self.sections.email(top["email"]) if "email" in top else None
         jobs = self.jobs(top.get("jobs"), root.line, settings)
         groups = self.groups(top.get("groups"), jobs)
-        if settings is None:
-            return None
         self._check_dependencies(jobs)
         self._check_alerts(jobs, groups, email, top)
+        if settings is None:
+            return None
         jobs = _with_groups(jobs, groups)
         return Config(
             path=self.path,
@@ -195,127 +168,6 @@ class _Interpreter:
                 near = nearest(key, TOP_KEYS)
                 self.values.problem(entry.key_line, f"unknown top-level key '{key}'{near}")
         return {key: entry for key, entry in root.entries.items() if key in TOP_KEYS}
-
-    # --- settings -------------------------------------------------------------
-
-    def settings(self, entry: Entry | None) -> Settings | None:
-        fields: dict[str, Entry] = {}
-        if entry is not None:
-            read = self.values.mapping(entry.value, "settings", SETTINGS_KEYS)
-            if read is None:
-                return None
-            fields = read
-        before = len(self.values.problems)
-        v = self.values
-        kwargs: dict[str, object] = {
-            "timezone": self._opt(fields, "timezone", v.zone, "settings.timezone")
-            or self.system_timezone
-            or _system_timezone(),
-            "state_dir": self._opt(fields, "state_dir", self._path, "settings.state_dir")
-            or self.default_state_dir
-            or _default_state_dir(),
-        }
-        self._put(kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1))
-        self._put(kwargs, fields, "shutdown_grace", v.duration)
-        self._put(kwargs, fields, "history", self._database_url)
-        self._put(kwargs, fields, "auto_reload", v.boolean)
-        self._put(kwargs, fields, "cluster", self._cluster)
-        if len(self.values.problems) > before:
-            return None
-        return Settings(**kwargs)  # type: ignore[arg-type]
-
-    def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
-        fields = self.values.mapping(value, what, CLUSTER_KEYS)
-        if fields is None:
-            return None
-        if "database" not in fields:
-            self.values.problem(value.line, f"{what} needs 'database' (a postgresql:// URL)")
-            return None
-        kwargs: dict[str, object] = {}
-        before = len(self.values.problems)
-        self._put(kwargs, fields, "database", self._database_url, prefix=what)
-        self._put(kwargs, fields, "password_env", self.values.env_name, prefix=what)
-        self._put(kwargs, fields, "password_file", self._path, prefix=what)
-        self._put(kwargs, fields, "node", self.values.text, prefix=what)
-        self._put(kwargs, fields, "lease", self.values.duration, prefix=what)
-        database = kwargs.get("database")
-        if isinstance(database, str) and not database.startswith("postgresql"):
-            self.values.problem(
-                fields["database"].value.line, f"{what}.database must be postgresql://"
-            )
-        if len(self.values.problems) > before:
-            return None
-        return ClusterSettings(**kwargs)  # type: ignore[arg-type]
-
-    def _database_url(self, value: Value, what: str) -> str | None:
-        url = self.values.text(value, what)
-        if url is None:
-            return None
-        parts = urlsplit(url)
-        if parts.scheme.split("+")[0] not in ("sqlite", "postgresql", "postgres"):
-            self.values.problem(value.line, f"{what} must be a sqlite:// or postgresql:// URL")
-            return None
-        if parts.password:
-            self.values.problem(
-                value.line,
-                f"{what} holds a password; name it with password_env or password_file instead",
-            )
-            return None
-        return url
-
-    # --- email -------------------------------------------------------------
-
-    def email(self, entry: Entry) -> EmailSettings | None:
-        fields = self.values.mapping(entry.value, "email", EMAIL_KEYS)
-        if fields is None:
-            return None
-        for key in ("smtp", "from"):
-            if key not in fields:
-                self.values.problem(entry.value.line, f"email needs '{key}'")
-        if "smtp" not in fields or "from" not in fields:
-            return None
-        before = len(self.values.problems)
-        smtp = self._smtp(fields["smtp"].value)
-        sender = self.values.text(fields["from"].value, "email.from")
-        if sender is not None:
-            sender = self.values.address(sender, fields["from"].value.line, "email.from")
-        kwargs: dict[str, object] = {"smtp": smtp, "sender": sender}
-        self._put(kwargs, fields, "subject", self._template_text, prefix="email")
-        self._put(kwargs, fields, "default_template", self._template_file, prefix="email")
-        if len(self.values.problems) > before:
-            return None
-        return EmailSettings(**kwargs)  # type: ignore[arg-type]
-
-    def _smtp(self, value: Value) -> SmtpSettings | None:
-        if isinstance(value, Map) and {"password", "username"} & set(value.entries):
-            key = "password" if "password" in value.entries else "username"
-            self.values.problem(
-                value.entries[key].key_line,
-                f"email.smtp.{key}: secrets never live in the configuration; "
-                f"name an environment variable with {key}_env instead",
-            )
-        fields = self.values.mapping(value, "email.smtp", SMTP_KEYS - {"password", "username"})
-        if fields is None:
-            return None
-        if "host" not in fields:
-            self.values.problem(value.line, "email.smtp needs 'host'")
-            return None
-        kwargs: dict[str, object] = {}
-        v = self.values
-        self._put(kwargs, fields, "host", v.text, prefix="email.smtp")
-        self._put(kwargs, fields, "security", self._enum(Security), prefix="email.smtp")
-        self._put(
-            kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp"
-        )
-        self._put(kwargs, fields, "username_env", v.env_name, prefix="email.smtp")
-        self._put(kwargs, fields, "password_env", v.env_name, prefix="email.smtp")
-        self._put(kwargs, fields, "password_file", self._path, prefix="email.smtp")
-        self._put(kwargs, fields, "timeout", v.duration, prefix="email.smtp")
-        if None in kwargs.values():
-            return None
-        security = kwargs.get("security", Security.NONE)
-        kwargs.setdefault("port", _DEFAULT_PORTS[Security(security)])
-        return SmtpSettings(**kwargs)  # type: ignore[arg-type]
 
     # --- groups ------------------------------------------------------------
 
@@ -354,7 +206,7 @@ class _Interpreter:
                 near = nearest(member, frozenset(jobs))
                 self.values.problem(line, f"unknown group member: no job named '{member}'{near}")
             seen.add(member)
-        alerts = self._alerts(fields["alerts"].value) if "alerts" in fields else ()
+        alerts = self.sections.alerts(fields["alerts"].value) if "alerts" in fields else ()
         return Group(
             name=name,
             jobs=tuple(member for member, _ in members),
@@ -396,7 +248,7 @@ class _Interpreter:
             return None
         self.key_lines[name] = {key: field.key_line for key, field in fields.items()}
         before = len(self.values.problems)
-        zone = self._opt(fields, "timezone", self.values.zone, "timezone") or default_zone
+        zone = self.values.opt(fields, "timezone", self.values.zone, "timezone") or default_zone
         kwargs: dict[str, object] = {"name": name, "line": entry.key_line, "timezone": zone}
         kwargs["kind"] = self._kind(fields, entry)
         kwargs["schedule"], kwargs["after"] = self._trigger(fields, entry, zone)
@@ -409,18 +261,18 @@ class _Interpreter:
 
     def _job_options(self, kwargs: dict[str, object], fields: dict[str, Entry]) -> None:
         v = self.values
-        self._put(kwargs, fields, "description", v.text)
-        self._put(kwargs, fields, "priority", v.integer)
-        self._put(kwargs, fields, "timeout", v.duration)
-        self._put(kwargs, fields, "overlap", self._enum(Overlap))
-        self._put(kwargs, fields, "retries", lambda x, w: v.integer(x, w, minimum=0))
-        self._put(kwargs, fields, "retry_delay", v.duration)
-        self._put(kwargs, fields, "enabled", v.boolean)
-        self._put(kwargs, fields, "grace", v.duration)
-        self._put(kwargs, fields, "misfire", self._enum(Misfire))
-        self._put(kwargs, fields, "wait_timeout", v.duration)
-        self._put(kwargs, fields, "recover", v.boolean)
-        self._put(kwargs, fields, "alerts", lambda x, _: self._alerts(x))
+        self.values.put(kwargs, fields, "description", v.text)
+        self.values.put(kwargs, fields, "priority", v.integer)
+        self.values.put(kwargs, fields, "timeout", v.duration)
+        self.values.put(kwargs, fields, "overlap", self.values.enum(Overlap))
+        self.values.put(kwargs, fields, "retries", lambda x, w: v.integer(x, w, minimum=0))
+        self.values.put(kwargs, fields, "retry_delay", v.duration)
+        self.values.put(kwargs, fields, "enabled", v.boolean)
+        self.values.put(kwargs, fields, "grace", v.duration)
+        self.values.put(kwargs, fields, "misfire", self.values.enum(Misfire))
+        self.values.put(kwargs, fields, "wait_timeout", v.duration)
+        self.values.put(kwargs, fields, "recover", v.boolean)
+        self.values.put(kwargs, fields, "alerts", lambda x, _: self.sections.alerts(x))
         if "requires" in fields:
             names = v.string_list(fields["requires"].value, "requires")
             kwargs["requires"] = tuple(n for n, _ in names) if names is not None else None
@@ -448,8 +300,8 @@ class _Interpreter:
         if kind == "python":
             return self._python(value)
         if kind == "wait_for":
-            path = self.values.text(value, "wait_for")
-            return WaitForSpec(path=str(self.base / Path(path).expanduser())) if path else None
+            path = self.values.path(value, "wait_for")
+            return WaitForSpec(path=str(path)) if path else None
         return self._command(value, fields)
 
     def _python(self, value: Value) -> PythonSpec | None:
@@ -473,9 +325,9 @@ class _Interpreter:
                 v.problem(value.line, "command is an empty list")
                 argv = None
             kwargs["argv"] = tuple(arg for arg, _ in argv) if argv is not None else None
-        self._put(kwargs, fields, "cwd", self._path)
-        self._put(kwargs, fields, "env", self._env)
-        self._put(kwargs, fields, "success_codes", self._codes)
+        self.values.put(kwargs, fields, "cwd", self.values.path)
+        self.values.put(kwargs, fields, "env", self._env)
+        self.values.put(kwargs, fields, "success_codes", self._codes)
         if None in kwargs.values():
             return None
         return CommandSpec(**kwargs)  # type: ignore[arg-type]
@@ -537,9 +389,9 @@ class _Interpreter:
             self.values.problem(value.line, "after needs 'job' (the job to follow)")
             return None
         kwargs: dict[str, object] = {}
-        self._put(kwargs, fields, "job", self.values.text, prefix="after")
-        self._put(kwargs, fields, "on", self._enum(Outcome), prefix="after")
-        self._put(kwargs, fields, "delay", self.values.duration, prefix="after")
+        self.values.put(kwargs, fields, "job", self.values.text, prefix="after")
+        self.values.put(kwargs, fields, "on", self.values.enum(Outcome), prefix="after")
+        self.values.put(kwargs, fields, "delay", self.values.duration, prefix="after")
         if None in kwargs.values():
             return None
         return After(**kwargs)  # type: ignore[arg-type]
@@ -563,8 +415,8 @@ class _Interpreter:
                 value.line, f"schedule needs exactly one of every, cron or at; found {found}"
             )
             return None
-        start = self._opt(fields, "start", self._instant(zone), "schedule.start")
-        stop = self._opt(fields, "stop", self._instant(zone), "schedule.stop")
+        start = self.values.opt(fields, "start", self._instant(zone), "schedule.start")
+        stop = self.values.opt(fields, "stop", self._instant(zone), "schedule.stop")
         if start is not None and stop is not None and start > stop:
             self.values.problem(
                 fields["start"].value.line,
@@ -615,60 +467,6 @@ class _Interpreter:
             return localize(moment, zone)
 
         return read
-
-    # --- alerts --------------------------------------------------------------
-
-    def _alerts(self, value: Value) -> tuple[AlertRule, ...] | None:
-        events = frozenset(event.value for event in AlertEvent)
-        fields = self.values.mapping(value, "alerts", events)
-        if fields is None:
-            return None
-        rules = []
-        for event, entry in fields.items():
-            rule = self._alert(AlertEvent(event), entry.value)
-            if rule is not None:
-                rules.append(rule)
-        return tuple(rules) if len(rules) == len(fields) else None
-
-    def _alert(self, event: AlertEvent, value: Value) -> AlertRule | None:
-        what = f"alerts.{event}"
-        fields = self.values.mapping(value, what, ALERT_KEYS)
-        if fields is None:
-            return None
-        if "to" not in fields:
-            self.values.problem(value.line, f"{what} needs 'to' (one address or a list)")
-            return None
-        addresses = self.values.string_list(fields["to"].value, f"{what}.to") or []
-        checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses]
-        template = self._opt(fields, "template", self._template_file, f"{what}.template")
-        if not addresses or None in checked or ("template" in fields and template is None):
-            return None
-        return AlertRule(event=event, to=tuple(a for a, _ in addresses), template=template)
-
-    def _template_file(self, value: Value, what: str) -> Path | None:
-        path = self._path(value, what)
-        if path is None:
-            return None
-        try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
-            self.values.problem(value.line, f"{what}: cannot read template {path}: {reason}")
-            return None
-        problem = syntax_problem(source)
-        if problem is not None:
-            line, message = problem
-            self.values.problem(value.line, f"{what}: {path}:{line}: {message}")
-            return None
-        return path
-
-    def _template_text(self, value: Value, what: str) -> str | None:
-        text = self.values.text(value, what)
-        problem = syntax_problem(text) if text is not None else None
-        if problem is not None:
-            self.values.problem(value.line, f"{what}: {problem[1]}")
-            return None
-        return text
 
     # --- whole-configuration checks -------------------------------------------
 
@@ -763,42 +561,6 @@ class _Interpreter:
             self.values.problem(line, f"'{SELF}' is reserved (requires: [self]); pick another name")
             return False
         return True
-
-    def _path(self, value: Value, what: str) -> Path | None:
-        text = self.values.text(value, what)
-        return self.base / Path(text).expanduser() if text is not None else None
-
-    def _enum(self, kind: type[T]) -> Callable[[Value, str], T | None]:
-        choices = tuple(str(member.value) for member in kind)  # type: ignore[attr-defined]
-
-        def read(value: Value, what: str) -> T | None:
-            word = self.values.choice(value, what, choices)
-            return kind(word) if word is not None else None  # type: ignore[call-arg]
-
-        return read
-
-    def _opt(
-        self,
-        fields: dict[str, Entry],
-        key: str,
-        reader: Callable[[Value, str], T | None],
-        what: str,
-    ) -> T | None:
-        """Read `fields[key]` with `reader` when present."""
-        return reader(fields[key].value, what) if key in fields else None
-
-    def _put(
-        self,
-        kwargs: dict[str, object],
-        fields: dict[str, Entry],
-        key: str,
-        reader: Callable[[Value, str], object],
-        *,
-        prefix: str = "",
-    ) -> None:
-        """Read `fields[key]` into `kwargs[key]` when present; None marks a problem."""
-        if key in fields:
-            kwargs[key] = reader(fields[key].value, f"{prefix}.{key}" if prefix else key)
 
 
 def _dotted(text: str) -> bool:

@@ -9,21 +9,26 @@ integer because YAML 1.1 would read it as octal.
 from __future__ import annotations
 
 import difflib
+import enum
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from email.utils import parseaddr
 from pathlib import Path
+from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from tuisched.duration import parse_duration
 from tuisched.errors import Problem
 from tuisched.yamlsource import Entry, Map, Scalar, Seq, Value
 
+E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
+
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
-_ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>]+\.[^@\s<>.]+")
+_ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
 _KIND_NAMES = {Scalar: "a single value", Seq: "a list", Map: "a mapping"}
@@ -39,6 +44,8 @@ class Values:
 
     file: Path
     problems: list[Problem] = field(default_factory=list)
+    base: Path = Path()
+    """Folder that relative paths in the configuration are relative to."""
     job: str | None = None
     group: str | None = None
 
@@ -91,6 +98,46 @@ class Values:
             if scalar is not None:
                 result.append((scalar.text, scalar.line))
         return result if len(result) == len(items) else None
+
+    # --- fields of a mapping --------------------------------------------------
+
+    def opt(
+        self,
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], T | None],
+        what: str,
+    ) -> T | None:
+        """Read `fields[key]` with `reader` when present."""
+        return reader(fields[key].value, what) if key in fields else None
+
+    def put(
+        self,
+        kwargs: dict[str, object],
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], object],
+        *,
+        prefix: str = "",
+    ) -> None:
+        """Read `fields[key]` into `kwargs[key]` when present; None marks a problem."""
+        if key in fields:
+            kwargs[key] = reader(fields[key].value, f"{prefix}.{key}" if prefix else key)
+
+    def path(self, value: Value, what: str) -> Path | None:
+        """A path; a relative one is relative to the configuration's folder."""
+        text = self.text(value, what)
+        return self.base / Path(text).expanduser() if text is not None else None
+
+    def enum(self, kind: type[E]) -> Callable[[Value, str], E | None]:
+        """A reader for one of `kind`'s values."""
+        choices = tuple(str(member.value) for member in kind)
+
+        def read(value: Value, what: str) -> E | None:
+            word = self.choice(value, what, choices)
+            return kind(word) if word is not None else None
+
+        return read
 
     # --- scalars ------------------------------------------------------------
 

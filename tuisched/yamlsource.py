@@ -9,6 +9,7 @@ wrote, and can point at the line when it is wrong.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,16 +67,27 @@ class Map:
 
 Value = Scalar | Seq | Map
 
+Scope = Callable[[tuple[str, ...]], dict[str, str]]
+"""Maps the keys leading to a problem to the Problem fields naming its owner (job, group)."""
+
+
+def _no_scope(_keys: tuple[str, ...]) -> dict[str, str]:
+    return {}
+
 
 @dataclass(slots=True)
 class _Reader:
     file: Path
+    scope: Scope = _no_scope
     problems: list[Problem] = field(default_factory=list)
     seen: dict[int, Value] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    """The keys leading to the node being read."""
     resolver: yaml.resolver.Resolver = field(default_factory=yaml.resolver.Resolver)
 
     def problem(self, line: int, message: str) -> None:
-        self.problems.append(Problem(file=self.file, line=line, message=message))
+        owner = self.scope(tuple(self.keys))
+        self.problems.append(Problem(file=self.file, line=line, message=message, **owner))
 
     def convert(self, node: Node) -> Value:
         # Aliases share nodes: convert each once, which also defuses alias bombs.
@@ -103,7 +115,10 @@ class _Reader:
     def _is_plain(self, node: ScalarNode) -> bool:
         if node.style is not None:
             return False
-        implicit = self.resolver.resolve(ScalarNode, node.value, (True, False))
+        # types-PyYAML leaves Resolver.resolve untyped.
+        implicit = self.resolver.resolve(  # type: ignore[no-untyped-call]
+            ScalarNode, node.value, (True, False)
+        )
         return bool(node.tag == implicit)
 
     def _mapping(self, node: MappingNode, line: int) -> Map:
@@ -117,6 +132,7 @@ class _Reader:
             if key_node.value == _MERGE_KEY and key_node.style is None:
                 self._merge(value_node, merged)
                 continue
+            self.keys.append(key_node.value)
             if key_node.value in entries:
                 first = entries[key_node.value].key_line
                 self.problem(
@@ -124,8 +140,9 @@ class _Reader:
                     f"duplicate key '{key_node.value}' (first at line {first}); "
                     "YAML would silently keep only the last one",
                 )
-                continue
-            entries[key_node.value] = Entry(key_line=key_line, value=self.convert(value_node))
+            else:
+                entries[key_node.value] = Entry(key_line=key_line, value=self.convert(value_node))
+            self.keys.pop()
         return Map(entries={**merged, **entries}, line=line)
 
     def _merge(self, value_node: Node, into: dict[str, Entry]) -> None:
@@ -143,14 +160,17 @@ class _TooLarge(Exception):
     pass
 
 
-def read_yaml(file: Path, text: str) -> tuple[Value | None, list[Problem]]:
+def read_yaml(
+    file: Path, text: str, scope: Scope = _no_scope
+) -> tuple[Value | None, list[Problem]]:
     """Compose `text` (the contents of `file`) into located values.
 
     Returns the document's root value (None when there is none) and every
     problem found: syntax errors, duplicate keys, foreign tags, an empty
-    document or several documents.
+    document or several documents. `scope` names the owner of a problem
+    from the keys that lead to it.
     """
-    reader = _Reader(file=file)
+    reader = _Reader(file=file, scope=scope)
     try:
         documents = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as error:
@@ -185,7 +205,7 @@ def read_yaml(file: Path, text: str) -> tuple[Value | None, list[Problem]]:
     return root, reader.problems
 
 
-def read_yaml_file(file: Path) -> tuple[Value | None, list[Problem], str]:
+def read_yaml_file(file: Path, scope: Scope = _no_scope) -> tuple[Value | None, list[Problem], str]:
     """Read and compose `file`; also returns its text ("" when unreadable)."""
     try:
         raw = file.read_bytes()
@@ -198,5 +218,5 @@ def read_yaml_file(file: Path) -> tuple[Value | None, list[Problem], str]:
         line = raw[: error.start].count(b"\n") + 1
         problem = Problem(file=file, line=line, message="the file is not valid UTF-8 here")
         return None, [problem], ""
-    root, problems = read_yaml(file, text)
+    root, problems = read_yaml(file, text, scope)
     return root, problems, text
