@@ -18,6 +18,7 @@ expressions never reach it.
 from __future__ import annotations
 
 import calendar
+import functools
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -102,11 +103,18 @@ class CronExpr:
     def parse(cls, text: str) -> CronExpr:
         """Parse a 5- or 6-field expression or an `@` macro.
 
+        Equal texts give the same (immutable) object, so 100,000 jobs sharing
+        a handful of expressions hold a handful of parsed forms.
+
         Raises:
             CronError: the expression is malformed or can never fire; the message
                 names the field and the problem, e.g. ``cron: day-of-week field
                 '8': value 8 out of range 0-7``.
         """
+        return _parse_cached(text)
+
+    @classmethod
+    def _parse(cls, text: str) -> CronExpr:
         parts = _expand_macro(text.strip()).split()
         if len(parts) not in (5, 6):
             raise CronError(
@@ -408,3 +416,8 @@ def _weekday_words(weekdays: frozenset[int]) -> str:
         return f"{_WEEKDAY_WORDS[order[0]]}-{_WEEKDAY_WORDS[order[-1]]}"
     names = [_WEEKDAY_WORDS[d] for d in order]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(cls: type[CronExpr], text: str) -> CronExpr:
+    return cls._parse(text)
