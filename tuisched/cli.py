@@ -61,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tuisched {__version__}")
     parser.add_argument("--no-ui", action="store_true", help="run headless (no console)")
+    parser.add_argument(
+        "--log-format", choices=("human", "json"), default="human", help="headless log lines"
+    )
     parser.set_defaults(func=_console)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
@@ -89,6 +92,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     jobs.add_argument("--json", action="store_true", help="print a JSON array")
     jobs.set_defaults(func=_jobs)
+
+    history = commands.add_parser("history", parents=[config], help="print the newest runs")
+    history.add_argument("job", metavar="JOB", nargs="?", help="only this job's runs")
+    history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")
+    history.add_argument("--json", action="store_true", help="print a JSON array")
+    history.set_defaults(func=_history)
+
+    run = commands.add_parser(
+        "run", parents=[config], help="run JOB once now in the foreground, streaming its output"
+    )
+    run.add_argument("job", metavar="JOB")
+    run.set_defaults(func=_run)
     return parser
 
 
@@ -195,15 +210,28 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _console(args: argparse.Namespace) -> int:
+    from tuisched.headless import run_headless  # noqa: PLC0415  (keeps light commands light)
+
+    if not args.no_ui:
+        print("tuisched: the console is not built yet; running headless.", file=sys.stderr)
+    return run_headless(_config_path(args), log_format=args.log_format)
+
+
+def _history(args: argparse.Namespace) -> int:
+    from tuisched.history import print_history  # noqa: PLC0415
+
     config = _load(args)
-    mode = "headless engine" if args.no_ui else "console"
-    print(
-        f"tuisched {__version__}: the {mode} is not built yet; "
-        f"these are the jobs of {config.path} and their next runs.\n",
-        file=sys.stderr,
-    )
-    _print_table([_job_row(job, datetime.now(UTC)) for job in config.jobs.values()], sys.stdout)
+    if args.job is not None:
+        _find_job(config, args.job)
+    print_history(config, args.job, args.n, as_json=args.json, out=sys.stdout)
     return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tuisched.oneshot import run_once  # noqa: PLC0415
+
+    config = _load(args)
+    return run_once(config, _find_job(config, args.job))
 
 
 # --- job rows -------------------------------------------------------------------

@@ -419,5 +419,5 @@ def _weekday_words(weekdays: frozenset[int]) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def _parse_cached(cls: type[CronExpr], text: str) -> CronExpr:
-    return cls._parse(text)
+def _parse_cached(text: str) -> CronExpr:
+    return CronExpr._parse(text)

@@ -1,0 +1,48 @@
+"""Python jobs for the engine tests, steered through module-level gates."""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+
+GATES: defaultdict[str, threading.Event] = defaultdict(threading.Event)
+"""Tests set GATES[name] to let a Blocker called `name` finish."""
+STARTED: list[str] = []
+"""Order in which Recorder jobs ran."""
+
+
+class Blocker:
+    """Runs until its gate opens or it is stopped."""
+
+    gate = "blocker"
+
+    def __init__(self) -> None:
+        self._stopped = threading.Event()
+        self.status = "blocking"
+
+    def run(self) -> None:
+        while not self._stopped.is_set() and not GATES[self.gate].wait(0.02):
+            pass
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+def record_a() -> None:
+    STARTED.append("a")
+
+
+def record_b() -> None:
+    STARTED.append("b")
+
+
+def record_c() -> None:
+    STARTED.append("c")
+
+
+def noop() -> None:
+    """Succeeds at once."""
+
+
+def boom() -> None:
+    raise RuntimeError("boom")

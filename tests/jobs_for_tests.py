@@ -1,0 +1,105 @@
+"""Python jobs the execution tests run by import target (`tests.jobs_for_tests:NAME`)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+RELEASE = threading.Event()
+"""Set by the tests to free threads left running by jobs that ignore stop()."""
+
+STARTED = threading.Event()
+"""Set by `Stoppable.run` once it is running (and its status says so)."""
+
+
+def succeed() -> None:
+    """A plain callable that does nothing and succeeds."""
+
+
+def fail() -> None:
+    """A plain callable that raises."""
+    raise ValueError("bad input")
+
+
+def exit_two() -> None:
+    """A plain callable that calls sys.exit: the run fails, the scheduler does not."""
+    sys.exit(2)
+
+
+def ignore_stop() -> None:
+    """A plain callable that nothing can interrupt (until the tests release it)."""
+    RELEASE.wait(30)
+
+
+NOT_CALLABLE = 42
+
+
+class Reporter:
+    """A class job that reports a status and message data."""
+
+    def __init__(self) -> None:
+        self.status = "starting"
+        self.message_data: dict[str, object] = {}
+
+    def run(self) -> None:
+        self.message_data = {"files": 3, "folder": "/data"}
+        self.status = "processed 3 files"
+
+    def stop(self) -> None:
+        pass
+
+
+class Stoppable:
+    """A class job that runs until stop() is called."""
+
+    def __init__(self) -> None:
+        self.status = "idle"
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        self.status = "working"
+        STARTED.set()
+        self._stopped.wait(30)
+        self.status = "stopped by request"
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+
+class StopRaises:
+    """A class job whose stop() raises (and whose run() therefore never ends)."""
+
+    def run(self) -> None:
+        RELEASE.wait(30)
+
+    def stop(self) -> None:
+        raise RuntimeError("cannot stop now")
+
+
+class BrokenStatus:
+    """A class job whose status and message_data properties raise."""
+
+    @property
+    def status(self) -> str:
+        raise RuntimeError("no status")
+
+    @property
+    def message_data(self) -> dict[str, object]:
+        raise RuntimeError("no data")
+
+    def run(self) -> None:
+        pass
+
+
+class NoRun:
+    """A class without run(): cannot be started."""
+
+
+class FailsInInit:
+    """A class whose constructor raises: cannot be started."""
+
+    def __init__(self) -> None:
+        raise OSError("no database")
+
+    def run(self) -> None:
+        pass

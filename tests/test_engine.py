@@ -1,0 +1,204 @@
+"""The engine with a real runtime: queue order, overlap, stops, timeouts, launch failures."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tuisched.errors import JobActionError, UnknownJobError
+from tuisched.events import RunFinished, RunNotStarted, RunQueued, RunStarted
+from tuisched.runs import Result, RunState, Trigger
+
+from . import engine_jobs
+from .runtime_fixtures import running, write_config
+
+
+@pytest.fixture(autouse=True)
+def _reset_gates() -> None:
+    engine_jobs.GATES.clear()
+    engine_jobs.STARTED.clear()
+
+
+async def test_queue_leaves_by_slot_then_priority_then_name(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+        c: {python: "tests.engine_jobs:record_c", schedule: manual, priority: 5}
+        b: {python: "tests.engine_jobs:record_b", schedule: manual, overlap: allow}
+        a: {python: "tests.engine_jobs:record_a", schedule: manual}
+        """,
+        settings="max_workers: 1",
+    )
+    async with running(path) as (runtime, events):
+        engine = runtime.engine
+        engine.run_now("blocker")
+        await events.wait_for(RunStarted)
+        slot = datetime(2026, 1, 1, tzinfo=UTC)
+        for name in ("b", "a", "c"):
+            engine.submit(runtime.config.job(name), slot=slot, trigger=Trigger.SCHEDULE)
+        early = slot - timedelta(minutes=1)
+        engine.submit(runtime.config.job("b"), slot=early, trigger=Trigger.SCHEDULE)
+        assert [run.job for run in engine.queued()] == ["b", "c", "a", "b"]
+        engine_jobs.GATES["blocker"].set()
+        await events.wait_for(RunFinished, lambda e: e.run.job != "blocker", count=4)
+    assert engine_jobs.STARTED == ["b", "c", "a", "b"]
+
+
+async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}'
+    )
+    async with running(path) as (runtime, events):
+        first = runtime.run_now("blocker")
+        await events.wait_for(RunStarted)
+        second = runtime.run_now("blocker")
+        assert second.state is RunState.NOT_STARTED
+        assert second.result is Result.SKIPPED
+        assert first.run_id in second.reason
+        (skipped,) = await events.wait_for(RunNotStarted)
+        assert skipped.run.run_id == second.run_id
+        engine_jobs.GATES["blocker"].set()
+        await events.wait_for(RunFinished)
+
+
+async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: queue}'
+    )
+    async with running(path) as (runtime, events):
+        first = runtime.run_now("blocker")
+        await events.wait_for(RunStarted)
+        second = runtime.run_now("blocker")
+        assert second.state is RunState.QUEUED
+        assert len(runtime.engine.running()) == 1
+        engine_jobs.GATES["blocker"].set()
+        done = await events.wait_for(RunFinished, count=2)
+    assert [e.run.run_id for e in done] == [first.run_id, second.run_id]
+    starts = events.of(RunStarted)
+    assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
+
+
+async def test_overlap_allow_runs_side_by_side(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: allow}'
+    )
+    async with running(path) as (runtime, events):
+        runtime.run_now("blocker")
+        runtime.run_now("blocker")
+        await events.wait_for(RunStarted, count=2)
+        assert len(runtime.engine.running()) == 2
+        engine_jobs.GATES["blocker"].set()
+        await events.wait_for(RunFinished, count=2)
+
+
+async def test_timeout_stops_the_process_group_and_fails(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    path = write_config(
+        tmp_path,
+        f"""
+        slow:
+          command: "sleep 30 & echo $! > {pidfile}; wait"
+          schedule: manual
+          timeout: 1s
+        """,
+    )
+    async with running(path) as (runtime, events):
+        runtime.run_now("slow")
+        (finished,) = await events.wait_for(RunFinished, within=15)
+    run = finished.run
+    assert (run.state, run.result) == (RunState.FAILED, Result.TIMED_OUT)
+    child = int(pidfile.read_text())
+    assert _proc_state(child) in ("gone", "Z")
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return "gone"
+
+
+async def test_operator_stop_of_running_and_queued_runs(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+        other: {python: "tests.engine_jobs:noop", schedule: manual}
+        """,
+        settings="max_workers: 1",
+    )
+    async with running(path) as (runtime, events):
+        running_run = runtime.run_now("blocker")
+        await events.wait_for(RunStarted)
+        queued_run = runtime.run_now("other")
+        runtime.stop_run(queued_run.run_id)
+        (not_started,) = await events.wait_for(RunNotStarted)
+        assert not_started.run.result is Result.STOPPED
+        runtime.stop_run(running_run.run_id)
+        (finished,) = await events.wait_for(RunFinished)
+        assert finished.run.result is Result.STOPPED
+        with pytest.raises(JobActionError):
+            runtime.stop_run("nosuchrun")
+        with pytest.raises(UnknownJobError):
+            runtime.run_now("nosuchjob")
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("command: [/nonexistent/program]", "/nonexistent/program"),
+        ("command: [/bin/true]\n  cwd: /nonexistent/folder", "/nonexistent/folder"),
+        ('python: "tests.no_such_module:run"', "tests.no_such_module"),
+    ],
+)
+async def test_launch_failures_are_not_started_with_the_reason(
+    tmp_path: Path, kind: str, reason: str
+) -> None:
+    path = write_config(tmp_path, f"broken:\n  {kind}\n  schedule: manual")
+    async with running(path) as (runtime, events):
+        runtime.run_now("broken")
+        (event,) = await events.wait_for(RunNotStarted)
+    assert event.run.result is Result.LAUNCH_FAILED
+    assert reason in event.run.reason
+    audit = (tmp_path / "state" / "audit.log").read_text().splitlines()
+    assert audit[-1].startswith("broken | - | ")
+    assert " | launch_failed | " in audit[-1]
+
+
+async def test_python_failure_and_retries(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        'flaky: {python: "tests.engine_jobs:boom", schedule: manual, retries: 2, retry_delay: 0s}',
+    )
+    async with running(path) as (runtime, events):
+        runtime.run_now("flaky")
+        done = await events.wait_for(RunFinished, count=3)
+    assert [e.run.attempt for e in done] == [0, 1, 2]
+    assert all(e.run.state is RunState.FAILED for e in done)
+    assert done[0].run.status == "RuntimeError: boom"
+    await asyncio.sleep(0)
+    assert len(events.of(RunQueued)) == 3
+
+
+async def test_every_second_job_fires_on_its_slots(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        tick:
+          python: "tests.engine_jobs:noop"
+          schedule: {every: 1 second, start: 2026-01-01T00:00}
+        """,
+    )
+    async with running(path) as (_, events):
+        done = await events.wait_for(RunFinished, count=2, within=5)
+    for event in done:
+        run = event.run
+        assert run.trigger is Trigger.SCHEDULE
+        assert run.slot is not None
+        assert run.started_at is not None
+        assert run.slot <= run.started_at < run.slot + timedelta(seconds=1)
+    assert done[1].run.slot - done[0].run.slot == timedelta(seconds=1)  # type: ignore[operator]

@@ -1,0 +1,190 @@
+"""`tuisched --no-ui` as a real subprocess: drain, kill -9 recovery, one instance, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .runtime_fixtures import write_config
+
+LONG_JOB = """
+long:
+  command: "echo begun; sleep 60"
+  schedule: {every: 1 second, start: 2026-01-01T00:00}
+"""
+
+
+class Scheduler:
+    """A headless tuisched subprocess whose stderr is read line by line."""
+
+    def __init__(self, config: Path) -> None:
+        self.config = config
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
+        self.lines: list[str] = []
+
+    def wait_for_line(self, fragment: str, within: float = 15) -> str:
+        """Read stderr until a line contains `fragment` (the process must write it)."""
+        assert self.process.stderr is not None
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            if fragment in line:
+                return line
+        raise AssertionError(f"no line with {fragment!r}; got:\n{''.join(self.lines)}")
+
+    def finish(self, within: float = 20) -> int:
+        assert self.process.stderr is not None
+        status = self.process.wait(within)
+        self.lines.extend(self.process.stderr.readlines())
+        self.process.stderr.close()
+        return status
+
+
+@pytest.fixture
+def schedulers() -> Iterator[list[Scheduler]]:
+    started: list[Scheduler] = []
+    yield started
+    for scheduler in started:
+        if scheduler.process.poll() is None:
+            scheduler.process.kill()
+            scheduler.process.wait(10)
+        if scheduler.process.stderr is not None:
+            scheduler.process.stderr.close()
+
+
+def history(config: Path) -> list[dict[str, object]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tuisched", "history", "--json", "-c", str(config)],
+        capture_output=True, text=True, timeout=30, check=True, cwd=REPO,
+    )  # fmt: skip
+    return list(json.loads(done.stdout))
+
+
+def test_sigterm_drains_and_records_the_run_as_shutdown(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    config = write_config(tmp_path, LONG_JOB, settings="shutdown_grace: 1s")
+    scheduler = Scheduler(config)
+    schedulers.append(scheduler)
+    line = scheduler.wait_for_line("long#")
+    pid = int(line.split("pid ")[1].rstrip(")\n"))
+    scheduler.process.send_signal(signal.SIGTERM)
+    assert scheduler.finish() == 0
+    assert not _alive(pid)
+    runs = history(config)
+    ended = [r for r in runs if r["state"] == "FAILED"]
+    assert ended
+    assert ended[0]["result"] == "shutdown"
+    assert all(r["state"] not in ("RUNNING", "QUEUED") for r in runs)
+    audit = (tmp_path / "state" / "audit.log").read_text()
+    assert " | shutdown | " in audit
+    assert "scheduler stopped" in "".join(scheduler.lines)
+
+
+def test_kill_9_then_restart_closes_the_orphan_as_abandoned(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    config = write_config(tmp_path, LONG_JOB)
+    first = Scheduler(config)
+    schedulers.append(first)
+    line = first.wait_for_line("long#")
+    orphan = int(line.split("pid ")[1].rstrip(")\n"))
+    run_id = line.split("long#")[1].split()[0]
+    first.process.kill()
+    first.process.wait(10)
+    os.killpg(orphan, signal.SIGKILL)  # the job outlived its scheduler; clean up after the test
+    second = Scheduler(config)
+    schedulers.append(second)
+    second.wait_for_line(f"long#{run_id} ABANDONED")
+    second.process.send_signal(signal.SIGTERM)
+    assert second.finish() == 0
+    (abandoned,) = [r for r in history(config) if r["run_id"] == run_id]
+    assert (abandoned["state"], abandoned["result"]) == ("ABANDONED", "abandoned")
+    assert "long | " in (tmp_path / "state" / "audit.log").read_text()
+    assert " | abandoned | " in (tmp_path / "state" / "audit.log").read_text()
+
+
+def test_a_second_instance_exits_75_naming_the_first(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    first = Scheduler(config)
+    schedulers.append(first)
+    first.wait_for_line("scheduler started")
+    second = Scheduler(config)
+    schedulers.append(second)
+    assert second.finish() == 75
+    assert f"pid {first.process.pid}" in "".join(second.lines)
+    first.process.send_signal(signal.SIGINT)
+    assert first.finish() == 0
+
+
+def test_a_bad_config_exits_78(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "bad: {command: [/bin/true]}")
+    done = subprocess.run(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+        capture_output=True, text=True, timeout=30, check=False, cwd=REPO,
+    )  # fmt: skip
+    assert done.returncode == 78
+    assert "job 'bad': a job needs a trigger source" in done.stderr
+
+
+def test_sighup_reloads_and_a_bad_edit_changes_nothing(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    scheduler = Scheduler(config)
+    schedulers.append(scheduler)
+    scheduler.wait_for_line("scheduler started")
+    good = config.read_text().replace("idle:", "renamed:")
+    config.write_text(good)
+    scheduler.process.send_signal(signal.SIGHUP)
+    scheduler.wait_for_line("configuration loaded")
+    config.write_text(good + "  broken: {command: [/bin/true]}\n")
+    scheduler.process.send_signal(signal.SIGHUP)
+    scheduler.wait_for_line("configuration rejected")
+    scheduler.wait_for_line("job 'broken': a job needs a trigger source")
+    scheduler.process.send_signal(signal.SIGTERM)
+    assert scheduler.finish() == 0
+
+
+def test_json_log_lines(tmp_path: Path, schedulers: list[Scheduler]) -> None:
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "--log-format", "json", "-c", str(config)],
+        stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert process.stderr is not None
+    first = json.loads(process.stderr.readline())
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(20) == 0
+    process.stderr.close()
+    assert first["event"] == "SchedulerStarted"
+    assert first["level"] == "info"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"

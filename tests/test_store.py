@@ -1,0 +1,639 @@
+"""The run history store: schema, round trips, queries, the writer thread, durability."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from tuisched.errors import TuischedError
+from tuisched.runs import Result, RunRecord, RunState, Trigger
+from tuisched.store import (
+    ABANDONED_REASON,
+    AsyncHistory,
+    HistoryError,
+    HistoryStore,
+    UnknownRunError,
+    prepare_state_dir,
+)
+
+REPO = Path(__file__).resolve().parent.parent
+T0 = datetime(2026, 5, 7, 12, 30, tzinfo=UTC)
+PARIS = ZoneInfo("Europe/Paris")
+
+
+def make_run(run_id: str, job: str = "backup", minutes: int = 0, **changes: object) -> RunRecord:
+    """A QUEUED scheduled run queued `minutes` after T0."""
+    run = RunRecord(
+        run_id=run_id,
+        job=job,
+        slot=T0 + timedelta(minutes=minutes),
+        trigger=Trigger.SCHEDULE,
+        state=RunState.QUEUED,
+        queued_at=T0 + timedelta(minutes=minutes),
+        node="n1",
+    )
+    return replace(run, **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "history.db"
+
+
+@pytest.fixture
+def store(db_path: Path) -> Iterator[HistoryStore]:
+    with HistoryStore.open_sqlite(db_path) as opened:
+        yield opened
+
+
+def sqlite_query(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """Rows of `sql` read with the plain sqlite3 module (connection closed after)."""
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        return connection.execute(sql).fetchall()
+
+
+# --- round trips ---------------------------------------------------------------------
+
+
+def test_every_field_round_trips(store: HistoryStore) -> None:
+    run = RunRecord(
+        run_id="a1b2c3d4e5f6",
+        job="backup",
+        slot=datetime(2026, 5, 7, 14, 30, 15, 123456, tzinfo=PARIS),
+        trigger=Trigger.CATCHUP,
+        state=RunState.FAILED,
+        queued_at=datetime(2026, 5, 7, 14, 30, 16, tzinfo=PARIS),
+        result=Result.TIMED_OUT,
+        status="exit 1: disk full",
+        exit_code=1,
+        started_at=datetime(2026, 5, 7, 8, 31, tzinfo=timezone(timedelta(hours=-4))),
+        ended_at=datetime(2026, 5, 7, 12, 45, tzinfo=UTC),
+        pid=4242,
+        node="node-a",
+        reason="timeout of 10m exceeded",
+        output_tail="line 1\nligne 2 \ufffd\n",
+        attempt=2,
+    )
+    store.insert(run)
+    back = store.get(run.run_id)
+    assert back == run  # aware datetimes compare as instants
+    assert back is not None
+    assert back.slot is not None
+    assert back.slot.tzinfo is UTC
+    assert back.slot.microsecond == 123456
+    assert isinstance(back.state, RunState)
+    assert isinstance(back.trigger, Trigger)
+    assert isinstance(back.result, Result)
+
+
+def test_absent_fields_round_trip_as_none(store: HistoryStore) -> None:
+    run = make_run("manual1", slot=None, trigger=Trigger.MANUAL)
+    store.insert(run)
+    back = store.get("manual1")
+    assert back == run
+    assert back is not None
+    assert (back.slot, back.result, back.started_at, back.ended_at, back.pid) == (None,) * 5
+    assert back.exit_code is None
+
+
+def test_get_unknown_run_is_none(store: HistoryStore) -> None:
+    assert store.get("nope") is None
+
+
+def test_times_are_stored_as_naive_utc_in_sqlite(store: HistoryStore, db_path: Path) -> None:
+    store.insert(make_run("r1", queued_at=datetime(2026, 5, 7, 14, 30, tzinfo=PARIS)))
+    [(queued_at,)] = sqlite_query(db_path, "SELECT queued_at FROM runs")
+    assert queued_at == "2026-05-07 12:30:00.000000"
+
+
+def test_naive_datetime_is_refused(store: HistoryStore) -> None:
+    with pytest.raises(Exception, match="naive datetime"):
+        store.insert(make_run("r1", queued_at=datetime(2026, 5, 7, 12, 30)))
+    assert store.get("r1") is None
+
+
+def test_update_replaces_the_whole_row(store: HistoryStore) -> None:
+    run = make_run("r1")
+    store.insert(run)
+    done = replace(
+        run, state=RunState.SUCCESS, result=Result.COMPLETED, started_at=T0, ended_at=T0, pid=7
+    )
+    store.update(done)
+    assert store.get("r1") == done
+
+
+def test_update_of_an_unknown_run_raises(store: HistoryStore) -> None:
+    with pytest.raises(UnknownRunError, match="ghost") as caught:
+        store.update(make_run("ghost"))
+    assert isinstance(caught.value, LookupError)
+
+
+def test_duplicate_insert_raises(store: HistoryStore) -> None:
+    store.insert(make_run("r1"))
+    with pytest.raises(IntegrityError):
+        store.insert(make_run("r1"))
+
+
+def test_write_many_is_one_transaction(store: HistoryStore) -> None:
+    store.insert(make_run("old"))
+    with pytest.raises(UnknownRunError):
+        store.write_many(
+            [make_run("new1"), make_run("new2")],
+            [make_run("old", state=RunState.RUNNING), make_run("ghost")],
+        )
+    assert store.get("new1") is None
+    assert store.get("new2") is None
+    old = store.get("old")
+    assert old is not None
+    assert old.state is RunState.QUEUED
+
+
+def test_write_many_applies_updates_in_order(store: HistoryStore) -> None:
+    run = make_run("r1")
+    running = replace(run, state=RunState.RUNNING, started_at=T0)
+    done = replace(running, state=RunState.SUCCESS, result=Result.COMPLETED, ended_at=T0)
+    store.write_many([run, make_run("r2")], [running, done])
+    assert store.get("r1") == done
+    assert store.get("r2") is not None
+
+
+# --- queries ------------------------------------------------------------------------------
+
+
+def test_recent_is_newest_first_and_filters_by_job(store: HistoryStore) -> None:
+    store.write_many(
+        [
+            make_run("b", minutes=5),
+            make_run("a", minutes=5),
+            make_run("c", minutes=1),
+            make_run("d", job="report", minutes=9),
+            make_run("e", minutes=7),
+        ],
+        [],
+    )
+    assert [r.run_id for r in store.recent()] == ["d", "e", "b", "a", "c"]
+    assert [r.run_id for r in store.recent("backup", limit=3)] == ["e", "b", "a"]
+    assert [r.run_id for r in store.recent("report")] == ["d"]
+    assert store.recent("unknown") == []
+
+
+def test_unfinished_lists_queued_waiting_and_running(store: HistoryStore) -> None:
+    store.write_many(
+        [
+            make_run("q", minutes=1),
+            make_run("w", minutes=2, state=RunState.WAITING),
+            make_run("r", minutes=3, state=RunState.RUNNING),
+            make_run("s", minutes=4, state=RunState.SUCCESS),
+            make_run("x", minutes=5, state=RunState.RUNNING, node="n2"),
+            make_run("m", minutes=6, state=RunState.MISSED),
+        ],
+        [],
+    )
+    assert [r.run_id for r in store.unfinished()] == ["q", "w", "r", "x"]
+    assert [r.run_id for r in store.unfinished("n1")] == ["q", "w", "r"]
+    assert [r.run_id for r in store.unfinished("n2")] == ["x"]
+
+
+def test_close_abandoned_closes_running_and_queued_of_the_node(store: HistoryStore) -> None:
+    store.write_many(
+        [
+            make_run("q", minutes=1),
+            make_run("w", minutes=2, state=RunState.WAITING),
+            make_run("r", minutes=3, state=RunState.RUNNING, started_at=T0, pid=99),
+            make_run("s", minutes=4, state=RunState.SUCCESS),
+            make_run("other", minutes=5, state=RunState.RUNNING, node="n2"),
+        ],
+        [],
+    )
+    now = T0 + timedelta(hours=1)
+    closed = store.close_abandoned("n1", now)
+    assert [r.run_id for r in closed] == ["q", "r"]
+    for run in closed:
+        assert run.state is RunState.ABANDONED
+        assert run.result is Result.ABANDONED
+        assert run.ended_at == now
+        assert run.reason == ABANDONED_REASON
+        assert store.get(run.run_id) == run
+    running = store.get("r")
+    assert running is not None
+    assert (running.started_at, running.pid) == (T0, 99)
+    assert [r.run_id for r in store.unfinished()] == ["w", "other"]
+    assert store.close_abandoned("n1", now) == []
+
+
+def test_slots_since_lists_recorded_slots(store: HistoryStore) -> None:
+    store.write_many(
+        [
+            make_run("a", minutes=0),
+            make_run("b", minutes=30, state=RunState.MISSED),
+            make_run("c", job="report", minutes=60),
+            make_run("m", minutes=90, slot=None, trigger=Trigger.MANUAL),
+        ],
+        [],
+    )
+    since = T0 + timedelta(minutes=30)
+    assert store.slots_since(since) == {
+        ("backup", T0 + timedelta(minutes=30)),
+        ("report", T0 + timedelta(minutes=60)),
+    }
+
+
+def test_mark_alive_and_last_alive(store: HistoryStore, db_path: Path) -> None:
+    assert store.last_alive("n1") is None
+    store.mark_alive("n1", T0, pid=100)
+    later = T0 + timedelta(seconds=30)
+    store.mark_alive("n1", later.astimezone(PARIS), pid=100)
+    assert store.last_alive("n1") == later
+    assert store.last_alive("n2") is None
+    [(pid, started_at)] = sqlite_query(db_path, "SELECT pid, started_at FROM nodes")
+    assert (pid, started_at) == (100, "2026-05-07 12:30:00.000000")
+
+
+def test_a_new_process_restarts_the_node_row(store: HistoryStore, db_path: Path) -> None:
+    store.mark_alive("n1", T0, pid=100)
+    restart = T0 + timedelta(hours=2)
+    assert store.last_alive("n1") == T0  # read before the new instance's first heartbeat
+    store.mark_alive("n1", restart, pid=200)
+    [(pid, started_at)] = sqlite_query(db_path, "SELECT pid, started_at FROM nodes")
+    assert (pid, started_at) == (200, "2026-05-07 14:30:00.000000")
+
+
+# --- opening, closing, schema -----------------------------------------------------------
+
+
+def test_reopen_after_close_keeps_data(db_path: Path) -> None:
+    with HistoryStore.open_sqlite(db_path) as store:
+        store.insert(make_run("r1"))
+        store.mark_alive("n1", T0, pid=1)
+    with HistoryStore.open_sqlite(db_path) as store:
+        assert store.get("r1") == make_run("r1")
+        assert store.last_alive("n1") == T0
+
+
+def test_closed_store_refuses_work(db_path: Path) -> None:
+    store = HistoryStore.open_sqlite(db_path)
+    store.close()
+    store.close()  # idempotent
+    with pytest.raises(HistoryError, match="closed"):
+        store.get("r1")
+
+
+def test_newer_schema_version_is_refused(db_path: Path) -> None:
+    HistoryStore.open_sqlite(db_path).close()
+    with contextlib.closing(sqlite3.connect(db_path)) as connection, connection:
+        connection.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(TuischedError, match=r"schema version 99, newer than this tuisched"):
+        HistoryStore.open_sqlite(db_path)
+    [(version,)] = sqlite_query(db_path, "SELECT value FROM meta")
+    assert version == "99"  # untouched
+
+
+def test_schema_has_the_indexes(store: HistoryStore, db_path: Path) -> None:
+    indexes = {row[1] for row in sqlite_query(db_path, "PRAGMA index_list(runs)")}
+    assert {"ix_runs_job_queued_at", "ix_runs_state", "ix_runs_job_state_slot"} <= indexes
+    columns = [row[2] for row in sqlite_query(db_path, "PRAGMA index_info(ix_runs_job_state_slot)")]
+    assert columns == ["job", "state", "slot"]
+
+
+def test_sqlite_pragmas(store: HistoryStore, db_path: Path) -> None:
+    assert sqlite_query(db_path, "PRAGMA journal_mode") == [("wal",)]
+
+
+def test_open_by_url(db_path: Path) -> None:
+    with HistoryStore.open(f"sqlite:///{db_path}") as store:
+        store.insert(make_run("r1"))
+    with HistoryStore.open_sqlite(db_path) as store:
+        assert store.get("r1") is not None
+
+
+def test_in_memory_database_is_shared_across_threads() -> None:
+    async def scenario() -> RunRecord | None:
+        history = AsyncHistory(HistoryStore.open("sqlite://"))
+        history.start()
+        await history.insert(make_run("r1"))
+        found = await history.call(lambda store: store.get("r1"))
+        await history.close()
+        return found
+
+    assert asyncio.run(scenario()) == make_run("r1")
+
+
+def test_missing_folder_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(HistoryError, match="is missing"):
+        HistoryStore.open_sqlite(tmp_path / "nowhere" / "history.db")
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        (
+            "nosuchdb://user:secret@host/db",
+            "cannot open history database nosuchdb://user:\\*\\*\\*@host",
+        ),
+        ("not a url", "malformed database URL"),
+        ("sqlite:////nonexistent/folder/history.db", "unable to open database file"),
+    ],
+)
+def test_unusable_url_is_a_clear_error(url: str, message: str) -> None:
+    with pytest.raises(HistoryError, match=message) as caught:
+        HistoryStore.open(url)
+    assert "secret" not in str(caught.value)
+
+
+# --- privacy ------------------------------------------------------------------------------
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_database_files_are_private(db_path: Path) -> None:
+    previous = os.umask(0o022)
+    try:
+        with HistoryStore.open_sqlite(db_path) as store:
+            store.insert(make_run("r1"))
+            wal = db_path.with_name("history.db-wal")
+            shm = db_path.with_name("history.db-shm")
+            assert (mode(db_path), mode(wal), mode(shm)) == (0o600, 0o600, 0o600)
+    finally:
+        os.umask(previous)
+
+
+def test_existing_database_file_is_made_private(db_path: Path) -> None:
+    HistoryStore.open_sqlite(db_path).close()
+    db_path.chmod(0o644)
+    HistoryStore.open_sqlite(db_path).close()
+    assert mode(db_path) == 0o600
+
+
+def test_prepare_state_dir_creates_private_folders(tmp_path: Path) -> None:
+    state = tmp_path / "a" / "b" / "state"
+    previous = os.umask(0o022)
+    try:
+        prepare_state_dir(state)
+    finally:
+        os.umask(previous)
+    assert mode(state) == 0o700
+    assert mode(tmp_path / "a") == 0o700
+    assert mode(tmp_path / "a" / "b") == 0o700
+
+
+def test_prepare_state_dir_narrows_an_existing_folder(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    state.chmod(0o755)
+    prepare_state_dir(state)
+    assert mode(state) == 0o700
+
+
+def test_prepare_state_dir_refuses_a_folder_of_another_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o755)
+    monkeypatch.setattr(os, "geteuid", lambda: state.stat().st_uid + 1)
+    with pytest.raises(HistoryError, match="belongs to another user"):
+        prepare_state_dir(state)
+
+
+def test_prepare_state_dir_refuses_a_file(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.write_text("")
+    with pytest.raises(HistoryError, match="not a directory"):
+        prepare_state_dir(state)
+
+
+# --- the writer thread --------------------------------------------------------------------
+
+
+def run_async(db_path: Path, scenario: object) -> object:
+    """Run `scenario(history)` with a started AsyncHistory on `db_path`, closed afterwards."""
+
+    async def main() -> object:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        history.start()
+        try:
+            return await scenario(history)  # type: ignore[operator]
+        finally:
+            await history.close()
+
+    return asyncio.run(main())
+
+
+def test_insert_then_updates_end_in_the_last_state(db_path: Path) -> None:
+    run = make_run("r1")
+    running = replace(run, state=RunState.RUNNING, started_at=T0, pid=5)
+    done = replace(running, state=RunState.SUCCESS, result=Result.COMPLETED, ended_at=T0)
+
+    async def scenario(history: AsyncHistory) -> RunRecord | None:
+        history.insert_soon(run)
+        history.update_soon(running)
+        history.update_soon(done)
+        await history.flush()
+        return await history.call(lambda store: store.get("r1"))
+
+    assert run_async(db_path, scenario) == done
+
+
+def test_ordering_holds_across_many_runs(db_path: Path) -> None:
+    async def one(history: AsyncHistory, index: int) -> None:
+        run = make_run(f"r{index:04}", minutes=index)
+        await history.insert(run)
+        history.update_soon(replace(run, state=RunState.RUNNING, started_at=T0))
+        await history.update(replace(run, state=RunState.SUCCESS, result=Result.COMPLETED))
+
+    async def scenario(history: AsyncHistory) -> list[RunRecord]:
+        await asyncio.gather(*(one(history, index) for index in range(300)))
+        return await history.call(lambda store: store.recent(limit=1000))
+
+    runs = run_async(db_path, scenario)
+    assert isinstance(runs, list)
+    assert len(runs) == 300
+    assert {run.state for run in runs} == {RunState.SUCCESS}
+
+
+def test_a_batch_is_coalesced_and_committed_together(db_path: Path) -> None:
+    run = make_run("r1")
+    done = replace(run, state=RunState.SUCCESS, result=Result.COMPLETED)
+
+    async def main() -> tuple[RunRecord | None, RunRecord | None]:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        # Queued before the thread starts: the thread takes them as one batch.
+        insert = asyncio.ensure_future(history.insert(run))
+        update = asyncio.ensure_future(history.update(done))
+        other = asyncio.ensure_future(history.insert(make_run("r2")))
+        await asyncio.sleep(0)  # let the three tasks queue their writes
+        history.start()
+        await asyncio.gather(insert, update, other)
+        found = await history.call(lambda store: (store.get("r1"), store.get("r2")))
+        await history.close()
+        return found
+
+    assert asyncio.run(main()) == (done, make_run("r2"))
+
+
+def test_a_failing_write_fails_alone_and_the_thread_goes_on(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> list[object]:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        writes = [
+            asyncio.ensure_future(history.insert(make_run("a"))),
+            asyncio.ensure_future(history.update(make_run("ghost"))),
+            asyncio.ensure_future(history.insert(make_run("b"))),
+            asyncio.ensure_future(history.insert(make_run("a"))),  # a duplicate
+        ]
+        history.update_soon(make_run("ghost2"))  # fire-and-forget: logged only
+        await asyncio.sleep(0)
+        history.start()  # all in one batch: the batch fails, then each write alone
+        results: list[object] = list(await asyncio.gather(*writes, return_exceptions=True))
+        await history.insert(make_run("c"))  # the thread is alive
+        results.append(await history.call(lambda store: [r.run_id for r in store.recent()]))
+        await history.close()
+        return results
+
+    first, ghost, second, duplicate, stored = asyncio.run(main())
+    assert first is None
+    assert isinstance(ghost, UnknownRunError)
+    assert second is None
+    assert isinstance(duplicate, IntegrityError)
+    assert sorted(stored) == ["a", "b", "c"]  # type: ignore[call-overload]
+    assert "could not update run ghost2" in caplog.text
+
+
+def test_a_failing_query_does_not_kill_the_thread(db_path: Path) -> None:
+    def boom(store: HistoryStore) -> None:
+        raise ZeroDivisionError
+
+    async def scenario(history: AsyncHistory) -> RunRecord | None:
+        with pytest.raises(ZeroDivisionError):
+            await history.call(boom)
+        await history.insert(make_run("r1"))
+        return await history.call(lambda store: store.get("r1"))
+
+    assert run_async(db_path, scenario) == make_run("r1")
+
+
+def test_close_flushes_pending_writes_and_is_idempotent(db_path: Path) -> None:
+    async def main() -> None:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        history.start()
+        for index in range(50):
+            history.insert_soon(make_run(f"r{index}"))
+        await asyncio.gather(history.close(), history.close())
+        await history.close()
+        with pytest.raises(HistoryError, match="closed"):
+            history.update_soon(make_run("r1"))
+        with pytest.raises(HistoryError, match="closed"):
+            await history.insert(make_run("late"))
+
+    asyncio.run(main())
+    with HistoryStore.open_sqlite(db_path) as store:
+        assert len(store.recent(limit=100)) == 50
+
+
+def test_close_without_start_still_writes(db_path: Path) -> None:
+    async def main() -> None:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        history.insert_soon(make_run("r1"))
+        await history.close()
+
+    asyncio.run(main())
+    with HistoryStore.open_sqlite(db_path) as store:
+        assert store.get("r1") is not None
+
+
+def test_update_soon_from_another_thread(db_path: Path) -> None:
+    async def scenario(history: AsyncHistory) -> RunRecord | None:
+        await history.insert(make_run("r1"))
+        done = make_run("r1", state=RunState.SUCCESS)
+        await asyncio.to_thread(history.update_soon, done)
+        await history.flush()
+        return await history.call(lambda store: store.get("r1"))
+
+    assert run_async(db_path, scenario) == make_run("r1", state=RunState.SUCCESS)
+
+
+# --- durability ---------------------------------------------------------------------------
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from datetime import UTC, datetime, timedelta
+    from pathlib import Path
+
+    from tuisched.runs import Result, RunRecord, RunState, Trigger
+    from tuisched.store import HistoryStore
+
+    t0 = datetime(2026, 5, 7, tzinfo=UTC)
+    store = HistoryStore.open_sqlite(Path(sys.argv[1]))
+    store.insert(RunRecord(
+        run_id="long", job="long", slot=None, trigger=Trigger.MANUAL,
+        state=RunState.RUNNING, queued_at=t0, started_at=t0, pid=4242, node="n1",
+    ))
+    index = 0
+    while True:
+        queued = [
+            RunRecord(
+                run_id=f"r{index}-{k}", job="tick", slot=t0 + timedelta(seconds=index),
+                trigger=Trigger.SCHEDULE, state=RunState.QUEUED,
+                queued_at=t0 + timedelta(seconds=index), node="n1",
+                output_tail="x" * 2000,
+            )
+            for k in range(20)
+        ]
+        done = [
+            RunRecord(
+                run_id=f"r{index - 1}-{k}", job="tick", slot=t0 + timedelta(seconds=index - 1),
+                trigger=Trigger.SCHEDULE, state=RunState.SUCCESS, result=Result.COMPLETED,
+                queued_at=t0 + timedelta(seconds=index - 1), node="n1",
+            )
+            for k in range(20) if index > 0
+        ]
+        store.write_many(queued, done)
+        index += 1
+        if index == 50:
+            print("written", flush=True)
+    """
+)
+
+
+def test_a_killed_writer_leaves_an_intact_database(db_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-c", WRITER, str(db_path)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as writer:
+        assert writer.stdout is not None
+        try:
+            said = writer.stdout.readline()
+        finally:
+            writer.kill()  # SIGKILL, mid-stream: it never stops writing by itself
+        assert writer.wait() == -signal.SIGKILL
+    assert said == "written\n"
+    assert sqlite_query(db_path, "PRAGMA integrity_check") == [("ok",)]
+    now = T0 + timedelta(days=1)
+    with HistoryStore.open_sqlite(db_path) as store:
+        assert len(store.recent("tick", limit=10_000)) >= 50 * 20
+        closed = store.close_abandoned("n1", now)
+        assert "long" in [run.run_id for run in closed]
+        long_run = store.get("long")
+        assert long_run is not None
+        assert (long_run.state, long_run.result, long_run.ended_at) == (
+            RunState.ABANDONED,
+            Result.ABANDONED,
+            now,
+        )

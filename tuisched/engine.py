@@ -1,0 +1,508 @@
+"""The engine: fires every job's slots through APScheduler 3.11 and runs them.
+
+APScheduler's scheduler core runs in its own thread (`BackgroundScheduler`):
+when thousands of slots fall due at once, its synchronous submission pass
+would otherwise freeze the asyncio loop that the console shares. Its only
+executor hands the due slots to this loop in batches; everything else (grace
+and MISSED slots, the run queue, overlap, runners, timeouts, retries) happens
+here, on the loop thread, one small step at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from apscheduler.executors.base import BaseExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from tuisched.bus import EventBus
+from tuisched.errors import JobActionError
+from tuisched.events import (
+    Event,
+    RunFinished,
+    RunNotStarted,
+    RunOutputWritten,
+    RunQueued,
+    RunStarted,
+    SlotMissed,
+)
+from tuisched.execution import LaunchError, Runner, make_runner
+from tuisched.model import CommandSpec, Config, Job, ManualSchedule, Misfire, Overlap
+from tuisched.output import OutputCapture
+from tuisched.runqueue import RunQueue
+from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
+from tuisched.schedule import SlotTrigger, has_future, slots_between
+from tuisched.store import AsyncHistory
+
+log = logging.getLogger(__name__)
+
+FIRES_PER_STEP = 200
+"""Due slots handled per loop iteration, so a burst never freezes the loop."""
+MAX_MISSED_RECORDED = 100
+"""MISSED rows written per job at start-up; older missed slots are counted, not listed."""
+MAX_BACKLOG = 10
+"""Runs an `overlap: queue` job may have waiting behind its running one."""
+OUTPUT_FILES_KEPT = 50
+"""Output files kept per job."""
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _noop() -> None:
+    """Stands in for APScheduler's job function; our executor never calls it."""
+
+
+class _LoopExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler is untyped
+    """Hands due slots to the engine instead of running anything.
+
+    Bypasses APScheduler's instance counting: the engine applies `overlap`.
+    """
+
+    def __init__(self, deliver: Callable[[str, list[datetime]], None]) -> None:
+        super().__init__()
+        self._deliver = deliver
+
+    def submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        self._deliver(job.id, list(run_times))
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class _Inbox:
+    """Due slots crossing from APScheduler's thread to the loop, batched."""
+
+    loop: asyncio.AbstractEventLoop
+    take: Callable[[], None]
+    items: deque[tuple[str, list[datetime]]] = field(default_factory=deque)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scheduled: bool = False
+
+    def put(self, job: str, run_times: list[datetime]) -> None:
+        with self.lock:
+            self.items.append((job, run_times))
+            if self.scheduled:
+                return
+            self.scheduled = True
+        self.loop.call_soon_threadsafe(self.take)
+
+    def take_some(self, limit: int) -> tuple[list[tuple[str, list[datetime]]], bool]:
+        """Up to `limit` items, and whether more remain."""
+        with self.lock:
+            batch = [self.items.popleft() for _ in range(min(limit, len(self.items)))]
+            more = bool(self.items)
+            self.scheduled = more
+        return batch, more
+
+
+@dataclass(slots=True)
+class _Active:
+    """A run holding a worker."""
+
+    run: RunRecord
+    job: Job
+    output: OutputCapture | None = None
+    runner: Runner | None = None
+    stop_result: Result | None = None
+    kill: bool = False
+
+
+class Engine:
+    """Fires slots, queues runs, runs them, records every step on the bus and in history."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        bus: EventBus,
+        history: AsyncHistory,
+        node: str,
+        output_dir: Path,
+        clock: Callable[[], datetime] = _utcnow,
+        kill_grace: float = 5.0,
+        secret_env: Iterable[str] = (),
+    ) -> None:
+        self.config = config
+        self.node = node
+        self._bus = bus
+        self._history = history
+        self._output_dir = output_dir
+        self._clock = clock
+        self._kill_grace = kill_grace
+        self._secret_env = frozenset(secret_env)
+        self._queue = RunQueue()
+        self._jobs_of: dict[str, Job] = {}
+        """The job definition each queued or running run was created from."""
+        self._active: dict[str, _Active] = {}
+        self._busy: defaultdict[str, set[str]] = defaultdict(set)
+        """Run ids queued, backlogged or running, per job."""
+        self._backlog: defaultdict[str, deque[RunRecord]] = defaultdict(deque)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._finished_count: defaultdict[str, int] = defaultdict(int)
+        self._accepting = False
+        self._scheduler: BackgroundScheduler | None = None
+        self._inbox: _Inbox | None = None
+
+    # --- life cycle ------------------------------------------------------------
+
+    async def start(self, *, down_since: datetime | None = None) -> None:
+        """Record slots missed since `down_since`, then start firing."""
+        loop = asyncio.get_running_loop()
+        self._inbox = _Inbox(loop, self._take_fires)
+        self._accepting = True
+        now = self._clock()
+        if down_since is not None:
+            await self._record_missed(down_since, now)
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": _LoopExecutor(self._inbox.put)},
+            job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
+        )
+        for job in self.config.jobs.values():
+            self._add_to_scheduler(job, now)
+        self._scheduler.start()
+
+    async def drain(self, grace: float) -> None:
+        """Stop firing; give running runs `grace` seconds, then stop them (SHUTDOWN)."""
+        self._accepting = False
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+        for timer in self._timers:
+            timer.cancel()
+        self._timers.clear()
+        self._cancel_waiting("the scheduler shut down before it started")
+        pending = set(self._tasks)
+        if pending:
+            _, pending = await asyncio.wait(pending, timeout=grace)
+        for active in list(self._active.values()):
+            self._request_stop(active, Result.SHUTDOWN, kill=False)
+        if pending:
+            await asyncio.wait(pending, timeout=self._kill_grace + 5)
+
+    @property
+    def accepting(self) -> bool:
+        """True while new runs may start."""
+        return self._accepting
+
+    def running(self) -> list[RunRecord]:
+        """Runs holding a worker now."""
+        return [active.run for active in self._active.values()]
+
+    def queued(self) -> list[RunRecord]:
+        """Runs waiting for a worker, in leaving order, then backlogged ones."""
+        backlog = [run for runs in self._backlog.values() for run in runs]
+        return [*self._queue.runs(), *backlog]
+
+    # --- configuration ----------------------------------------------------------
+
+    def apply(self, config: Config) -> None:
+        """Schedule `config` instead of the current one. Runs in progress go on."""
+        old = self.config
+        self.config = config
+        now = self._clock()
+        for name in old.jobs.keys() - config.jobs.keys():
+            self._remove_from_scheduler(name)
+        for name, job in config.jobs.items():
+            if old.jobs.get(name) != job:
+                self._remove_from_scheduler(name)
+                self._add_to_scheduler(job, now)
+
+    def _add_to_scheduler(self, job: Job, now: datetime) -> None:
+        schedule = job.schedule
+        if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
+            return
+        if not has_future(schedule, now) or self._scheduler is None:
+            return
+        self._scheduler.add_job(
+            _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
+            replace_existing=True,
+        )  # fmt: skip
+
+    def _remove_from_scheduler(self, name: str) -> None:
+        if self._scheduler is not None and self._scheduler.get_job(name) is not None:
+            self._scheduler.remove_job(name)
+
+    # --- firing -----------------------------------------------------------------
+
+    def _take_fires(self) -> None:
+        assert self._inbox is not None  # noqa: S101  (set in start before any fire)
+        batch, more = self._inbox.take_some(FIRES_PER_STEP)
+        now = self._clock()
+        for name, run_times in batch:
+            job = self.config.jobs.get(name)
+            if job is not None:
+                self._fire(job, run_times, now)
+        if more:
+            asyncio.get_running_loop().call_soon(self._take_fires)
+
+    def _fire(self, job: Job, run_times: list[datetime], now: datetime) -> None:
+        for slot in run_times:
+            if now - slot > job.grace:
+                late = int((now - slot).total_seconds())
+                self._record_slot_missed(job, slot, now, f"too late to run ({late}s late)")
+            else:
+                self.submit(job, slot=slot, trigger=Trigger.SCHEDULE)
+
+    async def _record_missed(self, since: datetime, now: datetime) -> None:
+        recorded = await self._history.call(lambda store: store.slots_since(since))
+        for job in self.config.jobs.values():
+            if not job.enabled or job.schedule is None:
+                continue
+            missed = [
+                slot
+                for slot in slots_between(job.schedule, since, now)
+                if (job.name, slot.astimezone(UTC)) not in recorded
+            ]
+            for slot in missed[-MAX_MISSED_RECORDED:]:
+                reason = "the scheduler was not running at this slot"
+                if len(missed) > MAX_MISSED_RECORDED and slot == missed[-MAX_MISSED_RECORDED]:
+                    reason += f" (and {len(missed) - MAX_MISSED_RECORDED} earlier slots)"
+                self._record_slot_missed(job, slot, now, reason)
+            if missed and job.misfire is Misfire.ONCE:
+                self.submit(job, slot=missed[-1], trigger=Trigger.CATCHUP)
+
+    def _record_slot_missed(self, job: Job, slot: datetime, now: datetime, reason: str) -> None:
+        run = RunRecord(
+            run_id=new_run_id(), job=job.name, slot=slot, trigger=Trigger.SCHEDULE,
+            state=RunState.MISSED, result=Result.MISSED, queued_at=now, ended_at=now,
+            node=self.node, reason=reason,
+        )  # fmt: skip
+        self._history.insert_soon(run)
+        self._publish(SlotMissed(at=now, run=run))
+
+    # --- queueing ---------------------------------------------------------------
+
+    def run_now(self, name: str) -> RunRecord:
+        """Queue a manual run of the job called `name` (UnknownJobError if none)."""
+        return self.submit(self.config.job(name), slot=None, trigger=Trigger.MANUAL)
+
+    def submit(
+        self, job: Job, *, slot: datetime | None, trigger: Trigger, attempt: int = 0
+    ) -> RunRecord:
+        """Create a run of `job` and queue it, or record why it cannot run."""
+        now = self._clock()
+        run = RunRecord(
+            run_id=new_run_id(), job=job.name, slot=slot, trigger=trigger,
+            state=RunState.QUEUED, queued_at=now, node=self.node, attempt=attempt,
+        )  # fmt: skip
+        if not self._accepting:
+            return self._not_started(run, Result.SHUTDOWN, "the scheduler is shutting down")
+        busy = self._busy[job.name]
+        if busy and job.overlap is Overlap.SKIP:
+            return self._not_started(run, Result.SKIPPED, f"run {min(busy)} still running")
+        if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
+            return self._not_started(run, Result.SKIPPED, f"{MAX_BACKLOG} runs already waiting")
+        self._history.insert_soon(run)
+        self._jobs_of[run.run_id] = job
+        self._publish(RunQueued(at=now, run=run))
+        if busy and job.overlap is Overlap.QUEUE:
+            self._backlog[job.name].append(run)
+        else:
+            self._queue.push(run, job.priority)
+        busy.add(run.run_id)
+        self._dispatch()
+        return run
+
+    def _not_started(
+        self, run: RunRecord, result: Result, reason: str, *, recorded: bool = False
+    ) -> RunRecord:
+        """Close `run` as NOT_STARTED; `recorded` when its QUEUED row exists already."""
+        now = self._clock()
+        outcome = Outcome(state=RunState.NOT_STARTED, result=result, reason=reason)
+        closed = run.finished(outcome, now)
+        if recorded:
+            self._history.update_soon(closed)
+        else:
+            self._history.insert_soon(closed)
+        self._publish(RunNotStarted(at=now, run=closed))
+        return closed
+
+    def _dispatch(self) -> None:
+        while self._accepting and len(self._active) < self.config.settings.max_workers:
+            run = self._queue.pop()
+            if run is None:
+                return
+            active = _Active(run=run, job=self._jobs_of[run.run_id])
+            self._active[run.run_id] = active
+            task = asyncio.get_running_loop().create_task(self._execute(active))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    # --- running ------------------------------------------------------------------
+
+    async def _execute(self, active: _Active) -> None:
+        """Run one run to its end; whatever happens, it is recorded and the worker freed."""
+        try:
+            outcome = await self._run(active)
+        except Exception as error:  # a bug of ours must not take the scheduler down
+            log.exception(
+                "run %s of %s failed in the scheduler", active.run.run_id, active.job.name
+            )
+            status = f"scheduler error: {error}"
+            outcome = Outcome(state=RunState.FAILED, result=Result.ERROR, status=status)
+        self._finish(active, outcome)
+
+    async def _run(self, active: _Active) -> Outcome:
+        run, job = active.run, active.job
+        active.run = replace(run, state=RunState.RUNNING, started_at=self._clock())
+        await self._history.update(active.run)  # the row is committed before anything starts
+        if active.stop_result is not None:
+            reason = "stopped before it started"
+            return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
+        active.output = OutputCapture(
+            self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
+        )
+        active.runner = make_runner(
+            job.kind, env=self._environment(job, run), output=active.output,
+            kill_grace=self._kill_grace,
+        )  # fmt: skip
+        try:
+            pid = await active.runner.start()
+        except LaunchError as error:
+            return _launch_failed(error)
+        active.run = replace(active.run, pid=pid, started_at=self._clock())
+        self._history.update_soon(active.run)
+        self._publish(RunStarted(at=active.run.started_at or self._clock(), run=active.run))
+        if active.stop_result is not None:  # a stop came while it was launching
+            active.runner.stop(active.stop_result, kill=active.kill)
+        timer = self._start_timeout(active)
+        try:
+            return await active.runner.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _start_timeout(self, active: _Active) -> asyncio.TimerHandle | None:
+        if active.job.timeout is None:
+            return None
+        seconds = active.job.timeout.total_seconds()
+        loop = asyncio.get_running_loop()
+        return loop.call_later(seconds, self._request_stop, active, Result.TIMED_OUT, False)
+
+    def _finish(self, active: _Active, outcome: Outcome) -> None:
+        run, job = active.run, active.job
+        now = self._clock()
+        tail = active.output.tail() if active.output is not None else ""
+        if active.output is not None:
+            active.output.close()
+        closed = run.finished(outcome, now, tail)
+        self._history.update_soon(closed)
+        event = RunNotStarted if outcome.state is RunState.NOT_STARTED else RunFinished
+        self._publish(event(at=now, run=closed))
+        self._release(run)
+        self._maybe_retry(job, closed)
+        self._dispatch()
+
+    def _release(self, run: RunRecord) -> None:
+        self._active.pop(run.run_id, None)
+        self._jobs_of.pop(run.run_id, None)
+        busy = self._busy[run.job]
+        busy.discard(run.run_id)
+        backlog = self._backlog[run.job]
+        if backlog and self._accepting:
+            waiting = backlog.popleft()
+            self._queue.push(waiting, self._jobs_of[waiting.run_id].priority)
+        if not busy:
+            self._busy.pop(run.job, None)
+            self._backlog.pop(run.job, None)
+        self._finished_count[run.job] += 1
+        if self._finished_count[run.job] % 10 == 0:
+            self._prune_output(run.job)
+
+    def _maybe_retry(self, job: Job, run: RunRecord) -> None:
+        retryable = run.state is RunState.FAILED and run.result is Result.COMPLETED
+        if not retryable or run.attempt >= job.retries or not self._accepting:
+            return
+
+        def retry() -> None:
+            self._timers.discard(handle)
+            current = self.config.jobs.get(job.name, job)
+            self.submit(current, slot=run.slot, trigger=run.trigger, attempt=run.attempt + 1)
+
+        delay = job.retry_delay.total_seconds()
+        handle = asyncio.get_running_loop().call_later(delay, retry)
+        self._timers.add(handle)
+
+    # --- stopping ---------------------------------------------------------------------
+
+    def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+        """Stop a queued or running run (SIGTERM, or SIGKILL at once with `kill`)."""
+        active = self._active.get(run_id)
+        if active is not None:
+            self._request_stop(active, Result.STOPPED, kill=kill)
+            return
+        run = self._queue.remove(run_id) or self._take_backlogged(run_id)
+        if run is None:
+            raise JobActionError(f"no run '{run_id}' is queued or running")
+        self._release(run)
+        self._not_started(run, Result.STOPPED, "stopped before it started", recorded=True)
+
+    def _request_stop(self, active: _Active, result: Result, kill: bool) -> None:
+        if active.stop_result is None or kill:
+            active.stop_result = active.stop_result or result
+            active.kill = active.kill or kill
+            if active.runner is not None:
+                active.runner.stop(active.stop_result, kill=kill)
+
+    def _take_backlogged(self, run_id: str) -> RunRecord | None:
+        for runs in self._backlog.values():
+            for run in runs:
+                if run.run_id == run_id:
+                    runs.remove(run)
+                    return run
+        return None
+
+    def _cancel_waiting(self, reason: str) -> None:
+        for run in self.queued():
+            self._queue.remove(run.run_id)
+            self._take_backlogged(run.run_id)
+            self._release(run)
+            self._not_started(run, Result.SHUTDOWN, reason, recorded=True)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _publish(self, event: Event) -> None:
+        self._bus.publish(event)
+
+    def _on_output(self, active: _Active, lines: tuple[str, ...]) -> None:
+        self._publish(RunOutputWritten(at=self._clock(), run=active.run, lines=lines[-100:]))
+
+    def _environment(self, job: Job, run: RunRecord) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k not in self._secret_env}
+        if isinstance(job.kind, CommandSpec):
+            env.update(job.kind.env)
+        env["TUISCHED_JOB"] = job.name
+        env["TUISCHED_RUN_ID"] = run.run_id
+        env["TUISCHED_SLOT"] = run.slot.isoformat() if run.slot is not None else ""
+        return env
+
+    def _output_path(self, run: RunRecord) -> Path:
+        folder = self._output_dir / run.job
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return folder / f"{run.run_id}.log"
+
+    def _prune_output(self, job: str) -> None:
+        folder = self._output_dir / job
+        try:
+            files = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+        except OSError:
+            return
+        for old in files[: max(0, len(files) - OUTPUT_FILES_KEPT)]:
+            old.unlink(missing_ok=True)
+
+
+def _launch_failed(error: LaunchError) -> Outcome:
+    return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=str(error))

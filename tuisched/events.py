@@ -1,0 +1,110 @@
+"""Every event tuisched publishes: immutable facts, named in the past tense.
+
+Events carry copies of the data (a `RunRecord` is frozen), never live
+objects, so any thread may read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tuisched.errors import Problem
+from tuisched.runs import RunRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of all events; `at` is when it happened."""
+
+    at: datetime
+
+
+# --- the scheduler --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerStarted(Event):
+    """The runtime is up and firing slots."""
+
+    node: str
+    config_path: Path
+    jobs: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerStopping(Event):
+    """No new runs from now on; running ones get `grace` to finish."""
+
+    reason: str
+    running: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerStopped(Event):
+    """Everything is closed: runs recorded, history flushed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigLoaded(Event):
+    """A configuration was applied to the live schedule."""
+
+    path: Path
+    jobs: int
+    groups: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigRejected(Event):
+    """A configuration failed validation; the running schedule did not change."""
+
+    path: Path
+    problems: tuple[Problem, ...]
+
+
+# --- runs -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEvent(Event):
+    """Base of the events about one run; `run` is its record at that moment."""
+
+    run: RunRecord
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQueued(RunEvent):
+    """A run waits for a worker."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(RunEvent):
+    """A run began (its process or thread exists)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunOutputWritten(RunEvent):
+    """A running job wrote output; `lines` are the new complete lines, as plain text."""
+
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(RunEvent):
+    """A run ended: SUCCESS or FAILED, with the scheduler's result."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunNotStarted(RunEvent):
+    """A run could not begin; `run.reason` says why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlotMissed(RunEvent):
+    """A slot passed without a run (the scheduler was down or too late)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunAbandoned(RunEvent):
+    """A run left RUNNING by a dead scheduler was closed as ABANDONED."""
