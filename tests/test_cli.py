@@ -167,7 +167,9 @@ def test_config_comes_from_the_environment_then_the_working_directory(
     assert call(capsys, "validate")[1] == "OK: 1 jobs, 0 groups\n"
 
 
-@pytest.mark.parametrize("command", [[], ["validate"], ["next"], ["upstream"], ["jobs"]])
+@pytest.mark.parametrize(
+    "command", [[], ["validate"], ["next"], ["upstream"], ["jobs"], ["history"], ["run"]]
+)
 def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main([*command, "--help"])
@@ -197,3 +199,54 @@ print("clean")
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("clean\n")
+
+
+def test_run_streams_output_records_history_and_exits_with_the_outcome(
+    tmp_path: Path,
+) -> None:
+    from .runtime_fixtures import write_config
+
+    config = write_config(
+        tmp_path,
+        """
+        hello: {command: "echo hello; echo '[bold]plain[/bold]'", schedule: manual}
+        failing: {command: "echo bad >&2; exit 3", schedule: manual}
+        missing: {command: [/nonexistent/program], schedule: manual}
+        """,
+    )
+    status, out, err = run("run", "hello", "-c", str(config))
+    assert (status, out) == (0, "hello\n[bold]plain[/bold]\n")
+    assert "hello#" in err
+    assert "SUCCESS" in err
+    status, out, _ = run("run", "failing", "-c", str(config))
+    assert (status, out) == (3, "bad\n")
+    status, _, err = run("run", "missing", "-c", str(config))
+    assert status == 127
+    assert "/nonexistent/program" in err
+    status, out, _ = run("history", "--json", "-n", "2", "-c", str(config))
+    assert status == 0
+    runs = json.loads(out)
+    assert [r["job"] for r in runs] == ["missing", "failing"]
+    assert (runs[0]["state"], runs[0]["result"]) == ("NOT_STARTED", "launch_failed")
+    assert (runs[1]["state"], runs[1]["exit_code"], runs[1]["trigger"]) == ("FAILED", 3, "manual")
+    needed = {"run_id", "job", "slot", "trigger", "state", "result", "status", "exit_code"}
+    assert needed | {"queued_at", "started_at", "ended_at"} <= set(runs[1])
+    assert runs[1]["slot"] is None
+    assert runs[1]["started_at"].endswith("+00:00")
+    status, out, _ = run("history", "hello", "-c", str(config))
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["RUN", "ID", "JOB"]
+    assert len(lines) == 2
+    assert " hello " in lines[1]
+    audit = (tmp_path / "state" / "audit.log").read_text().splitlines()
+    assert len(audit) == 3
+    assert audit[0].startswith("hello | ")
+    assert audit[0].split(" | ")[3:] == ["completed", "exit 0: [bold]plain[/bold]"]
+
+
+def test_history_before_anything_ran_is_empty(tmp_path: Path) -> None:
+    from .runtime_fixtures import write_config
+
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    assert run("history", "--json", "-c", str(config))[:2] == (0, "[]\n")
+    assert not (tmp_path / "state" / "history.db").exists()

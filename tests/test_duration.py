@@ -36,3 +36,13 @@ def test_refused(text: str) -> None:
 def test_format_reads_back(seconds: int) -> None:
     value = timedelta(seconds=seconds)
     assert parse_duration(format_duration(value)) == value
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.04, "0.04s"), (0.5, "0.5s"), (2.5, "2.5s"), (42, "42s"), (65, "1m05s"), (7380, "2h03m")],
+)
+def test_elapsed_for_people(seconds: float, text: str) -> None:
+    from tuisched.duration import format_elapsed
+
+    assert format_elapsed(timedelta(seconds=seconds)) == text

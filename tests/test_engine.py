@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from tuisched.errors import JobActionError, UnknownJobError
-from tuisched.events import RunFinished, RunNotStarted, RunQueued, RunStarted
+from tuisched.events import (
+    RunFinished,
+    RunNotStarted,
+    RunQueued,
+    RunStarted,
+    SchedulerStarted,
+    SlotMissed,
+)
 from tuisched.runs import Result, RunState, Trigger
 
 from . import engine_jobs
@@ -202,3 +209,43 @@ async def test_every_second_job_fires_on_its_slots(tmp_path: Path) -> None:
         assert run.started_at is not None
         assert run.slot <= run.started_at < run.slot + timedelta(seconds=1)
     assert done[1].run.slot - done[0].run.slot == timedelta(seconds=1)  # type: ignore[operator]
+
+
+async def test_slots_missed_while_down_are_recorded_and_misfire_once_catches_up(
+    tmp_path: Path,
+) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        minutely:
+          python: "tests.engine_jobs:noop"
+          schedule: {every: 1 minute, start: 2026-01-01T00:00}
+        catch-up:
+          python: "tests.engine_jobs:noop"
+          schedule: {every: 1 minute, start: 2026-01-01T00:00}
+          misfire: once
+        """,
+    )
+    async with running(path) as (runtime, _):
+        node = runtime.node
+    # Pretend the previous instance was last seen ten and a half minutes ago.
+    from tuisched.store import HistoryStore
+
+    down_since = datetime.now(UTC) - timedelta(minutes=10, seconds=30)
+    with HistoryStore.open_sqlite(tmp_path / "state" / "history.db") as store:
+        store.mark_alive(node, down_since, 1)
+    async with running(path) as (_, events):
+        await events.wait_for(SchedulerStarted)  # published after every SlotMissed
+        missed = events.of(SlotMissed)
+        (catch_up,) = await events.wait_for(RunFinished, lambda e: e.run.trigger is Trigger.CATCHUP)
+    by_job = {
+        name: [e.run for e in missed if e.run.job == name] for name in ("minutely", "catch-up")
+    }
+    assert 10 <= len(by_job["minutely"]) <= 11
+    assert len(by_job["catch-up"]) == len(by_job["minutely"])
+    for run in by_job["minutely"]:
+        assert run.state is RunState.MISSED
+        assert run.slot is not None
+        assert down_since < run.slot <= datetime.now(UTC)
+        assert run.reason == "the scheduler was not running at this slot"
+    assert catch_up.run.slot == by_job["catch-up"][-1].slot

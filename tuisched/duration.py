@@ -43,3 +43,15 @@ def format_duration(value: timedelta) -> str:
         if amount:
             parts.append(f"{amount}{unit}")
     return "".join(parts)
+
+
+def format_elapsed(value: timedelta) -> str:
+    """A run's duration for people: `0.04s`, `2.5s`, then `1m05s`, `2h03m` (seconds dropped)."""
+    seconds = value.total_seconds()
+    if seconds < 10:
+        return f"{seconds:.2g}s" if seconds < 1 else f"{seconds:.1f}s"
+    if seconds < 3600:
+        minutes, rest = divmod(int(seconds), 60)
+        return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+    hours, rest = divmod(int(seconds) // 60, 60)
+    return f"{hours}h{rest:02d}m"

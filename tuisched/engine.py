@@ -491,7 +491,9 @@ class Engine:
 
     def _output_path(self, run: RunRecord) -> Path:
         folder = self._output_dir / run.job
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not folder.is_dir():
+            self._output_dir.mkdir(mode=0o700, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
         return folder / f"{run.run_id}.log"
 
     def _prune_output(self, job: str) -> None:

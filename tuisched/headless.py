@@ -34,6 +34,7 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
             log.error("%s", problem)  # noqa: TRY400  (a report, not a crash: no traceback)
         log.error("not started: the configuration is not valid")  # noqa: TRY400
         return EX_CONFIG
+    configure_logging(log_format, tz=runtime.config.settings.timezone)
     return asyncio.run(_serve(runtime))
 
 

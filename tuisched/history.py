@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
-from tuisched.duration import format_duration
+from tuisched.duration import format_elapsed
 from tuisched.model import Config
 from tuisched.output import plain_text
 from tuisched.runs import RunRecord
@@ -69,7 +69,7 @@ def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
 
 def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:
     slot = run.slot.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") if run.slot else "-"
-    took = format_duration(run.duration) if run.duration is not None else "-"
+    took = format_elapsed(run.duration) if run.duration is not None else "-"
     status = plain_text(run.status or run.reason).replace("\n", " ")[:80]
     result = run.result.value if run.result else "-"
     return [run.run_id, run.job, slot, run.trigger.value, run.state.value, result, took, status]

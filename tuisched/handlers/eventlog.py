@@ -9,6 +9,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from tuisched.bus import EventBus, Subscription
+from tuisched.duration import format_elapsed
 from tuisched.events import (
     ConfigLoaded,
     ConfigRejected,
@@ -46,7 +47,7 @@ def describe_event(event: Event, tz: ZoneInfo) -> tuple[int, str] | None:
             return logging.INFO, f"{run.job}#{run.run_id} started ({_slot(run, tz)}{pid})"
         case RunFinished(run=run):
             level = logging.INFO if run.state is RunState.SUCCESS else logging.WARNING
-            took = f" in {run.duration.total_seconds():.1f}s" if run.duration else ""
+            took = f" in {format_elapsed(run.duration)}" if run.duration is not None else ""
             result = run.result.value if run.result else "?"
             return level, f"{run.job}#{run.run_id} {run.state.value} ({result}){took}: {run.status}"
         case RunNotStarted(run=run):
@@ -122,15 +123,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(payload, ensure_ascii=False)
 
 
-def configure_logging(fmt: str, level: int = logging.INFO) -> None:
-    """Send tuisched's logs to stderr as `human` lines or `json` objects."""
-    handler = logging.StreamHandler()
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        handler.setFormatter(
-            logging.Formatter("%(asctime)s %(levelname)-7s %(message)s", "%Y-%m-%d %H:%M:%S%z")
+class HumanFormatter(logging.Formatter):
+    """`2026-05-07 09:30:00+02:00 INFO    message`, in the scheduler's time zone."""
+
+    def __init__(self, tz: ZoneInfo | None) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s %(message)s")
+        self.tz = tz
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        """The record's time in `tz` (the machine's zone when None)."""
+        return datetime.fromtimestamp(record.created, self.tz or UTC).isoformat(
+            sep=" ", timespec="seconds"
         )
+
+
+def configure_logging(fmt: str, level: int = logging.INFO, tz: ZoneInfo | None = None) -> None:
+    """Send tuisched's logs to stderr as `human` lines (times in `tz`) or `json` objects."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter() if fmt == "json" else HumanFormatter(tz))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
