@@ -178,11 +178,12 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
 
 
 def test_the_command_line_never_imports_textual() -> None:
-    # Every non-console path, in a fresh interpreter, then a look at sys.modules.
+    # The headless runtime and every non-console command, in a fresh interpreter, then a look at sys.modules.
     script = f"""
 import sys
+import tuisched.headless, tuisched.runtime, tuisched.oneshot
 from tuisched.cli import main
-for argv in (["validate"], ["jobs", "--json"], ["next", "heartbeat"],
+for argv in (["validate"], ["jobs", "--json"], ["next", "heartbeat"], ["history"],
              ["upstream", "daily-report", "--at", "2026-05-07T06:00"]):
     main([*argv, "-c", {str(SAMPLE)!r}])
 loaded = sorted(m for m in sys.modules if m == "textual" or m.startswith("textual."))

@@ -74,3 +74,15 @@ class UnknownJobError(JobActionError, LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no job named '{name}'")
+
+
+class HistoryError(TuischedError):
+    """The history database cannot be opened, or a write was refused."""
+
+
+class UnknownRunError(HistoryError, LookupError):
+    """No run by that id in the history."""
+
+    def __init__(self, run_ids: Iterable[str]) -> None:
+        self.run_ids = tuple(run_ids)
+        super().__init__(f"no run with id {', '.join(self.run_ids)} in the history")

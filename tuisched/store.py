@@ -68,7 +68,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeEngine
 
-from tuisched.errors import TuischedError
+from tuisched.errors import HistoryError, UnknownRunError
 from tuisched.runs import Result, RunRecord, RunState, Trigger
 
 T = TypeVar("T")
@@ -86,18 +86,6 @@ BUSY_TIMEOUT_MS = 5000
 
 _UNFINISHED = (RunState.QUEUED.value, RunState.WAITING.value, RunState.RUNNING.value)
 _ABANDONABLE = (RunState.QUEUED.value, RunState.RUNNING.value)
-
-
-class HistoryError(TuischedError):
-    """The history database cannot be opened, or a write was refused."""
-
-
-class UnknownRunError(HistoryError, LookupError):
-    """No run by that id in the history."""
-
-    def __init__(self, run_ids: Iterable[str]) -> None:
-        self.run_ids = tuple(run_ids)
-        super().__init__(f"no run with id {', '.join(self.run_ids)} in the history")
 
 
 # --- the state directory ------------------------------------------------------------
