@@ -178,7 +178,7 @@ def test_every_command_has_help(command: list[str], capsys: pytest.CaptureFixtur
 
 
 def test_the_command_line_never_imports_textual() -> None:
-    # The headless runtime and every non-console command, in a fresh interpreter, then a look at sys.modules.
+    # The headless runtime and every non-console command in a fresh interpreter.
     script = f"""
 import sys
 import tuisched.headless, tuisched.runtime, tuisched.oneshot

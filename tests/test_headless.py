@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ long:
 
 
 class Scheduler:
-    """A headless tuisched subprocess whose stderr is read line by line."""
+    """A headless tuisched subprocess whose stderr lines are read by a thread."""
 
     def __init__(self, config: Path) -> None:
         self.config = config
@@ -37,14 +38,24 @@ class Scheduler:
             cwd=REPO,
         )
         self.lines: list[str] = []
+        self._incoming: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._incoming.put(line)
+        self._incoming.put(None)
 
     def wait_for_line(self, fragment: str, within: float = 15) -> str:
-        """Read stderr until a line contains `fragment` (the process must write it)."""
-        assert self.process.stderr is not None
+        """The first new stderr line containing `fragment`, waiting up to `within` seconds."""
         deadline = time.monotonic() + within
-        while time.monotonic() < deadline:
-            line = self.process.stderr.readline()
-            if not line:
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._incoming.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
                 break
             self.lines.append(line)
             if fragment in line:
@@ -52,9 +63,10 @@ class Scheduler:
         raise AssertionError(f"no line with {fragment!r}; got:\n{''.join(self.lines)}")
 
     def finish(self, within: float = 20) -> int:
-        assert self.process.stderr is not None
         status = self.process.wait(within)
-        self.lines.extend(self.process.stderr.readlines())
+        while (line := self._incoming.get(timeout=within)) is not None:
+            self.lines.append(line)
+        assert self.process.stderr is not None
         self.process.stderr.close()
         return status
 
@@ -111,10 +123,11 @@ def test_kill_9_then_restart_closes_the_orphan_as_abandoned(
     run_id = line.split("long#")[1].split()[0]
     first.process.kill()
     first.process.wait(10)
-    os.killpg(orphan, signal.SIGKILL)  # the job outlived its scheduler; clean up after the test
+    assert _alive(orphan)  # its own session: a killed scheduler cannot take it along
     second = Scheduler(config)
     schedulers.append(second)
     second.wait_for_line(f"long#{run_id} ABANDONED")
+    assert not _alive(orphan)  # the restart killed what the dead run left behind
     second.process.send_signal(signal.SIGTERM)
     assert second.finish() == 0
     (abandoned,) = [r for r in history(config) if r["run_id"] == run_id]

@@ -551,10 +551,11 @@ class _Interpreter:
         if not name.strip():
             self.values.problem(line, f"a {what} name must not be empty")
             return False
-        if not set(name) <= _NAME_CHARS or len(name) > 100:
+        if not set(name) <= _NAME_CHARS or len(name) > 100 or name.startswith("."):
             self.values.problem(
                 line,
-                f"bad {what} name '{name}': use up to 100 letters, digits, '_', '-', '.' or ':'",
+                f"bad {what} name '{name}': use up to 100 letters, digits, '_', '-', '.' or ':' "
+                "(not starting with '.')",
             )
             return False
         if name == SELF:

@@ -11,13 +11,14 @@ here, on the loop thread, one small step at a time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +37,25 @@ from tuisched.events import (
     SlotMissed,
 )
 from tuisched.execution import LaunchError, Runner, make_runner
-from tuisched.model import CommandSpec, Config, Job, ManualSchedule, Misfire, Overlap
+from tuisched.model import CommandSpec, Config, Job, ManualSchedule, Misfire, Overlap, Schedule
 from tuisched.output import OutputCapture
 from tuisched.runqueue import RunQueue
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
-from tuisched.schedule import SlotTrigger, has_future, slots_between
+from tuisched.schedule import SlotTrigger, has_future, next_slot, slots_between
 from tuisched.store import AsyncHistory
 
 log = logging.getLogger(__name__)
 
 FIRES_PER_STEP = 200
 """Due slots handled per loop iteration, so a burst never freezes the loop."""
-MAX_MISSED_RECORDED = 100
-"""MISSED rows written per job at start-up; older missed slots are counted, not listed."""
+MAX_MISSED_RECORDED = 20
+"""MISSED rows written per job at a time; older missed slots are counted, not listed."""
 MAX_BACKLOG = 10
 """Runs an `overlap: queue` job may have waiting behind its running one."""
 OUTPUT_FILES_KEPT = 50
 """Output files kept per job."""
+SCAN_LIMIT = 10_000
+"""Missed slots walked one by one per job at start-up before estimating the rest."""
 
 
 def _utcnow() -> datetime:
@@ -132,7 +135,6 @@ class Engine:
         output_dir: Path,
         clock: Callable[[], datetime] = _utcnow,
         kill_grace: float = 5.0,
-        secret_env: Iterable[str] = (),
     ) -> None:
         self.config = config
         self.node = node
@@ -141,7 +143,6 @@ class Engine:
         self._output_dir = output_dir
         self._clock = clock
         self._kill_grace = kill_grace
-        self._secret_env = frozenset(secret_env)
         self._queue = RunQueue()
         self._jobs_of: dict[str, Job] = {}
         """The job definition each queued or running run was created from."""
@@ -172,6 +173,7 @@ class Engine:
             job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
         )
         for job in self.config.jobs.values():
+            # Slots after `now` fire; those up to `now` were just recorded as missed.
             self._add_to_scheduler(job, now)
         self._scheduler.start()
 
@@ -187,8 +189,7 @@ class Engine:
         pending = set(self._tasks)
         if pending:
             _, pending = await asyncio.wait(pending, timeout=grace)
-        for active in list(self._active.values()):
-            self._request_stop(active, Result.SHUTDOWN, kill=False)
+        self.stop_all(Result.SHUTDOWN)
         if pending:
             await asyncio.wait(pending, timeout=self._kill_grace + 5)
 
@@ -215,10 +216,14 @@ class Engine:
         now = self._clock()
         for name in old.jobs.keys() - config.jobs.keys():
             self._remove_from_scheduler(name)
+            self._cancel_waiting("its job was deleted", job=name)
         for name, job in config.jobs.items():
             if old.jobs.get(name) != job:
                 self._remove_from_scheduler(name)
                 self._add_to_scheduler(job, now)
+            if not job.enabled:
+                self._cancel_waiting("its job was disabled", job=name)
+        self._dispatch()  # max_workers may have grown
 
     def _add_to_scheduler(self, job: Job, now: datetime) -> None:
         schedule = job.schedule
@@ -228,7 +233,7 @@ class Engine:
             return
         self._scheduler.add_job(
             _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
-            replace_existing=True,
+            replace_existing=True, next_run_time=next_slot(schedule, now),
         )  # fmt: skip
 
     def _remove_from_scheduler(self, name: str) -> None:
@@ -240,36 +245,49 @@ class Engine:
     def _take_fires(self) -> None:
         assert self._inbox is not None  # noqa: S101  (set in start before any fire)
         batch, more = self._inbox.take_some(FIRES_PER_STEP)
-        now = self._clock()
-        for name, run_times in batch:
-            job = self.config.jobs.get(name)
-            if job is not None:
-                self._fire(job, run_times, now)
-        if more:
-            asyncio.get_running_loop().call_soon(self._take_fires)
+        try:
+            now = self._clock()
+            for name, run_times in batch:
+                job = self.config.jobs.get(name)
+                if job is None or not self._accepting:
+                    continue
+                try:
+                    self._fire(job, run_times, now)
+                except Exception:
+                    log.exception("could not fire %s at %s", name, run_times)
+        finally:
+            if more:
+                asyncio.get_running_loop().call_soon(self._take_fires)
 
     def _fire(self, job: Job, run_times: list[datetime], now: datetime) -> None:
+        """Run the slots less than `grace` late; record the others as MISSED."""
+        late = [slot for slot in run_times if now - slot >= job.grace]
+        kept = late[-MAX_MISSED_RECORDED:]
+        for slot in kept:
+            seconds = int((now - slot).total_seconds())
+            reason = f"too late to run ({seconds}s late)"
+            if slot == kept[0] and len(late) > len(kept):
+                reason += f" (and {len(late) - MAX_MISSED_RECORDED} earlier slots)"
+            self._record_slot_missed(job, slot, now, reason)
         for slot in run_times:
-            if now - slot > job.grace:
-                late = int((now - slot).total_seconds())
-                self._record_slot_missed(job, slot, now, f"too late to run ({late}s late)")
-            else:
+            if now - slot < job.grace:
                 self.submit(job, slot=slot, trigger=Trigger.SCHEDULE)
 
     async def _record_missed(self, since: datetime, now: datetime) -> None:
+        """Record the slots in [since, now] that have no run as MISSED (the newest few)."""
         recorded = await self._history.call(lambda store: store.slots_since(since))
-        for job in self.config.jobs.values():
+        after = since - timedelta(microseconds=1)  # a slot at the last heartbeat counts too
+        for index, job in enumerate(self.config.jobs.values()):
+            if index % 100 == 99:
+                await asyncio.sleep(0)  # thousands of jobs: let the loop breathe
             if not job.enabled or job.schedule is None:
                 continue
-            missed = [
-                slot
-                for slot in slots_between(job.schedule, since, now)
-                if (job.name, slot.astimezone(UTC)) not in recorded
-            ]
-            for slot in missed[-MAX_MISSED_RECORDED:]:
+            newest, total = recent_slots(job.schedule, after, now, MAX_MISSED_RECORDED)
+            missed = [s for s in newest if (job.name, s.astimezone(UTC)) not in recorded]
+            for slot in missed:
                 reason = "the scheduler was not running at this slot"
-                if len(missed) > MAX_MISSED_RECORDED and slot == missed[-MAX_MISSED_RECORDED]:
-                    reason += f" (and {len(missed) - MAX_MISSED_RECORDED} earlier slots)"
+                if slot == missed[0] and total > len(newest):
+                    reason += f" (and about {total - len(newest)} earlier slots)"
                 self._record_slot_missed(job, slot, now, reason)
             if missed and job.misfire is Misfire.ONCE:
                 self.submit(job, slot=missed[-1], trigger=Trigger.CATCHUP)
@@ -302,7 +320,7 @@ class Engine:
             return self._not_started(run, Result.SHUTDOWN, "the scheduler is shutting down")
         busy = self._busy[job.name]
         if busy and job.overlap is Overlap.SKIP:
-            return self._not_started(run, Result.SKIPPED, f"run {min(busy)} still running")
+            return self._not_started(run, Result.SKIPPED, self._busy_reason(job.name))
         if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
             return self._not_started(run, Result.SKIPPED, f"{MAX_BACKLOG} runs already waiting")
         self._history.insert_soon(run)
@@ -366,19 +384,21 @@ class Engine:
             self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
         )
         active.runner = make_runner(
-            job.kind, env=self._environment(job, run), output=active.output,
+            job.kind, env=job_environment(self.config, job, run), output=active.output,
             kill_grace=self._kill_grace,
         )  # fmt: skip
+        timer = self._start_timeout(active)  # an import or exec can hang too
         try:
             pid = await active.runner.start()
         except LaunchError as error:
+            if timer is not None:
+                timer.cancel()
             return _launch_failed(error)
         active.run = replace(active.run, pid=pid, started_at=self._clock())
         self._history.update_soon(active.run)
         self._publish(RunStarted(at=active.run.started_at or self._clock(), run=active.run))
         if active.stop_result is not None:  # a stop came while it was launching
             active.runner.stop(active.stop_result, kill=active.kill)
-        timer = self._start_timeout(active)
         try:
             return await active.runner.wait()
         finally:
@@ -394,25 +414,29 @@ class Engine:
 
     def _finish(self, active: _Active, outcome: Outcome) -> None:
         run, job = active.run, active.job
-        now = self._clock()
-        tail = active.output.tail() if active.output is not None else ""
-        if active.output is not None:
-            active.output.close()
-        closed = run.finished(outcome, now, tail)
-        self._history.update_soon(closed)
-        event = RunNotStarted if outcome.state is RunState.NOT_STARTED else RunFinished
-        self._publish(event(at=now, run=closed))
-        self._release(run)
-        self._maybe_retry(job, closed)
-        self._dispatch()
+        try:
+            now = self._clock()
+            tail = active.output.tail() if active.output is not None else ""
+            if active.output is not None:
+                active.output.close()
+            closed = run.finished(outcome, now, tail)
+            self._history.update_soon(closed)
+            event = RunNotStarted if outcome.state is RunState.NOT_STARTED else RunFinished
+            self._publish(event(at=now, run=closed))
+            self._maybe_retry(job, closed)
+        finally:
+            self._release(run)
+            self._dispatch()
 
     def _release(self, run: RunRecord) -> None:
+        """Forget `run` (finished, or taken out of the queue or backlog)."""
         self._active.pop(run.run_id, None)
         self._jobs_of.pop(run.run_id, None)
         busy = self._busy[run.job]
         busy.discard(run.run_id)
         backlog = self._backlog[run.job]
-        if backlog and self._accepting:
+        backlogged = {waiting.run_id for waiting in backlog}
+        if backlog and self._accepting and not busy - backlogged:
             waiting = backlog.popleft()
             self._queue.push(waiting, self._jobs_of[waiting.run_id].priority)
         if not busy:
@@ -421,6 +445,8 @@ class Engine:
         self._finished_count[run.job] += 1
         if self._finished_count[run.job] % 10 == 0:
             self._prune_output(run.job)
+        if run.job not in self.config.jobs:
+            self._finished_count.pop(run.job, None)
 
     def _maybe_retry(self, job: Job, run: RunRecord) -> None:
         retryable = run.state is RunState.FAILED and run.result is Result.COMPLETED
@@ -429,7 +455,10 @@ class Engine:
 
         def retry() -> None:
             self._timers.discard(handle)
-            current = self.config.jobs.get(job.name, job)
+            current = self.config.jobs.get(job.name)
+            if current is None or not current.enabled:
+                log.info("retry of %s dropped: the job was deleted or disabled", job.name)
+                return
             self.submit(current, slot=run.slot, trigger=run.trigger, attempt=run.attempt + 1)
 
         delay = job.retry_delay.total_seconds()
@@ -450,12 +479,23 @@ class Engine:
         self._release(run)
         self._not_started(run, Result.STOPPED, "stopped before it started", recorded=True)
 
+    def stop_all(self, result: Result, *, kill: bool = False) -> None:
+        """Stop every running run, recording `result` (e.g. SHUTDOWN)."""
+        for active in list(self._active.values()):
+            self._request_stop(active, result, kill)
+
     def _request_stop(self, active: _Active, result: Result, kill: bool) -> None:
         if active.stop_result is None or kill:
             active.stop_result = active.stop_result or result
             active.kill = active.kill or kill
             if active.runner is not None:
                 active.runner.stop(active.stop_result, kill=kill)
+
+    def _busy_reason(self, job: str) -> str:
+        running = [a.run.run_id for a in self._active.values() if a.run.job == job]
+        if running:
+            return f"run {running[0]} still running"
+        return "a run of this job is already queued"
 
     def _take_backlogged(self, run_id: str) -> RunRecord | None:
         for runs in self._backlog.values():
@@ -465,12 +505,16 @@ class Engine:
                     return run
         return None
 
-    def _cancel_waiting(self, reason: str) -> None:
+    def _cancel_waiting(self, reason: str, *, job: str | None = None) -> None:
+        """Close every queued or backlogged run (of `job`, or of all jobs) as NOT_STARTED."""
+        result = Result.SHUTDOWN if job is None else Result.STOPPED
         for run in self.queued():
+            if job is not None and run.job != job:
+                continue
             self._queue.remove(run.run_id)
             self._take_backlogged(run.run_id)
             self._release(run)
-            self._not_started(run, Result.SHUTDOWN, reason, recorded=True)
+            self._not_started(run, result, reason, recorded=True)
 
     # --- helpers ------------------------------------------------------------------------
 
@@ -480,15 +524,6 @@ class Engine:
     def _on_output(self, active: _Active, lines: tuple[str, ...]) -> None:
         self._publish(RunOutputWritten(at=self._clock(), run=active.run, lines=lines[-100:]))
 
-    def _environment(self, job: Job, run: RunRecord) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in self._secret_env}
-        if isinstance(job.kind, CommandSpec):
-            env.update(job.kind.env)
-        env["TUISCHED_JOB"] = job.name
-        env["TUISCHED_RUN_ID"] = run.run_id
-        env["TUISCHED_SLOT"] = run.slot.isoformat() if run.slot is not None else ""
-        return env
-
     def _output_path(self, run: RunRecord) -> Path:
         folder = self._output_dir / run.job
         if not folder.is_dir():
@@ -497,13 +532,72 @@ class Engine:
         return folder / f"{run.run_id}.log"
 
     def _prune_output(self, job: str) -> None:
+        """Keep the newest OUTPUT_FILES_KEPT output files of `job`."""
         folder = self._output_dir / job
+        running = {f"{run_id}.log" for run_id in self._active}
         try:
-            files = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+            files = [f for f in folder.glob("*.log") if f.is_file() and f.name not in running]
+            files.sort(key=lambda f: f.stat().st_mtime)
         except OSError:
             return
         for old in files[: max(0, len(files) - OUTPUT_FILES_KEPT)]:
-            old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def secret_names(config: Config) -> set[str]:
+    """Environment variables holding the scheduler's own secrets (never passed to jobs)."""
+    names: set[str] = set()
+    if config.email is not None:
+        smtp = config.email.smtp
+        names.update(filter(None, (smtp.password_env, smtp.username_env)))
+    if config.settings.cluster is not None and config.settings.cluster.password_env:
+        names.add(config.settings.cluster.password_env)
+    return names
+
+
+def job_environment(config: Config, job: Job, run: RunRecord) -> dict[str, str]:
+    """The environment of a run: the scheduler's minus its secrets, the job's `env`, our names."""
+    hidden = secret_names(config)
+    env = {key: value for key, value in os.environ.items() if key not in hidden}
+    if isinstance(job.kind, CommandSpec):
+        env.update(job.kind.env)
+    env["TUISCHED_JOB"] = job.name
+    env["TUISCHED_RUN_ID"] = run.run_id
+    env["TUISCHED_SLOT"] = run.slot.isoformat() if run.slot is not None else ""
+    return env
+
+
+def recent_slots(
+    schedule: Schedule, after: datetime, until: datetime, keep: int
+) -> tuple[list[datetime], int]:
+    """The newest `keep` slots in (after, until], and how many there are in all.
+
+    Walks at most SCAN_LIMIT slots: past that (an every-second job down for a
+    month), the total is estimated from the pace so far and only the last
+    stretch is walked.
+    """
+    newest: deque[datetime] = deque(maxlen=keep)
+    first: datetime | None = None
+    count = 0
+    for slot in slots_between(schedule, after, until):
+        first = first or slot
+        newest.append(slot)
+        count += 1
+        if count == SCAN_LIMIT:
+            break
+    else:
+        return list(newest), count
+    assert first is not None  # noqa: S101  (count reached SCAN_LIMIT)
+    pace = (newest[-1] - first) / (count - 1)
+    if not pace:
+        return list(newest), count
+    skip_to = max(newest[-1], until - pace * keep * 2)
+    estimate = count + int((skip_to - newest[-1]) / pace)
+    for slot in slots_between(schedule, skip_to, until):
+        newest.append(slot)
+        estimate += 1
+    return list(newest), estimate
 
 
 def _launch_failed(error: LaunchError) -> Outcome:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -557,6 +557,10 @@ class PythonRunner:
         self._stop.kill = self._stop.kill or kill
         if link is not None and self._launched:
             self._apply_stop(link, self._stop)
+        elif link is not None and self._give_up is None:
+            # Still importing (an import can hang): give up on it after the grace period.
+            delay = 0 if self._stop.kill else self._kill_grace
+            self._give_up = link.loop.call_later(delay, self._abandon_launch, link)
 
     def _apply_stop(self, link: _Link, stop: _StopRequest) -> None:
         if not self._stop_called:
@@ -576,6 +580,12 @@ class PythonRunner:
         except Exception as exc:
             self._stop_error = f"stop() raised {_describe(exc)}"
 
+    def _abandon_launch(self, link: _Link) -> None:
+        self._give_up = None
+        if not link.launched.done():
+            link.launched.set_result(None)
+        self._abandon(link)
+
     @staticmethod
     def _abandon(link: _Link) -> None:
         if not link.ending.done():
@@ -586,7 +596,7 @@ class PythonRunner:
     def _thread_main(self, link: _Link) -> None:
         try:
             instance, call = _prepare(_load(self._target))
-        except Exception as exc:
+        except BaseException as exc:  # SystemExit at import must not leave start() waiting
             _cross(link, _report_launch, link, LaunchError(self._launch_reason(exc)))
             return
         _cross(link, _report_launch, link, instance)
@@ -598,7 +608,7 @@ class PythonRunner:
             return
         _cross(link, self._on_finished, link, _Ending(), "")
 
-    def _launch_reason(self, exc: Exception) -> str:
+    def _launch_reason(self, exc: BaseException) -> str:
         if isinstance(exc, ImportError | AttributeError):
             return f"cannot import '{self._target}': {exc}"
         return f"cannot start '{self._target}': {_describe(exc)}"
@@ -758,3 +768,32 @@ class WaitForRunner:
         self._status = status
         result = self._stop if self._stop is not None and state is not RunState.SUCCESS else None
         return Outcome(state=state, result=result or Result.COMPLETED, status=_cut(status))
+
+
+# --- leftovers of a dead scheduler ----------------------------------------------------
+
+
+def kill_leftovers(run_ids: Collection[str]) -> int:
+    """SIGKILL every process still carrying one of `run_ids` in its environment.
+
+    For runs a killed scheduler left behind: their processes, in their own
+    session, outlive it. Each command run has `TUISCHED_RUN_ID` in its
+    environment, inherited by everything it starts, so this finds them all,
+    with no race on when the pid was recorded and no risk from a recycled
+    pid. Processes of other users are not readable and so never touched.
+    Returns how many processes were killed.
+    """
+    wanted = {f"TUISCHED_RUN_ID={run_id}".encode() for run_id in run_ids}
+    killed = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environment = set((entry / "environ").read_bytes().split(b"\0"))
+        except OSError:
+            continue
+        if wanted & environment:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+    return killed

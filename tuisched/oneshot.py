@@ -10,7 +10,6 @@ stopped by Ctrl-C; 1 any other failure.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -18,12 +17,13 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TextIO
 
-from tuisched.execution import LaunchError, make_runner
+from tuisched.engine import job_environment
+from tuisched.execution import LaunchError, Runner, make_runner
 from tuisched.handlers.audit import AuditLog
-from tuisched.model import CommandSpec, Config, Job
+from tuisched.model import Config, Job
 from tuisched.output import OutputCapture
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
-from tuisched.runtime import open_history
+from tuisched.runtime import add_config_folder_to_path, open_history
 from tuisched.store import AsyncHistory, prepare_state_dir
 
 
@@ -55,7 +55,7 @@ async def _run(config: Config, job: Job, out: TextIO) -> int:
     try:
         run = RunRecord(
             run_id=new_run_id(), job=job.name, slot=None, trigger=Trigger.MANUAL,
-            state=RunState.QUEUED, queued_at=datetime.now(UTC), node=socket.gethostname(),
+            state=RunState.QUEUED, queued_at=datetime.now(UTC), node=_node(),
         )  # fmt: skip
         await history.insert(run)
         closed = await _execute(config, job, run, history, out)
@@ -84,32 +84,45 @@ async def _execute(
         out.flush()
 
     output = OutputCapture(output_dir / f"{run.run_id}.log", on_lines=show)
-    env = dict(os.environ)
-    if isinstance(job.kind, CommandSpec):
-        env.update(job.kind.env)
-    env.update(TUISCHED_JOB=job.name, TUISCHED_RUN_ID=run.run_id, TUISCHED_SLOT="")
-    runner = make_runner(job.kind, env=env, output=output)
-    run = replace(run, state=RunState.RUNNING, started_at=datetime.now(UTC))
-    await history.update(run)
-    try:
-        run = replace(run, pid=await runner.start())
-    except LaunchError as error:
-        reason = str(error)
-        outcome = Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
-        return run.finished(outcome, datetime.now(UTC))
-    history.update_soon(run)
+    add_config_folder_to_path(config)
+    runner = make_runner(job.kind, env=job_environment(config, job, run), output=output)
     loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, runner.stop, Result.STOPPED)
-    loop.add_signal_handler(signal.SIGTERM, runner.stop, Result.STOPPED)
+    # Signals and the timeout are armed before the launch, which can hang too.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, runner.stop, Result.STOPPED)
     timer = None
     if job.timeout is not None:
         timer = loop.call_later(job.timeout.total_seconds(), runner.stop, Result.TIMED_OUT)
     try:
-        outcome = await runner.wait()
+        run = replace(run, state=RunState.RUNNING, started_at=datetime.now(UTC))
+        await history.update(run)
+        run, outcome = await _launch_and_wait(runner, run, history)
+    except Exception as error:  # never leave the row RUNNING
+        status = f"error: {error}"
+        outcome = Outcome(state=RunState.FAILED, result=Result.ERROR, status=status)
     finally:
         if timer is not None:
             timer.cancel()
-        loop.remove_signal_handler(signal.SIGINT)
-        loop.remove_signal_handler(signal.SIGTERM)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     output.close()
     return run.finished(outcome, datetime.now(UTC), output.tail())
+
+
+async def _launch_and_wait(
+    runner: Runner, run: RunRecord, history: AsyncHistory
+) -> tuple[RunRecord, Outcome]:
+    try:
+        pid = await runner.start()
+    except LaunchError as error:
+        reason = str(error)
+        return run, Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
+    run = replace(run, pid=pid)
+    history.update_soon(run)
+    return run, await runner.wait()
+
+
+def _node() -> str:
+    # Not the scheduler's node name: a scheduler starting meanwhile must not
+    # close this run as abandoned.
+    return f"{socket.gethostname()}:run"

@@ -33,10 +33,10 @@ from tuisched.events import (
     SchedulerStopped,
     SchedulerStopping,
 )
-from tuisched.execution import install_child_watcher
+from tuisched.execution import install_child_watcher, kill_leftovers
 from tuisched.handlers.audit import AuditLog
 from tuisched.model import Config
-from tuisched.runs import RunRecord
+from tuisched.runs import Result, RunRecord
 from tuisched.store import AsyncHistory, HistoryStore, prepare_state_dir
 
 log = logging.getLogger(__name__)
@@ -82,20 +82,18 @@ class InstanceLock:
             self._fd = None
 
 
+def add_config_folder_to_path(config: Config) -> None:
+    """Let `python: jobs.backup:run` live beside the configuration file."""
+    folder = str(config.path.parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
 def open_history(config: Config) -> HistoryStore:
     """The history store the configuration names (default: state_dir/history.db)."""
     if config.settings.history:
         return HistoryStore.open(config.settings.history)
     return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
-
-
-def _secret_env_names(config: Config) -> set[str]:
-    names: set[str] = set()
-    if config.email is not None:
-        names.update(filter(None, (config.email.smtp.password_env, config.email.smtp.username_env)))
-    if config.settings.cluster is not None and config.settings.cluster.password_env:
-        names.add(config.settings.cluster.password_env)
-    return names
 
 
 class Runtime:
@@ -149,8 +147,21 @@ class Runtime:
         try:
             await self._start_parts()
         except BaseException:
-            self._lock.release()
+            await self._unwind()
             raise
+
+    async def _unwind(self) -> None:
+        """Close whatever a failed start had opened, in reverse order."""
+        if self._engine is not None:
+            await self._engine.drain(0)
+            self._engine = None
+        if self._history is not None:
+            await self._history.close()
+            self._history = None
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
+        self._lock.release()
 
     async def _start_parts(self) -> None:
         settings = self.config.settings
@@ -163,11 +174,11 @@ class Runtime:
         now = self._clock()
         down_since = await self._history.call(lambda store: store.last_alive(self.node))
         await self._close_abandoned(now)
-        self._add_config_folder_to_path()
+        add_config_folder_to_path(self.config)
         self._engine = Engine(
             self.config, bus=self.bus, history=self._history, node=self.node,
             output_dir=settings.state_dir / "output", clock=self._clock,
-            kill_grace=self._kill_grace, secret_env=_secret_env_names(self.config),
+            kill_grace=self._kill_grace,
         )  # fmt: skip
         await self._engine.start(down_since=down_since)
         await self._mark_alive()
@@ -186,12 +197,13 @@ class Runtime:
             grace = self.config.settings.shutdown_grace.total_seconds()
         running = len(self._engine.running())
         self.bus.publish(SchedulerStopping(at=self._clock(), reason=reason, running=running))
-        await self._engine.drain(grace)
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
+        # Firing stops now: the next start records later slots as MISSED.
         await self._mark_alive()
+        await self._engine.drain(grace)
         await self._history.close()
         self.bus.publish(SchedulerStopped(at=self._clock()))
         self.bus.flush()  # the audit log must see the last runs before it closes
@@ -203,16 +215,20 @@ class Runtime:
     def hurry(self) -> None:
         """During a drain, stop every run now instead of waiting for the grace period."""
         if self._engine is not None:
-            for run in self._engine.running():
-                self._engine.stop_run(run.run_id, kill=True)
+            self._engine.stop_all(Result.SHUTDOWN, kill=True)
 
     async def _close_abandoned(self, now: datetime) -> None:
         assert self._history is not None  # noqa: S101  (called from _start_parts)
         closed: list[RunRecord] = await self._history.call(
             lambda store: store.close_abandoned(self.node, now)
         )
+        if closed:
+            killed = kill_leftovers([run.run_id for run in closed])
+            log.warning(
+                "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
+                len(closed), killed,
+            )  # fmt: skip
         for run in closed:
-            log.warning("run %s of %s was left running by a dead scheduler", run.run_id, run.job)
             self.bus.publish(RunAbandoned(at=now, run=run))
 
     async def _mark_alive(self) -> None:
@@ -227,12 +243,6 @@ class Runtime:
                 await self._mark_alive()
             except Exception:
                 log.exception("could not record the heartbeat")
-
-    def _add_config_folder_to_path(self) -> None:
-        # `python: jobs.backup:run` may live beside the configuration file.
-        folder = str(self.config.path.parent)
-        if folder not in sys.path:
-            sys.path.append(folder)
 
     # --- operations ----------------------------------------------------------------
 
