@@ -519,7 +519,10 @@ def awatch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, dict[str, 
     real = execution.awatch
 
     async def spy(path: Path, **kwargs: Any) -> AsyncIterator[Any]:
-        calls.append((path, kwargs))
+        calls.append((path, dict(kwargs)))
+        # Take the sensor's periodic re-check out of play: only a real file event can
+        # end these waits, so a watch that misses the event fails the test (timeout).
+        kwargs["rust_timeout"] = 3_600_000
         async for changes in real(path, **kwargs):
             yield changes
 

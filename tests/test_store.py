@@ -490,15 +490,16 @@ def test_a_batch_is_coalesced_and_committed_together(db_path: Path) -> None:
 def test_a_failing_write_fails_alone_and_the_thread_goes_on(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    naive = make_run("naive", queued_at=datetime(2026, 5, 7, 9, 0))  # a naive time: the fault
+
     async def main() -> list[object]:
         history = AsyncHistory(HistoryStore.open_sqlite(db_path))
         writes = [
             asyncio.ensure_future(history.insert(make_run("a"))),
-            asyncio.ensure_future(history.update(make_run("ghost"))),
+            asyncio.ensure_future(history.insert(naive)),
             asyncio.ensure_future(history.insert(make_run("b"))),
-            asyncio.ensure_future(history.insert(make_run("a"))),  # a duplicate
         ]
-        history.update_soon(make_run("ghost2"))  # fire-and-forget: logged only
+        history.update_soon(replace(naive, run_id="naive2"))  # fire-and-forget: logged only
         await asyncio.sleep(0)
         history.start()  # all in one batch: the batch fails, then each write alone
         results: list[object] = list(await asyncio.gather(*writes, return_exceptions=True))
@@ -507,13 +508,58 @@ def test_a_failing_write_fails_alone_and_the_thread_goes_on(
         await history.close()
         return results
 
-    first, ghost, second, duplicate, stored = asyncio.run(main())
+    first, bad, second, stored = asyncio.run(main())
     assert first is None
-    assert isinstance(ghost, UnknownRunError)
+    assert isinstance(bad, ValueError)
     assert second is None
-    assert isinstance(duplicate, IntegrityError)
     assert sorted(stored) == ["a", "b", "c"]  # type: ignore[call-overload]
-    assert "could not update run ghost2" in caplog.text
+    assert "could not update run naive2" in caplog.text
+
+
+def test_the_latest_state_lands_whether_the_row_exists_or_not(db_path: Path) -> None:
+    async def main() -> list[RunRecord]:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        history.start()
+        await history.update(make_run("never-inserted", state=RunState.SUCCESS))
+        await history.insert(make_run("twice"))
+        await history.insert(make_run("twice", state=RunState.FAILED))
+        runs = await history.call(lambda store: store.recent())
+        await history.close()
+        return runs
+
+    states = {run.run_id: run.state for run in asyncio.run(main())}
+    assert states == {"never-inserted": RunState.SUCCESS, "twice": RunState.FAILED}
+
+
+def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    import tuisched.store
+
+    monkeypatch.setattr(tuisched.store, "TRANSIENT_RETRY_PAUSES", (0, 0))
+    # The batch fails, then the write alone fails twice more before the database frees up.
+    failures = iter([OperationalError("INSERT", {}, Exception("database is locked"))] * 3)
+    real_write_many = HistoryStore.write_many
+
+    def flaky(store: HistoryStore, inserts: list[RunRecord], updates: list[RunRecord]) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real_write_many(store, inserts, updates)
+
+    monkeypatch.setattr(HistoryStore, "write_many", flaky)
+
+    async def main() -> RunRecord | None:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        history.start()
+        await history.insert(make_run("patient"))
+        stored = await history.call(lambda store: store.get("patient"))
+        await history.close()
+        return stored
+
+    stored = asyncio.run(main())
+    assert stored is not None
+    assert stored.run_id == "patient"
 
 
 def test_a_failing_query_does_not_kill_the_thread(db_path: Path) -> None:

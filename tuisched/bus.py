@@ -109,7 +109,13 @@ class EventBus:
             log.exception("event subscriber %r failed on %s", callback, type(event).__name__)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            coroutine.close()  # no loop to run it on: drop it cleanly, and say so
+            log.error("event subscriber %r needs a running loop; event dropped", coroutine)  # noqa: TRY400
+            return
+        task = loop.create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
 

@@ -293,9 +293,10 @@ class Engine:
                 self.submit(job, slot=missed[-1], trigger=Trigger.CATCHUP)
 
     def _record_slot_missed(self, job: Job, slot: datetime, now: datetime, reason: str) -> None:
+        # Queued "at its slot": the history then lists missed slots where they belong.
         run = RunRecord(
             run_id=new_run_id(), job=job.name, slot=slot, trigger=Trigger.SCHEDULE,
-            state=RunState.MISSED, result=Result.MISSED, queued_at=now, ended_at=now,
+            state=RunState.MISSED, result=Result.MISSED, queued_at=slot, ended_at=now,
             node=self.node, reason=reason,
         )  # fmt: skip
         self._history.insert_soon(run)

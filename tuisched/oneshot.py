@@ -21,7 +21,7 @@ from tuisched.engine import job_environment
 from tuisched.execution import LaunchError, Runner, make_runner
 from tuisched.handlers.audit import AuditLog
 from tuisched.model import Config, Job
-from tuisched.output import OutputCapture
+from tuisched.output import OutputCapture, plain_text
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime import add_config_folder_to_path, open_history
 from tuisched.store import AsyncHistory, prepare_state_dir
@@ -64,7 +64,7 @@ async def _run(config: Config, job: Job, out: TextIO) -> int:
     finally:
         await history.close()
         audit.close()
-    summary = closed.status or closed.reason
+    summary = plain_text(closed.status or closed.reason)
     print(
         f"{job.name}#{closed.run_id}: {closed.state} ({closed.result}) {summary}", file=sys.stderr
     )

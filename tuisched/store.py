@@ -29,6 +29,7 @@ import os
 import socket
 import stat
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -64,7 +65,7 @@ from sqlalchemy import (
     select,
 )
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.types import TypeEngine
 
@@ -76,6 +77,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+TRANSIENT_RETRY_PAUSES = (0.1, 0.5, 2.0)
+"""Seconds between tries of a write that failed for a passing reason (locked, connection lost)."""
 """The schema this code writes. A database with a newer one is refused, never changed."""
 
 ABANDONED_REASON = "the scheduler stopped without closing this run"
@@ -848,22 +851,46 @@ class AsyncHistory:
 
     def _commit_each(self, writes: list[_Write]) -> Iterable[_Settlement]:
         for write in writes:
-            try:
-                method = self._store.insert if write.kind == "insert" else self._store.update
-                method(write.run)
-            except Exception as error:
-                log.error(  # noqa: TRY400 - one line per failed write; a traceback each would flood
+            error = self._write_one(write)
+            if error is not None:
+                log.error(
                     "history: could not %s run %s of job %r: %s",
                     write.kind,
                     write.run.run_id,
                     write.run.job,
                     error,
                 )
-                if write.future is not None:
-                    yield write.future, None, error
+            if write.future is not None:
+                yield write.future, None, error
+
+    def _write_one(self, write: _Write) -> BaseException | None:
+        """Write one run, retrying transient failures (a locked or lost database)."""
+        for pause in (*TRANSIENT_RETRY_PAUSES, None):
+            try:
+                self._upsert(write)
+            except OperationalError as error:
+                if pause is None:
+                    return error
+                log.warning("history: %s; retrying in %ss", error.orig or error, pause)
+                time.sleep(pause)
+            except Exception as error:
+                return error
             else:
-                if write.future is not None:
-                    yield write.future, None, None
+                return None
+        return None  # pragma: no cover  (the loop always returns)
+
+    def _upsert(self, write: _Write) -> None:
+        """Insert or update, whichever the row needs: the run's latest state must land."""
+        if write.kind == "insert":
+            try:
+                self._store.insert(write.run)
+            except IntegrityError:
+                self._store.update(write.run)
+        else:
+            try:
+                self._store.update(write.run)
+            except UnknownRunError:
+                self._store.insert(write.run)
 
     def _run_call(self, call: _Call) -> _Settlement:
         try:

@@ -26,6 +26,7 @@ from tuisched.events import (
     SchedulerStopping,
     SlotMissed,
 )
+from tuisched.output import plain_text
 from tuisched.runs import RunRecord, RunState
 
 log = logging.getLogger("tuisched.events")
@@ -100,6 +101,8 @@ class EventLog:
         described = describe_event(event, self.tz)
         if described is not None:
             level, message = described
+            # Job statuses and reasons are the job's words: never let them drive a terminal.
+            message = plain_text(message)
             log.log(level, message, extra={"fields": _fields(event), "at": event.at})
 
 
