@@ -4,6 +4,7 @@ configuration writing, fresh-subprocess runs and the machine description."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -65,10 +66,8 @@ class StallMonitor:
     async def stop(self) -> float:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
         return self.stall
 
 

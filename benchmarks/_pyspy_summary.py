@@ -11,9 +11,18 @@ from __future__ import annotations
 import argparse
 import re
 from collections import Counter, defaultdict
+from pathlib import Path
 
 _THREAD = re.compile(r"^thread \((\w+)\)(?:: (.*))?$")
-_IDLE = ("select (selectors.py", "wait (threading.py", "_worker (concurrent", "poll (selectors.py", "Condition.wait", "EpollSelector.select", "Event.wait")
+_IDLE = (
+    "select (selectors.py",
+    "wait (threading.py",
+    "_worker (concurrent",
+    "poll (selectors.py",
+    "Condition.wait",
+    "EpollSelector.select",
+    "Event.wait",
+)
 
 
 def main() -> None:
@@ -25,7 +34,7 @@ def main() -> None:
     per_thread: Counter[str] = Counter()
     inclusive: defaultdict[str, Counter[str]] = defaultdict(Counter)
     own: defaultdict[str, Counter[str]] = defaultdict(Counter)
-    for line in open(args.path, encoding="utf-8"):
+    for line in Path(args.path).read_text(encoding="utf-8").splitlines():
         stack, _, count_text = line.rstrip("\n").rpartition(" ")
         if not stack:
             continue

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import math
 import pstats
 import sys
 import tempfile
@@ -61,13 +60,15 @@ def _slot_after(seconds: float) -> datetime:
 # --- tuisched ------------------------------------------------------------------
 
 
-async def _tuisched(n: int, workers: int, lead: float) -> dict[str, object]:
+async def _tuisched(
+    n: int, workers: int, lead: float, tmpdir: str | None = None
+) -> dict[str, object]:
     from tuisched.config import load_config
     from tuisched.events import RunFinished, RunNotStarted, RunStarted, SlotMissed
     from tuisched.runs import RunState
     from tuisched.runtime import Runtime
 
-    with tempfile.TemporaryDirectory(prefix="tuisched-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tuisched-bench-", dir=tmpdir) as tmp:
         folder = Path(tmp)
         slot = _slot_after(lead)
         at = slot.strftime("%Y-%m-%dT%H:%M:%S")
@@ -123,7 +124,7 @@ async def _tuisched(n: int, workers: int, lead: float) -> dict[str, object]:
 # --- raw APScheduler --------------------------------------------------------------
 
 
-async def _raw(n: int, workers: int, lead: float) -> dict[str, object]:
+async def _raw(n: int, workers: int, lead: float, tmpdir: str | None = None) -> dict[str, object]:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     loop = asyncio.get_running_loop()
@@ -173,12 +174,12 @@ def child(args: argparse.Namespace) -> None:
     func = _tuisched if args.child == "tuisched" else _raw
     if args.profile:
         profiler = cProfile.Profile()
-        result = profiler.runcall(asyncio.run, func(args.n, args.workers, lead))
+        result = profiler.runcall(asyncio.run, func(args.n, args.workers, lead, args.tmpdir))
         profiler.dump_stats(args.profile)
         stats = pstats.Stats(profiler, stream=sys.stderr)
         stats.sort_stats("cumulative").print_stats(40)
     else:
-        result = asyncio.run(func(args.n, args.workers, lead))
+        result = asyncio.run(func(args.n, args.workers, lead, args.tmpdir))
     emit(result)
 
 
@@ -191,6 +192,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8, help="max_workers / thread pool size")
     parser.add_argument("--repeat", type=int, default=1, help="runs per side and size")
     parser.add_argument("--lead", type=float, default=None, help="seconds from ready to slot")
+    parser.add_argument(
+        "--tmpdir", default=None, help="parent of the temporary state_dir (default: system temp)"
+    )
     parser.add_argument("--child", choices=["tuisched", "raw"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--profile", default="", help="(child only) cProfile output path")
@@ -205,6 +209,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for side in ("raw", "tuisched"):
                 extra = ["--lead", str(args.lead)] if args.lead is not None else []
+                extra += ["--tmpdir", args.tmpdir] if args.tmpdir else []
                 r = run_child(
                     "bench_dispatch",
                     ["--child", side, "--n", str(n), "--workers", str(args.workers), *extra],
