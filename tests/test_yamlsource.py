@@ -75,5 +75,5 @@ def test_empty_truncated_and_multi_document_files() -> None:
     assert problems[0].message.startswith("YAML syntax error")
     assert problems[0].line == 2
     _, problems = read_yaml(FILE, "a: 1\n---\nb: 2\n")
-    assert problems[0].line == 3  # where the second document begins
+    assert problems[0].line == 2  # the '---' that begins the second document
     assert "several YAML documents" in problems[0].message

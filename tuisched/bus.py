@@ -24,6 +24,9 @@ Callback = Callable[[Any], object]
 
 log = logging.getLogger(__name__)
 
+EVENTS_PER_TURN = 200
+"""Events delivered per loop turn; the rest follow on the next turns."""
+
 
 @dataclass(eq=False, slots=True)
 class Subscription:
@@ -85,15 +88,19 @@ class EventBus:
 
     def flush(self) -> None:
         """Deliver every queued event now. Call it on the loop's thread."""
-        self._drain()
+        self._drain(limit=None)
 
-    def _drain(self) -> None:
+    def _drain(self, limit: int | None = EVENTS_PER_TURN) -> None:
         with self._lock:
-            events = list(self._pending)
-            self._pending.clear()
-            self._drain_scheduled = False
+            count = len(self._pending) if limit is None else min(limit, len(self._pending))
+            events = [self._pending.popleft() for _ in range(count)]
+            more = bool(self._pending)
+            self._drain_scheduled = more
         for event in events:
             self._deliver(event)
+        if more and self._loop is not None:
+            # A burst is delivered over several loop turns, so nothing waits behind it long.
+            self._loop.call_soon(self._drain)
 
     def _deliver(self, event: Event) -> None:
         for subscription in self._subscriptions:

@@ -26,6 +26,7 @@ from apscheduler.executors.base import BaseExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tuisched.bus import EventBus
+from tuisched.config import collector_paused
 from tuisched.errors import JobActionError
 from tuisched.events import (
     Event,
@@ -37,11 +38,12 @@ from tuisched.events import (
     SlotMissed,
 )
 from tuisched.execution import LaunchError, Runner, make_runner
+from tuisched.jobstore import HeapJobStore
 from tuisched.model import CommandSpec, Config, Job, ManualSchedule, Misfire, Overlap, Schedule
 from tuisched.output import OutputCapture
 from tuisched.runqueue import RunQueue
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
-from tuisched.schedule import SlotTrigger, has_future, next_slot, slots_between
+from tuisched.schedule import SlotTrigger, next_slot, slots_between
 from tuisched.store import AsyncHistory
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,8 @@ class Engine:
         self._tasks: set[asyncio.Task[None]] = set()
         self._timers: set[asyncio.TimerHandle] = set()
         self._finished_count: defaultdict[str, int] = defaultdict(int)
+        self._tickets: dict[str, int] = {}
+        """History tickets of the QUEUED rows of runs not started yet."""
         self._accepting = False
         self._scheduler: BackgroundScheduler | None = None
         self._inbox: _Inbox | None = None
@@ -169,13 +173,15 @@ class Engine:
             await self._record_missed(down_since, now)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
+            jobstores={"default": HeapJobStore()},
             executors={"default": _LoopExecutor(self._inbox.put)},
             job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
         )
-        for job in self.config.jobs.values():
-            # Slots after `now` fire; those up to `now` were just recorded as missed.
-            self._add_to_scheduler(job, now)
-        self._scheduler.start()
+        with collector_paused():  # 100,000 APScheduler jobs: no cycles, many objects
+            for job in self.config.jobs.values():
+                # Slots after `now` fire; those up to `now` were just recorded as missed.
+                self._add_to_scheduler(job, now)
+            self._scheduler.start()
 
     async def drain(self, grace: float) -> None:
         """Stop firing; give running runs `grace` seconds, then stop them (SHUTDOWN)."""
@@ -229,11 +235,12 @@ class Engine:
         schedule = job.schedule
         if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
             return
-        if not has_future(schedule, now) or self._scheduler is None:
+        first = next_slot(schedule, now)
+        if first is None or self._scheduler is None:  # stop (or `at`) is past: not loaded
             return
         self._scheduler.add_job(
             _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
-            replace_existing=True, next_run_time=next_slot(schedule, now),
+            replace_existing=True, next_run_time=first,
         )  # fmt: skip
 
     def _remove_from_scheduler(self, name: str) -> None:
@@ -324,7 +331,7 @@ class Engine:
             return self._not_started(run, Result.SKIPPED, self._busy_reason(job.name))
         if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
             return self._not_started(run, Result.SKIPPED, f"{MAX_BACKLOG} runs already waiting")
-        self._history.insert_soon(run)
+        self._tickets[run.run_id] = self._history.insert_soon(run)
         self._jobs_of[run.run_id] = job
         self._publish(RunQueued(at=now, run=run))
         if busy and job.overlap is Overlap.QUEUE:
@@ -377,7 +384,11 @@ class Engine:
     async def _run(self, active: _Active) -> Outcome:
         run, job = active.run, active.job
         active.run = replace(run, state=RunState.RUNNING, started_at=self._clock())
-        await self._history.update(active.run)  # the row is committed before anything starts
+        ticket = self._tickets.pop(run.run_id, 0)
+        if self._history.committed(ticket):  # usually: it was queued a while ago
+            self._history.update_soon(active.run)
+        else:  # the row must be in the database before anything starts
+            await self._history.update(active.run)
         if active.stop_result is not None:
             reason = "stopped before it started"
             return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
@@ -385,7 +396,7 @@ class Engine:
             self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
         )
         active.runner = make_runner(
-            job.kind, env=job_environment(self.config, job, run), output=active.output,
+            job.kind, env=self._environment(job, run), output=active.output,
             kill_grace=self._kill_grace,
         )  # fmt: skip
         timer = self._start_timeout(active)  # an import or exec can hang too
@@ -432,6 +443,7 @@ class Engine:
     def _release(self, run: RunRecord) -> None:
         """Forget `run` (finished, or taken out of the queue or backlog)."""
         self._active.pop(run.run_id, None)
+        self._tickets.pop(run.run_id, None)
         self._jobs_of.pop(run.run_id, None)
         busy = self._busy[run.job]
         busy.discard(run.run_id)
@@ -525,12 +537,13 @@ class Engine:
     def _on_output(self, active: _Active, lines: tuple[str, ...]) -> None:
         self._publish(RunOutputWritten(at=self._clock(), run=active.run, lines=lines[-100:]))
 
+    def _environment(self, job: Job, run: RunRecord) -> dict[str, str]:
+        # Only commands get an environment: building one costs a copy of os.environ.
+        return job_environment(self.config, job, run) if isinstance(job.kind, CommandSpec) else {}
+
     def _output_path(self, run: RunRecord) -> Path:
-        folder = self._output_dir / run.job
-        if not folder.is_dir():
-            self._output_dir.mkdir(mode=0o700, exist_ok=True)
-            folder.mkdir(mode=0o700, exist_ok=True)
-        return folder / f"{run.run_id}.log"
+        # OutputCapture creates the folder at the first output, if any comes.
+        return self._output_dir / run.job / f"{run.run_id}.log"
 
     def _prune_output(self, job: str) -> None:
         """Keep the newest OUTPUT_FILES_KEPT output files of `job`."""

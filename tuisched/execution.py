@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import glob
 import importlib
 import os
+import queue
 import re
 import signal
 import subprocess
@@ -464,6 +466,52 @@ class _Link:
     ending: asyncio.Future[_Ending]
 
 
+class _Workers:
+    """Daemon threads reused across python runs; a new one starts only when none is idle.
+
+    Daemon threads, not an executor's: a job that never returns can neither
+    block interpreter shutdown nor starve other runs (the next run simply
+    gets a new thread). Idle threads end after `IDLE_SECONDS`.
+    """
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, work: Callable[[], None], name: str) -> None:
+        """Run `work` on an idle thread, or on a new one, naming the thread `name` meanwhile."""
+        with self._lock:
+            reuse = self._idle > 0
+            if reuse:
+                self._idle -= 1  # that thread is promised to this work
+        self._work.put((work, name))
+        if not reuse:
+            threading.Thread(target=self._serve, name="tuisched-job", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                work, name = self._work.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # nobody was promised this thread: retire it
+                        self._idle -= 1
+                        return
+                continue
+            thread = threading.current_thread()
+            thread.name = name  # the job's name shows in py-spy, gdb and thread dumps
+            work()  # the work reports its own outcome and never raises
+            thread.name = "tuisched-job"
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _Workers()
+
+
 class PythonRunner:
     """Runs `package.module:attr` in a daemon thread: a plain callable or a run/stop class.
 
@@ -518,8 +566,7 @@ class PythonRunner:
         loop = asyncio.get_running_loop()
         link = _Link(loop, loop.create_future(), loop.create_future())
         self._link = link
-        name = f"tuisched-job-{self._target}"
-        threading.Thread(target=self._thread_main, args=(link,), name=name, daemon=True).start()
+        _WORKERS.submit(functools.partial(self._thread_main, link), f"tuisched-job-{self._target}")
         try:
             self._instance = await link.launched
         except LaunchError:

@@ -76,8 +76,6 @@ async def _execute(
     config: Config, job: Job, run: RunRecord, history: AsyncHistory, out: TextIO
 ) -> RunRecord:
     output_dir = config.settings.state_dir / "output" / job.name
-    output_dir.parent.mkdir(mode=0o700, exist_ok=True)
-    output_dir.mkdir(mode=0o700, exist_ok=True)
 
     def show(lines: tuple[str, ...]) -> None:
         out.write("".join(f"{line}\n" for line in lines))

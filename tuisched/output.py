@@ -144,21 +144,35 @@ class _TailBuffer:
 
 
 class _CappedFile:
-    """The raw output file: private (0600), written up to `cap` bytes, then a marker line."""
+    """The raw output file: private (0600), written up to `cap` bytes, then a marker line.
+
+    Created (with its folder) on the first write: a run that prints nothing
+    costs no file-system work at all.
+    """
 
     def __init__(self, path: Path, cap: int) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(path, flags, 0o600)
-        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that existed
-        self._file: BinaryIO = os.fdopen(fd, "wb")
+        self._path = path
+        self._file: BinaryIO | None = None
         self._cap = cap
         self._written = 0
         self._full = False
 
+    def _open(self) -> BinaryIO:
+        folder = self._path.parent
+        if not folder.is_dir():  # private folders, made only when there is output
+            folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self._path, flags, 0o600)
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that existed
+        return os.fdopen(fd, "wb")
+
     def write(self, chunk: bytes) -> None:
         """Append `chunk`, or what still fits under the cap followed by the marker."""
-        if self._full:
+        if self._full or not chunk:
             return
+        if self._file is None:
+            self._file = self._open()
         room = self._cap - self._written
         self._file.write(chunk[:room])
         self._written += min(room, len(chunk))
@@ -167,8 +181,9 @@ class _CappedFile:
             self._full = True
 
     def close(self) -> None:
-        """Flush and close the file."""
-        self._file.close()
+        """Flush and close the file, if there is one."""
+        if self._file is not None:
+            self._file.close()
 
 
 class OutputCapture:

@@ -705,6 +705,10 @@ class AsyncHistory:
         """Wrap `store`; from now on only the writer thread may use it."""
         self._store = store
         self._pending: deque[_Op] = deque()
+        self._tickets = 0
+        """Operations ever enqueued (the ticket of the newest)."""
+        self._done = 0
+        """Tickets up to this one have been processed (written, or failed and logged)."""
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closing: asyncio.Future[Any] | None = None
@@ -737,16 +741,21 @@ class AsyncHistory:
         """
         await self._write("update", run)
 
-    def insert_soon(self, run: RunRecord) -> None:
+    def insert_soon(self, run: RunRecord) -> int:
         """Add `run` without waiting; ordered with every other operation.
 
-        Safe from any thread. A failure is only logged. Await `update` (or
-        `flush`) of the same run before anything depends on the row existing.
+        Safe from any thread. A failure is only logged. Returns a ticket:
+        `committed(ticket)` tells when the row is in the database; await
+        `flush()` (or `update` of the same run) before anything depends on it.
 
         Raises:
             HistoryError: the history is closed.
         """
-        self._enqueue(_Write("insert", run, None))
+        return self._enqueue(_Write("insert", run, None))
+
+    def committed(self, ticket: int) -> bool:
+        """True once the operation that returned `ticket` has been written."""
+        return self._done >= ticket
 
     def update_soon(self, run: RunRecord) -> None:
         """Replace the row of `run` without waiting; ordered with every other operation.
@@ -791,12 +800,14 @@ class AsyncHistory:
         self._enqueue(_Write(kind, run, future))
         await future
 
-    def _enqueue(self, op: _Op) -> None:
+    def _enqueue(self, op: _Op) -> int:
         with self._ready:
             if self._closing is not None and not isinstance(op, _Stop):
                 raise HistoryError("the run history is closed")
             self._pending.append(op)
+            self._tickets += 1
             self._ready.notify()
+            return self._tickets
 
     # --- on the writer thread ---
 
@@ -808,7 +819,10 @@ class AsyncHistory:
                     self._ready.wait()
                 batch = list(self._pending)
                 self._pending.clear()
-            if self._process(batch):
+                through = self._tickets
+            stopped = self._process(batch)
+            self._done = through  # an int store: atomic, read by the loop thread
+            if stopped:
                 return
 
     def _process(self, batch: list[_Op]) -> bool:

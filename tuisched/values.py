@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import enum
+import functools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -131,7 +132,7 @@ class Values:
 
     def enum(self, kind: type[E]) -> Callable[[Value, str], E | None]:
         """A reader for one of `kind`'s values."""
-        choices = tuple(str(member.value) for member in kind)
+        choices = _choices(kind)
 
         def read(value: Value, what: str) -> E | None:
             word = self.choice(value, what, choices)
@@ -247,6 +248,11 @@ class Values:
             self.problem(value.line, f"{what} must name an environment variable, not '{name}'")
             return None
         return name
+
+
+@functools.cache
+def _choices(kind: type[enum.Enum]) -> tuple[str, ...]:
+    return tuple(str(member.value) for member in kind)
 
 
 def nearest(word: str, choices: frozenset[str]) -> str:

@@ -14,6 +14,7 @@ logrotate (or anyone) moves it away.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import stat
@@ -118,6 +119,8 @@ class AuditLog:
         self._lock = threading.Lock()
         self._file: TextIO | None = _open_append(path)
         self._opened = os.fstat(self._file.fileno())
+        self._pending: list[str] = []
+        """Lines from bus events, written together once per loop turn."""
 
     def write(self, run: RunRecord) -> None:
         """Append the line of `run`, reopening the file first if it was rotated away.
@@ -145,10 +148,25 @@ class AuditLog:
         return [bus.subscribe(kind, self._on_event) for kind in _AUDITED]
 
     def _on_event(self, event: RunEvent) -> None:
-        self.write(event.run)
+        # A burst of thousands of runs costs one write, not thousands.
+        self._pending.append(audit_line(event.run, self.tz) + "\n")
+        if len(self._pending) > 1:
+            return
+        try:
+            asyncio.get_running_loop().call_soon(self.flush)
+        except RuntimeError:  # no loop (a synchronous bus): write at once
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the lines of events received so far."""
+        with self._lock:
+            lines, self._pending = self._pending, []
+            if lines and self._file is not None:
+                self._current().write("".join(lines))
 
     def close(self) -> None:
-        """Close the file. Idempotent."""
+        """Write what is pending and close the file. Idempotent."""
+        self.flush()
         with self._lock:
             if self._file is not None:
                 self._file.close()
