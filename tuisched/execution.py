@@ -25,6 +25,7 @@ import contextlib
 import functools
 import glob
 import importlib
+import inspect
 import os
 import queue
 import re
@@ -435,6 +436,21 @@ def _load(target: str) -> Callable[[], object]:
     return obj  # type: ignore[no-any-return]
 
 
+def _already_imported_function(target: str) -> Callable[[], object] | None:
+    """`target` if it names a plain function of a module imported already, else None.
+
+    Such a run needs nothing from its worker thread before it runs (no
+    import, no instance), which saves a round trip between threads per run.
+    Anything else (a class, a module not imported yet, a missing attribute)
+    takes the worker-thread path, where failures become launch failures.
+    """
+    module_name, _, attr = target.partition(":")
+    obj: Any = sys.modules.get(module_name)
+    for name in attr.split("."):
+        obj = getattr(obj, name, None)
+    return obj if inspect.isfunction(obj) or inspect.isbuiltin(obj) else None
+
+
 def _prepare(job: Callable[[], object]) -> tuple[object | None, Callable[[], object]]:
     """The instance (for a class) and what the thread calls: its `run`, or the callable."""
     if not isinstance(job, type):
@@ -566,7 +582,13 @@ class PythonRunner:
         loop = asyncio.get_running_loop()
         link = _Link(loop, loop.create_future(), loop.create_future())
         self._link = link
-        _WORKERS.submit(functools.partial(self._thread_main, link), f"tuisched-job-{self._target}")
+        name = f"tuisched-job-{self._target}"
+        function = _already_imported_function(self._target)
+        if function is not None:  # no import, no instance: nothing to wait for
+            self._launched = True
+            _WORKERS.submit(functools.partial(self._thread_call, link, function), name)
+            return None
+        _WORKERS.submit(functools.partial(self._thread_main, link), name)
         try:
             self._instance = await link.launched
         except LaunchError:
@@ -647,6 +669,9 @@ class PythonRunner:
             _cross(link, _report_launch, link, LaunchError(self._launch_reason(exc)))
             return
         _cross(link, _report_launch, link, instance)
+        self._thread_call(link, call)
+
+    def _thread_call(self, link: _Link, call: Callable[[], object]) -> None:
         try:
             call()
         except BaseException as exc:  # a job's SystemExit fails the run, not the scheduler
