@@ -112,10 +112,18 @@ def test_sigterm_drains_and_records_the_run_as_shutdown(
     assert "scheduler stopped" in "".join(scheduler.lines)
 
 
+SILENT_LONG_JOB = """
+long:
+  command: [sleep, "60"]
+  schedule: {every: 1 second, start: 2026-01-01T00:00}
+"""
+
+
 def test_kill_9_then_restart_closes_the_orphan_as_abandoned(
     tmp_path: Path, schedulers: list[Scheduler]
 ) -> None:
-    config = write_config(tmp_path, LONG_JOB)
+    # A silent job: one that writes after its scheduler died would die of SIGPIPE by itself.
+    config = write_config(tmp_path, SILENT_LONG_JOB)
     first = Scheduler(config)
     schedulers.append(first)
     line = first.wait_for_line("long#")
