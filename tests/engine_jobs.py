@@ -46,3 +46,7 @@ def noop() -> None:
 
 def boom() -> None:
     raise RuntimeError("boom")
+
+
+def fail() -> None:
+    raise RuntimeError("failed on purpose")

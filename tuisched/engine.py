@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -30,6 +30,7 @@ from tuisched.config import collector_paused
 from tuisched.errors import JobActionError
 from tuisched.events import (
     Event,
+    PauseChanged,
     RunFinished,
     RunNotStarted,
     RunOutputWritten,
@@ -41,6 +42,7 @@ from tuisched.execution import LaunchError, Runner, make_runner
 from tuisched.jobstore import HeapJobStore
 from tuisched.model import CommandSpec, Config, Job, ManualSchedule, Misfire, Overlap, Schedule
 from tuisched.output import OutputCapture
+from tuisched.requirements import WaitingRoom
 from tuisched.runqueue import RunQueue
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.schedule import SlotTrigger, next_slot, slots_between
@@ -160,6 +162,12 @@ class Engine:
         self._accepting = False
         self._scheduler: BackgroundScheduler | None = None
         self._inbox: _Inbox | None = None
+        self._pauses: set[tuple[str, str]] = set()
+        """Pauses in force, as (kind, name): ("job", n), ("group", n) or ("all", "")."""
+        self.waiting_room = WaitingRoom(
+            history=history, bus=bus, config=lambda: self.config, admit=self._admit,
+            give_up=self._gave_up, clock=clock,
+        )  # fmt: skip
 
     # --- life cycle ------------------------------------------------------------
 
@@ -168,6 +176,9 @@ class Engine:
         loop = asyncio.get_running_loop()
         self._inbox = _Inbox(loop, self._take_fires)
         self._accepting = True
+        self._pauses = await self._history.call(lambda store: store.pauses())
+        self.waiting_room.start()
+        await self._take_back_waiting()
         now = self._clock()
         if down_since is not None:
             await self._record_missed(down_since, now)
@@ -183,9 +194,25 @@ class Engine:
                 self._add_to_scheduler(job, now)
             self._scheduler.start()
 
+    async def _take_back_waiting(self) -> None:
+        """WAITING runs of a previous instance go on waiting (R9 survives a restart)."""
+        rows = await self._history.call(lambda store: store.unfinished(self.node))
+        for run in rows:
+            job = self.config.jobs.get(run.job)
+            if run.state is not RunState.WAITING:
+                continue
+            if job is None:
+                self._not_started(run, Result.STOPPED, "its job was deleted", recorded=True)
+            else:
+                await self.waiting_room.enter(run, job, recorded=True)
+
     async def drain(self, grace: float) -> None:
-        """Stop firing; give running runs `grace` seconds, then stop them (SHUTDOWN)."""
+        """Stop firing; give running runs `grace` seconds, then stop them (SHUTDOWN).
+
+        WAITING runs stay WAITING in the history: the next start takes them back.
+        """
         self._accepting = False
+        self.waiting_room.stop()
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
         for timer in self._timers:
@@ -240,7 +267,7 @@ class Engine:
             return
         self._scheduler.add_job(
             _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
-            replace_existing=True, next_run_time=first,
+            replace_existing=True, next_run_time=None if self.is_paused(job) else first,
         )  # fmt: skip
 
     def _remove_from_scheduler(self, name: str) -> None:
@@ -326,12 +353,27 @@ class Engine:
         )  # fmt: skip
         if not self._accepting:
             return self._not_started(run, Result.SHUTDOWN, "the scheduler is shutting down")
+        if job.requires and slot is not None and trigger is not Trigger.MANUAL and attempt == 0:
+            self._spawn(self.waiting_room.enter(run, job))  # R9: may wait for upstream slots
+            return run
+        return self._enqueue(run, job)
+
+    def _enqueue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:
+        """Queue `run` under the overlap rules; `recorded` when its row exists already."""
+        now = self._clock()
+        if not self._accepting:
+            reason = "the scheduler is shutting down"
+            return self._not_started(run, Result.SHUTDOWN, reason, recorded=recorded)
+        run = replace(run, state=RunState.QUEUED, reason="")
         busy = self._busy[job.name]
         if busy and job.overlap is Overlap.SKIP:
-            return self._not_started(run, Result.SKIPPED, self._busy_reason(job.name))
+            reason = self._busy_reason(job.name)
+            return self._not_started(run, Result.SKIPPED, reason, recorded=recorded)
         if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
-            return self._not_started(run, Result.SKIPPED, f"{MAX_BACKLOG} runs already waiting")
-        self._tickets[run.run_id] = self._history.insert_soon(run)
+            reason = f"{MAX_BACKLOG} runs already waiting"
+            return self._not_started(run, Result.SKIPPED, reason, recorded=recorded)
+        write = self._history.update_soon if recorded else self._history.insert_soon
+        self._tickets[run.run_id] = write(run)
         self._jobs_of[run.run_id] = job
         self._publish(RunQueued(at=now, run=run))
         if busy and job.overlap is Overlap.QUEUE:
@@ -341,6 +383,16 @@ class Engine:
         busy.add(run.run_id)
         self._dispatch()
         return run
+
+    def record_not_started(
+        self, job: Job, *, slot: datetime | None, trigger: Trigger, result: Result, reason: str
+    ) -> RunRecord:
+        """Record that a run of `job` could not begin (e.g. its upstream failed)."""
+        run = RunRecord(
+            run_id=new_run_id(), job=job.name, slot=slot, trigger=trigger,
+            state=RunState.QUEUED, queued_at=self._clock(), node=self.node,
+        )  # fmt: skip
+        return self._not_started(run, result, reason)
 
     def _not_started(
         self, run: RunRecord, result: Result, reason: str, *, recorded: bool = False
@@ -433,9 +485,12 @@ class Engine:
                 active.output.close()
             closed = run.finished(outcome, now, tail)
             self._history.update_soon(closed)
-            event = RunNotStarted if outcome.state is RunState.NOT_STARTED else RunFinished
-            self._publish(event(at=now, run=closed))
-            self._maybe_retry(job, closed)
+            final = not self._maybe_retry(job, closed)
+            if outcome.state is RunState.NOT_STARTED:
+                self._publish(RunNotStarted(at=now, run=closed, final=final))
+            else:
+                data = active.runner.message_data if active.runner is not None else {}
+                self._publish(RunFinished(at=now, run=closed, final=final, message_data=data))
         finally:
             self._release(run)
             self._dispatch()
@@ -461,10 +516,11 @@ class Engine:
         if run.job not in self.config.jobs:
             self._finished_count.pop(run.job, None)
 
-    def _maybe_retry(self, job: Job, run: RunRecord) -> None:
+    def _maybe_retry(self, job: Job, run: RunRecord) -> bool:
+        """Schedule a retry of a failed run if the job allows one; True if it did."""
         retryable = run.state is RunState.FAILED and run.result is Result.COMPLETED
         if not retryable or run.attempt >= job.retries or not self._accepting:
-            return
+            return False
 
         def retry() -> None:
             self._timers.discard(handle)
@@ -477,6 +533,90 @@ class Engine:
         delay = job.retry_delay.total_seconds()
         handle = asyncio.get_running_loop().call_later(delay, retry)
         self._timers.add(handle)
+        return True
+
+    # --- waiting (R9) ------------------------------------------------------------------
+
+    def _admit(self, run: RunRecord, job: Job) -> None:
+        """The waiting room lets `run` go: queue it (its row may exist, WAITING)."""
+        current = self.config.jobs.get(job.name)
+        recorded = run.state is RunState.WAITING
+        if current is None or not current.enabled:
+            self._not_started(
+                run, Result.STOPPED, "its job was deleted or disabled", recorded=recorded
+            )
+            return
+        self._enqueue(run, current, recorded=recorded)
+
+    def _gave_up(self, run: RunRecord, reason: str) -> None:
+        self._not_started(run, Result.DEPENDENCY, reason, recorded=True)
+
+    def next_fire(self, name: str) -> datetime | None:
+        """When `name` fires next; None when paused, finished, manual or `after` a job."""
+        job = self._scheduler.get_job(name) if self._scheduler is not None else None
+        return job.next_run_time if job is not None else None
+
+    def waiting(self) -> list[RunRecord]:
+        """Runs WAITING for their requirements."""
+        return self.waiting_room.runs()
+
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # --- pausing --------------------------------------------------------------------------
+
+    def is_paused(self, job: Job) -> bool:
+        """Whether `job` is paused: itself, through one of its groups, or everything."""
+        pauses = self._pauses
+        if not pauses:
+            return False
+        if ("all", "") in pauses or ("job", job.name) in pauses:
+            return True
+        return any(("group", group) in pauses for group in job.groups)
+
+    @property
+    def pauses(self) -> frozenset[tuple[str, str]]:
+        """Pauses in force, as (kind, name)."""
+        return frozenset(self._pauses)
+
+    async def set_paused(self, kind: str, name: str, *, paused: bool) -> None:
+        """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all").
+
+        Paused jobs fire no slots (no runs, no MISSED records); a resumed one
+        goes on from its next slot after now. Runs in progress are untouched.
+        A run started by hand still runs. The pause is stored, so it survives
+        a restart.
+
+        Raises:
+            UnknownJobError: no such job. JobActionError: no such group.
+        """
+        if kind == "job":
+            self.config.job(name)
+        elif kind == "group" and name not in self.config.groups:
+            raise JobActionError(f"no group named '{name}'")
+        elif kind == "all":
+            name = ""
+        at = self._clock()
+        await self._history.call(lambda store: store.set_pause(kind, name, paused=paused, at=at))
+        before = {job.name for job in self.config.jobs.values() if self.is_paused(job)}
+        (self._pauses.add if paused else self._pauses.discard)((kind, name))
+        self._apply_pauses(before)
+        self._publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
+
+    def _apply_pauses(self, before: set[str]) -> None:
+        scheduler = self._scheduler
+        if scheduler is None:
+            return
+        for job in self.config.jobs.values():
+            now_paused = self.is_paused(job)
+            if now_paused == (job.name in before) or scheduler.get_job(job.name) is None:
+                continue
+            if now_paused:
+                scheduler.pause_job(job.name)
+            else:
+                scheduler.resume_job(job.name)
 
     # --- stopping ---------------------------------------------------------------------
 
@@ -486,9 +626,13 @@ class Engine:
         if active is not None:
             self._request_stop(active, Result.STOPPED, kill=kill)
             return
+        waiting = self.waiting_room.remove(run_id)
+        if waiting is not None:
+            self._not_started(waiting, Result.STOPPED, "stopped while waiting", recorded=True)
+            return
         run = self._queue.remove(run_id) or self._take_backlogged(run_id)
         if run is None:
-            raise JobActionError(f"no run '{run_id}' is queued or running")
+            raise JobActionError(f"no run '{run_id}' is queued, waiting or running")
         self._release(run)
         self._not_started(run, Result.STOPPED, "stopped before it started", recorded=True)
 
@@ -519,8 +663,15 @@ class Engine:
         return None
 
     def _cancel_waiting(self, reason: str, *, job: str | None = None) -> None:
-        """Close every queued or backlogged run (of `job`, or of all jobs) as NOT_STARTED."""
+        """Close every queued or backlogged run (of `job`, or of all jobs) as NOT_STARTED.
+
+        For one job (deleted or disabled), its runs WAITING for requirements too.
+        """
         result = Result.SHUTDOWN if job is None else Result.STOPPED
+        if job is not None:
+            for waiting in self.waiting_room.runs():
+                if waiting.job == job and self.waiting_room.remove(waiting.run_id) is not None:
+                    self._not_started(waiting, result, reason, recorded=True)
         for run in self.queued():
             if job is not None and run.job != job:
                 continue

@@ -6,9 +6,11 @@ objects, so any thread may read them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from types import MappingProxyType
 
 from tuisched.errors import Problem
 from tuisched.runs import RunRecord
@@ -90,14 +92,31 @@ class RunOutputWritten(RunEvent):
     lines: tuple[str, ...]
 
 
+def _no_data() -> Mapping[str, object]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished(RunEvent):
     """A run ended: SUCCESS or FAILED, with the scheduler's result."""
+
+    final: bool = True
+    """False when a retry follows: alerts and dependants wait for the last attempt."""
+    message_data: Mapping[str, object] = field(default_factory=_no_data)
+    """A python job's `message_data` at its end (read-only), for alert templates."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunNotStarted(RunEvent):
     """A run could not begin; `run.reason` says why."""
+
+    final: bool = True
+    """False when a retry follows."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunWaiting(RunEvent):
+    """A run waits for its `requires` (R9); `run.reason` names the slot it waits for."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,3 +127,43 @@ class SlotMissed(RunEvent):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunAbandoned(RunEvent):
     """A run left RUNNING by a dead scheduler was closed as ABANDONED."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PauseChanged(Event):
+    """A job, a group or everything was paused or resumed."""
+
+    kind: str
+    """`job`, `group` or `all`."""
+    name: str
+    """The job's or group's name ("" for all)."""
+    paused: bool
+
+
+# --- alerts -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlertSent(Event):
+    """An alert mail was accepted by the SMTP server."""
+
+    job: str
+    run_id: str
+    alert: str
+    """The event alerted on: success, failed or not_started."""
+    to: tuple[str, ...]
+    subject: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlertFailed(Event):
+    """An alert could not be rendered or delivered (after `attempts` tries when `final`)."""
+
+    job: str
+    run_id: str
+    alert: str
+    to: tuple[str, ...]
+    error: str
+    attempts: int
+    final: bool
+    """True when no further attempt follows."""

@@ -1,8 +1,10 @@
 """The runtime: one start order and one stop order for everything a scheduler is.
 
     start: state dir -> instance lock -> bus -> history -> audit log
-           -> close abandoned runs -> engine (missed slots, then firing) -> heartbeat
-    stop:  engine drain -> heartbeat -> history flush -> audit log -> lock
+           -> close abandoned runs -> engine (pauses, waiting runs, missed slots,
+           then firing) -> dependency triggers -> heartbeat
+    stop:  heartbeat -> dependency triggers -> engine drain -> history flush
+           -> audit log -> lock
 
 The headless front end and the console both drive this object unchanged;
 nothing about scheduling or reloading lives in a front end.
@@ -35,6 +37,7 @@ from tuisched.events import (
 )
 from tuisched.execution import install_child_watcher, kill_leftovers
 from tuisched.handlers.audit import AuditLog
+from tuisched.handlers.triggers import DependencyTrigger
 from tuisched.model import Config
 from tuisched.runs import Result, RunRecord
 from tuisched.store import AsyncHistory, HistoryStore, prepare_state_dir
@@ -116,6 +119,7 @@ class Runtime:
         self._history: AsyncHistory | None = None
         self._audit: AuditLog | None = None
         self._engine: Engine | None = None
+        self._triggers: DependencyTrigger | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
@@ -180,6 +184,8 @@ class Runtime:
             output_dir=settings.state_dir / "output", clock=self._clock,
             kill_grace=self._kill_grace,
         )  # fmt: skip
+        self._triggers = DependencyTrigger(self._engine, lambda: self.config)
+        self._triggers.subscribe(self.bus)
         await self._engine.start(down_since=down_since)
         await self._mark_alive()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
@@ -203,6 +209,8 @@ class Runtime:
                 await self._heartbeat
         # Firing stops now: the next start records later slots as MISSED.
         await self._mark_alive()
+        if self._triggers is not None:
+            self._triggers.stop()
         await self._engine.drain(grace)
         await self._history.close()
         self.bus.publish(SchedulerStopped(at=self._clock()))
@@ -270,5 +278,17 @@ class Runtime:
         return self.engine.run_now(job)
 
     def stop_run(self, run_id: str, *, kill: bool = False) -> None:
-        """Stop a queued or running run."""
+        """Stop a queued, waiting or running run."""
         self.engine.stop_run(run_id, kill=kill)
+
+    async def pause_job(self, name: str, *, paused: bool = True) -> None:
+        """Pause (or resume) one job; the pause survives a restart."""
+        await self.engine.set_paused("job", name, paused=paused)
+
+    async def pause_group(self, name: str, *, paused: bool = True) -> None:
+        """Pause (or resume) every job of a group; the pause survives a restart."""
+        await self.engine.set_paused("group", name, paused=paused)
+
+    async def pause_all(self, *, paused: bool = True) -> None:
+        """Pause (or resume) every job; the pause survives a restart."""
+        await self.engine.set_paused("all", "", paused=paused)

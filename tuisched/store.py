@@ -224,6 +224,14 @@ runs = Table(
 )
 """One row per run; enums are stored as their `.value` text."""
 
+pauses = Table(
+    "pauses",
+    metadata,
+    Column("kind", String(8), primary_key=True),  # job, group or all
+    Column("name", Text, primary_key=True),
+    Column("since", UTCDateTime, nullable=False),
+)
+
 nodes = Table(
     "nodes",
     metadata,
@@ -394,10 +402,12 @@ def _check_schema(connection: Connection, where: str) -> bool:
 def _create_schema(engine: Engine, where: str) -> None:
     """Create the tables (and the version row) unless they are there already."""
     with engine.begin() as connection:
-        if _check_schema(connection, where):
-            return
-        metadata.create_all(connection)
-        connection.execute(meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION)))
+        known = _check_schema(connection, where)
+        metadata.create_all(connection)  # also adds tables newer than the file (no-op else)
+        if not known:
+            connection.execute(
+                meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+            )
 
 
 class HistoryStore:
@@ -554,6 +564,42 @@ class HistoryStore:
         query = select(runs.c.job, runs.c.slot).where(runs.c.slot >= since)
         with self._begin() as connection:
             return {(job, slot) for job, slot in connection.execute(query)}
+
+    def has_success(self, job: str, slot: datetime) -> bool:
+        """Whether `job` succeeded for `slot` or a later slot (R9).
+
+        A run started by hand counts when it began at or after `slot`: an
+        operator can satisfy a requirement by running the upstream job.
+        """
+        by_slot = runs.c.slot >= slot
+        by_hand = runs.c.slot.is_(None) & (runs.c.started_at >= slot)
+        query = (
+            select(runs.c.run_id)
+            .where(runs.c.job == job, runs.c.state == RunState.SUCCESS.value, by_slot | by_hand)
+            .limit(1)
+        )
+        with self._begin() as connection:
+            return connection.scalar(query) is not None
+
+    def has_run_before(self, job: str, slot: datetime) -> bool:
+        """Whether `job` has any run recorded for `slot` or an earlier one."""
+        query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot <= slot).limit(1)
+        with self._begin() as connection:
+            return connection.scalar(query) is not None
+
+    def pauses(self) -> set[tuple[str, str]]:
+        """Every pause in force, as (kind, name); kind is `job`, `group` or `all`."""
+        with self._begin() as connection:
+            rows = connection.execute(select(pauses.c.kind, pauses.c.name))
+            return {(kind, name) for kind, name in rows}
+
+    def set_pause(self, kind: str, name: str, *, paused: bool, at: datetime) -> None:
+        """Record (or lift) a pause of `name` (a job, a group, or "" for all)."""
+        where = (pauses.c.kind == kind) & (pauses.c.name == name)
+        with self._begin() as connection:
+            connection.execute(pauses.delete().where(where))
+            if paused:
+                connection.execute(pauses.insert().values(kind=kind, name=name, since=at))
 
     def close_abandoned(self, node: str, now: datetime) -> list[RunRecord]:
         """Close the runs a dead scheduler on `node` left open, as ABANDONED at `now`.
@@ -757,15 +803,16 @@ class AsyncHistory:
         """True once the operation that returned `ticket` has been written."""
         return self._done >= ticket
 
-    def update_soon(self, run: RunRecord) -> None:
+    def update_soon(self, run: RunRecord) -> int:
         """Replace the row of `run` without waiting; ordered with every other operation.
 
-        Safe from any thread. A failure is only logged.
+        Safe from any thread. A failure is only logged. Returns a ticket (see
+        `insert_soon`).
 
         Raises:
             HistoryError: the history is closed.
         """
-        self._enqueue(_Write("update", run, None))
+        return self._enqueue(_Write("update", run, None))
 
     async def call(self, fn: Callable[[HistoryStore], T]) -> T:
         """The result of `fn(store)`, run on the writer thread after every pending write.
