@@ -251,3 +251,22 @@ def test_history_before_anything_ran_is_empty(tmp_path: Path) -> None:
     config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
     assert run("history", "--json", "-c", str(config))[:2] == (0, "[]\n")
     assert not (tmp_path / "state" / "history.db").exists()
+
+
+async def test_jobs_shows_pauses_from_the_history(tmp_path: Path) -> None:
+    from .runtime_fixtures import running, write_config
+
+    config = write_config(
+        tmp_path,
+        """
+        tick: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
+        tock: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
+        """,
+    )
+    async with running(config) as (runtime, _):
+        await runtime.pause_job("tick")
+    status, out, _ = run("jobs", "--json", "-c", str(config))
+    assert status == 0
+    rows = {row["name"]: row for row in json.loads(out)}
+    assert (rows["tick"]["state"], rows["tick"]["next_run"]) == ("paused", None)
+    assert rows["tock"]["state"] == "active"

@@ -198,9 +198,12 @@ def _upstream(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
+    from tuisched.history import paused_jobs  # noqa: PLC0415  (keeps light commands light)
+
     config = _load(args)
     now = datetime.now(UTC)
-    rows = [_job_row(job, now) for job in config.jobs.values()]
+    paused = paused_jobs(config)
+    rows = [_job_row(job, now, paused=job.name in paused) for job in config.jobs.values()]
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()
@@ -237,10 +240,12 @@ def _run(args: argparse.Namespace) -> int:
 # --- job rows -------------------------------------------------------------------
 
 
-def job_state(job: Job, now: datetime) -> str:
-    """`disabled`, `finished` (no slot left), or `active`."""
+def job_state(job: Job, now: datetime, *, paused: bool = False) -> str:
+    """`disabled`, `finished` (no slot left), `paused`, or `active`."""
     if not job.enabled:
         return "disabled"
+    if paused:
+        return "paused"
     if job.schedule is not None and not has_future(job.schedule, now):
         return "finished"
     return "active"
@@ -255,14 +260,15 @@ def schedule_words(job: Job) -> str:
     return describe(job.schedule) if job.schedule is not None else "-"
 
 
-def _job_row(job: Job, now: datetime) -> dict[str, object]:
-    upcoming = next_slot(job.schedule, now) if job.schedule is not None and job.enabled else None
+def _job_row(job: Job, now: datetime, *, paused: bool = False) -> dict[str, object]:
+    scheduled = job.schedule is not None and job.enabled and not paused
+    upcoming = next_slot(job.schedule, now) if job.schedule is not None and scheduled else None
     return {
         "name": job.name,
         "kind": job.kind_name,
         "schedule": schedule_words(job),
         "next_run": upcoming.isoformat() if upcoming is not None else None,
-        "state": job_state(job, now),
+        "state": job_state(job, now, paused=paused),
         "groups": list(job.groups),
         "timezone": job.timezone.key,
         "description": job.description,

@@ -57,14 +57,38 @@ def print_history(
         out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
 
 
+def _has_history(config: Config) -> bool:
+    # Nothing has run yet: do not create a database just to read it.
+    return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
+
+
 def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
-    if not config.settings.history and not (config.settings.state_dir / "history.db").exists():
-        return []  # nothing has run yet; do not create a database just to read it
+    if not _has_history(config):
+        return []
     store = open_history(config)
     try:
         return store.recent(job, limit)
     finally:
         store.close()
+
+
+def paused_jobs(config: Config) -> set[str]:
+    """The jobs paused now (themselves, by a group, or all), from the history database."""
+    if not _has_history(config):
+        return set()
+    store = open_history(config)
+    try:
+        pauses = store.pauses()
+    finally:
+        store.close()
+    everything = ("all", "") in pauses
+    return {
+        job.name
+        for job in config.jobs.values()
+        if everything
+        or ("job", job.name) in pauses
+        or any(("group", group) in pauses for group in job.groups)
+    }
 
 
 def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:
