@@ -43,6 +43,7 @@ from tuisched.model import (
 )
 from tuisched.schedule import localize, parse_every
 from tuisched.sections import Sections
+from tuisched.templates import template_problems
 from tuisched.values import Values, nearest
 from tuisched.yamlsource import Entry, Map, Scalar, Value, read_yaml, read_yaml_file
 
@@ -136,6 +137,10 @@ def _interpret(
     config = interpreter.config(root)
     if config is None or interpreter.values.problems:
         raise ConfigError(interpreter.values.problems)
+    # Every alert template is rendered against a sample run: a typo fails here, not at 3 a.m.
+    rendering = template_problems(config)
+    if rendering:
+        raise ConfigError(rendering)
     return config
 
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tuisched.bus import EventBus
+from tuisched.bus import EventBus, Subscription
 from tuisched.config import load_config
 from tuisched.engine import Engine
 from tuisched.errors import ConfigError, TuischedError
@@ -36,8 +36,10 @@ from tuisched.events import (
     SchedulerStopping,
 )
 from tuisched.execution import install_child_watcher, kill_leftovers
+from tuisched.handlers.alerts import AlertHandler
 from tuisched.handlers.audit import AuditLog
 from tuisched.handlers.triggers import DependencyTrigger
+from tuisched.mail import SmtpMailer
 from tuisched.model import Config
 from tuisched.runs import Result, RunRecord
 from tuisched.store import AsyncHistory, HistoryStore, prepare_state_dir
@@ -120,6 +122,8 @@ class Runtime:
         self._audit: AuditLog | None = None
         self._engine: Engine | None = None
         self._triggers: DependencyTrigger | None = None
+        self._alerts: AlertHandler | None = None
+        self._alert_subscriptions: list[Subscription] = []
         self._heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
@@ -159,6 +163,7 @@ class Runtime:
         if self._engine is not None:
             await self._engine.drain(0)
             self._engine = None
+        await self._drain_alerts(0)
         if self._history is not None:
             await self._history.close()
             self._history = None
@@ -175,6 +180,7 @@ class Runtime:
         self._history.start()
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         self._audit.subscribe(self.bus)
+        self._start_alerts()
         now = self._clock()
         down_since = await self._history.call(lambda store: store.last_alive(self.node))
         await self._close_abandoned(now)
@@ -212,6 +218,7 @@ class Runtime:
         if self._triggers is not None:
             self._triggers.stop()
         await self._engine.drain(grace)
+        await self._drain_alerts(grace)
         await self._history.close()
         self.bus.publish(SchedulerStopped(at=self._clock()))
         self.bus.flush()  # the audit log must see the last runs before it closes
@@ -219,6 +226,23 @@ class Runtime:
             self._audit.close()
         self._lock.release()
         self._engine = None
+
+    def _start_alerts(self) -> None:
+        if self.config.email is None:
+            return
+        mailer = SmtpMailer(self.config.email.smtp, local_hostname=self.node)
+        self._alerts = AlertHandler(
+            lambda: self.config, mailer, bus=self.bus, hostname=self.node, clock=self._clock
+        )
+        self._alert_subscriptions = self._alerts.subscribe(self.bus)
+
+    async def _drain_alerts(self, grace: float) -> None:
+        """Let the last runs' mails go out (bounded by `grace`), then report what is left."""
+        if self._alerts is None:
+            return
+        self.bus.flush()  # the last RunFinished events start their mails
+        await self._alerts.drain(grace)
+        self.bus.flush()  # AlertSent / AlertFailed reach the log and the console
 
     def hurry(self) -> None:
         """During a drain, stop every run now instead of waiting for the grace period."""
@@ -263,9 +287,15 @@ class Runtime:
                 ConfigRejected(at=self._clock(), path=self.config.path, problems=error.problems)
             )
             return False
+        email_changed = config.email != self.config.email
         self.config = config
         if self._engine is not None:
             self._engine.apply(config)
+        if email_changed and self._engine is not None:
+            for subscription in self._alert_subscriptions:
+                subscription.unsubscribe()  # mails in flight finish on their own
+            self._alerts = None
+            self._start_alerts()
         self.bus.publish(
             ConfigLoaded(
                 at=self._clock(), path=config.path, jobs=len(config.jobs), groups=len(config.groups)
