@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tuisched.events import AlertSent, RunFinished, RunNotStarted
@@ -60,3 +61,38 @@ async def test_a_failed_job_and_its_cascade_send_their_alerts(tmp_path: Path) ->
     assert (
         len(server.handler.messages) == 2
     )  # report has no alert, and extract's group none for failed
+
+
+def test_run_fires_alerts_and_dependants_only_when_asked(tmp_path: Path) -> None:
+    from .test_cli import run
+
+    with smtp_server() as server:
+        config = _config(tmp_path, server.port)
+        status, _, err = run("run", "extract", "-c", str(config))
+        assert status == 3
+        assert "load" not in err
+        assert server.handler.messages == []
+        status, _, err = run("run", "extract", "--fire-events", "-c", str(config))
+        assert status == 3
+        assert "load: NOT_STARTED (extract#" in err
+        subjects = sorted(m["Subject"] for m in server.handler.messages)
+    assert subjects == ["[tuisched] extract failed", "[tuisched] load not_started"]
+
+
+def test_run_with_fire_events_runs_dependants_in_the_foreground(tmp_path: Path) -> None:
+    from .test_cli import run
+
+    config = write_config(
+        tmp_path,
+        """
+        first: {command: [echo, one], schedule: manual}
+        second: {command: [echo, two], after: {job: first, delay: 0s}}
+        never: {command: [echo, three], after: {job: first, on: failure}}
+        """,
+    )
+    status, out, err = run("run", "first", "--fire-events", "-c", str(config))
+    assert (status, out) == (0, "one\ntwo\n")
+    assert "never: NOT_STARTED (first#" in err
+    status, out, _ = run("history", "--json", "-c", str(config))
+    triggers = {row["job"]: row["trigger"] for row in json.loads(out)}
+    assert triggers == {"first": "manual", "second": "dependency", "never": "dependency"}

@@ -103,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         "run", parents=[config], help="run JOB once now in the foreground, streaming its output"
     )
     run.add_argument("job", metavar="JOB")
+    run.add_argument(
+        "--fire-events",
+        action="store_true",
+        help="also send the run's alerts and run its dependants (in the foreground)",
+    )
     run.set_defaults(func=_run)
     return parser
 
@@ -234,7 +239,7 @@ def _run(args: argparse.Namespace) -> int:
     from tuisched.oneshot import run_once  # noqa: PLC0415
 
     config = _load(args)
-    return run_once(config, _find_job(config, args.job))
+    return run_once(config, _find_job(config, args.job), fire_events=args.fire_events)
 
 
 # --- job rows -------------------------------------------------------------------

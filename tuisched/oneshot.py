@@ -2,9 +2,11 @@
 
 The output streams to stdout as plain text; Ctrl-C stops the job (SIGTERM to
 its process group, SIGKILL after the grace period). Alerts and dependants
-are not fired. The exit status follows the outcome: 0 success; the job's own
-exit code for a failed command; 124 timed out; 127 could not launch; 130
-stopped by Ctrl-C; 1 any other failure.
+are not fired unless asked (`--fire-events`): then the run's alerts are sent
+and its dependants run in the foreground too, by the same `on`/`delay` rules
+as in the scheduler. The exit status follows the outcome of the job asked
+for: 0 success; the job's own exit code for a failed command; 124 timed out;
+127 could not launch; 130 stopped by Ctrl-C; 1 any other failure.
 """
 
 from __future__ import annotations
@@ -13,18 +15,28 @@ import asyncio
 import signal
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TextIO
 
+from tuisched.bus import EventBus
 from tuisched.engine import job_environment
+from tuisched.events import RunFinished, RunNotStarted
 from tuisched.execution import LaunchError, Runner, make_runner
+from tuisched.handlers.alerts import AlertHandler
 from tuisched.handlers.audit import AuditLog
+from tuisched.handlers.triggers import dependants, outcome_of
+from tuisched.mail import SmtpMailer
 from tuisched.model import Config, Job
+from tuisched.model import Outcome as OnOutcome
 from tuisched.output import OutputCapture, plain_text
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime import add_config_folder_to_path, open_history
 from tuisched.store import AsyncHistory, prepare_state_dir
+
+ALERT_GRACE = 30.0
+"""Seconds the last alert mails get before the command exits."""
 
 
 def exit_status(outcome: Outcome) -> int:
@@ -41,48 +53,118 @@ def exit_status(outcome: Outcome) -> int:
     return code if code is not None and 0 < code < 256 else 1
 
 
-def run_once(config: Config, job: Job, *, out: TextIO = sys.stdout) -> int:
+def run_once(
+    config: Config, job: Job, *, fire_events: bool = False, out: TextIO = sys.stdout
+) -> int:
     """Run `job` once in the foreground and return the exit status."""
-    return asyncio.run(_run(config, job, out))
+    return asyncio.run(_Foreground(config, out, fire_events=fire_events).main(job))
 
 
-async def _run(config: Config, job: Job, out: TextIO) -> int:
-    settings = config.settings
-    prepare_state_dir(settings.state_dir)
-    history = AsyncHistory(open_history(config))
-    history.start()
-    audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
-    try:
-        run = RunRecord(
-            run_id=new_run_id(), job=job.name, slot=None, trigger=Trigger.MANUAL,
-            state=RunState.QUEUED, queued_at=datetime.now(UTC), node=_node(),
+class _Foreground:
+    """The history, audit log and (with --fire-events) alerts of foreground runs."""
+
+    def __init__(self, config: Config, out: TextIO, *, fire_events: bool) -> None:
+        self.config = config
+        self.out = out
+        self.fire_events = fire_events
+        self.bus = EventBus()
+        self.node = f"{socket.gethostname()}:run"
+        """Not the scheduler's node name: a scheduler starting meanwhile must not
+        close these runs as abandoned."""
+
+    async def main(self, job: Job) -> int:
+        settings = self.config.settings
+        prepare_state_dir(settings.state_dir)
+        add_config_folder_to_path(self.config)
+        self.bus.bind(asyncio.get_running_loop())
+        self.history = AsyncHistory(open_history(self.config))
+        self.history.start()
+        self.audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
+        alerts = self._alerts()
+        try:
+            first = await self.run(job, Trigger.MANUAL)
+            if alerts is not None:
+                self.bus.flush()
+                await alerts.drain(ALERT_GRACE)
+        finally:
+            await self.history.close()
+            self.audit.close()
+        result = first.result or Result.ERROR
+        return exit_status(Outcome(state=first.state, result=result, exit_code=first.exit_code))
+
+    def _alerts(self) -> AlertHandler | None:
+        if not self.fire_events or self.config.email is None:
+            return None
+        mailer = SmtpMailer(self.config.email.smtp, local_hostname=socket.gethostname())
+        handler = AlertHandler(
+            lambda: self.config, mailer, bus=self.bus, hostname=socket.gethostname(),
+            clock=lambda: datetime.now(UTC),
         )  # fmt: skip
-        await history.insert(run)
-        closed = await _execute(config, job, run, history, out)
-        await history.update(closed)
-        audit.write(closed)
-    finally:
-        await history.close()
-        audit.close()
-    summary = plain_text(closed.status or closed.reason)
-    print(
-        f"{job.name}#{closed.run_id}: {closed.state} ({closed.result}) {summary}", file=sys.stderr
-    )
-    result = closed.result or Result.ERROR
-    return exit_status(Outcome(state=closed.state, result=result, exit_code=closed.exit_code))
+        handler.subscribe(self.bus)
+        return handler
+
+    async def run(self, job: Job, trigger: Trigger) -> RunRecord:
+        """Run `job` to its end, report it, and (with --fire-events) follow its dependants."""
+        run = RunRecord(
+            run_id=new_run_id(), job=job.name, slot=None, trigger=trigger,
+            state=RunState.QUEUED, queued_at=datetime.now(UTC), node=self.node,
+        )  # fmt: skip
+        await self.history.insert(run)
+        closed, data = await _execute(self.config, job, run, self.history, self.out)
+        await self._report(closed, data)
+        if self.fire_events:
+            await self._follow(closed)
+        return closed
+
+    async def _report(self, run: RunRecord, data: Mapping[str, object]) -> None:
+        await self.history.update(run)
+        self.audit.write(run)
+        summary = plain_text(run.status or run.reason)
+        print(f"{run.job}#{run.run_id}: {run.state} ({run.result}) {summary}", file=sys.stderr)
+        now = datetime.now(UTC)
+        if run.state is RunState.NOT_STARTED:
+            self.bus.publish(RunNotStarted(at=now, run=run))
+        else:
+            self.bus.publish(RunFinished(at=now, run=run, message_data=data))
+
+    async def _follow(self, parent: RunRecord) -> None:
+        outcome = outcome_of(parent)
+        for job in dependants(self.config).get(parent.job, []):
+            assert job.after is not None  # noqa: S101  (dependants() selects them)
+            if outcome is not None and job.after.on in (outcome, OnOutcome.BOTH):
+                await asyncio.sleep(job.after.delay.total_seconds())
+                await self.run(job, Trigger.DEPENDENCY)
+            else:
+                await self._not_started(job, parent)
+
+    async def _not_started(self, job: Job, parent: RunRecord) -> None:
+        cascade = parent.result is Result.DEPENDENCY and parent.reason
+        reason = parent.reason if cascade else f"{parent.job}#{parent.run_id} {parent.state}"
+        run = RunRecord(
+            run_id=new_run_id(), job=job.name, slot=None, trigger=Trigger.DEPENDENCY,
+            state=RunState.QUEUED, queued_at=datetime.now(UTC), node=self.node,
+        )  # fmt: skip
+        outcome = Outcome(state=RunState.NOT_STARTED, result=Result.DEPENDENCY, reason=reason)
+        closed = run.finished(outcome, datetime.now(UTC))
+        await self.history.insert(closed)
+        await self._report_closed(closed)
+
+    async def _report_closed(self, run: RunRecord) -> None:
+        self.audit.write(run)
+        print(f"{run.job}: NOT_STARTED ({run.reason})", file=sys.stderr)
+        self.bus.publish(RunNotStarted(at=datetime.now(UTC), run=run))
+        await self._follow(run)
 
 
 async def _execute(
     config: Config, job: Job, run: RunRecord, history: AsyncHistory, out: TextIO
-) -> RunRecord:
-    output_dir = config.settings.state_dir / "output" / job.name
-
+) -> tuple[RunRecord, Mapping[str, object]]:
     def show(lines: tuple[str, ...]) -> None:
         out.write("".join(f"{line}\n" for line in lines))
         out.flush()
 
-    output = OutputCapture(output_dir / f"{run.run_id}.log", on_lines=show)
-    add_config_folder_to_path(config)
+    path = config.settings.state_dir / "output" / job.name / f"{run.run_id}.log"
+    output = OutputCapture(path, on_lines=show)
     runner = make_runner(job.kind, env=job_environment(config, job, run), output=output)
     loop = asyncio.get_running_loop()
     # Signals and the timeout are armed before the launch, which can hang too.
@@ -104,7 +186,7 @@ async def _execute(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
     output.close()
-    return run.finished(outcome, datetime.now(UTC), output.tail())
+    return run.finished(outcome, datetime.now(UTC), output.tail()), runner.message_data
 
 
 async def _launch_and_wait(
@@ -118,9 +200,3 @@ async def _launch_and_wait(
     run = replace(run, pid=pid)
     history.update_soon(run)
     return run, await runner.wait()
-
-
-def _node() -> str:
-    # Not the scheduler's node name: a scheduler starting meanwhile must not
-    # close this run as abandoned.
-    return f"{socket.gethostname()}:run"
