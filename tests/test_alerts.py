@@ -15,7 +15,7 @@ import pytest
 
 from tuisched.bus import EventBus, Recorder
 from tuisched.config import load_config
-from tuisched.events import AlertFailed, AlertSent, RunFinished, RunNotStarted
+from tuisched.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
 from tuisched.handlers.alerts import AlertHandler
 from tuisched.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
 from tuisched.model import Config, Security, SmtpSettings
@@ -171,12 +171,20 @@ class Alerting:
     recorder: Recorder
     configs: list[Config] = field(default_factory=list)
 
-    def finished(self, job: str, state: RunState = RunState.FAILED, **changes: object) -> None:
-        self.bus.publish(RunFinished(at=NOW, run=make_run(job, state), **changes))  # type: ignore[arg-type]
+    def finished(
+        self, job: str, state: RunState = RunState.FAILED, *, final: bool = True, **changes: object
+    ) -> None:
+        """Publish what the engine publishes: RunFinished, then RunConcluded if it is final."""
+        run = make_run(job, state)
+        self.bus.publish(RunFinished(at=NOW, run=run, final=final, **changes))  # type: ignore[arg-type]
+        if final:
+            self.bus.publish(RunConcluded(at=NOW, run=run, **changes))  # type: ignore[arg-type]
 
     def not_started(self, job: str, *, final: bool = True) -> None:
         run = make_run(job, RunState.NOT_STARTED)
         self.bus.publish(RunNotStarted(at=NOW, run=run, final=final))
+        if final:
+            self.bus.publish(RunConcluded(at=NOW, run=run))
 
 
 @asynccontextmanager
@@ -494,7 +502,7 @@ async def test_a_failing_configuration_never_raises_into_the_bus(
     handler = AlertHandler(broken, RecordingMailer(), bus=bus, hostname="h", clock=lambda: NOW)
     handler.subscribe(bus)
     recorder = Recorder(bus)
-    bus.publish(RunFinished(at=NOW, run=make_run("export", RunState.FAILED)))
+    bus.publish(RunConcluded(at=NOW, run=make_run("export", RunState.FAILED)))
     assert len(recorder.events) == 1
     assert "alerts for run export-1 of job 'export' failed" in caplog.text
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from tuisched.errors import JobActionError
 from tuisched.events import (
     PauseChanged,
+    RunConcluded,
     RunFinished,
     RunNotStarted,
     RunStarted,
@@ -31,14 +33,15 @@ always: {python: "tests.engine_jobs:noop", after: {job: a, on: both}}
 
 async def test_a_chain_and_a_fan_out_run_in_order(tmp_path: Path) -> None:
     async with running(write_config(tmp_path, CHAIN)) as (runtime, events):
-        first = runtime.run_now("a")
+        slot = datetime(2026, 5, 7, 1, 30, tzinfo=UTC)
+        first = runtime.engine.submit(runtime.config.job("a"), slot=slot, trigger=Trigger.SCHEDULE)
         done = await events.wait_for(RunFinished, lambda e: e.run.job == "c")
         (cleanup,) = await events.wait_for(RunNotStarted, lambda e: e.run.job == "cleanup")
     finished = {e.run.job: e.run for e in events.of(RunFinished)}
     assert set(finished) == {"a", "b", "c", "fan", "always"}
     for job in ("b", "c", "fan", "always"):
         assert finished[job].trigger is Trigger.DEPENDENCY
-        assert finished[job].slot == first.slot
+        assert finished[job].slot == slot  # dependants carry their upstream's slot
     assert finished["a"].ended_at <= finished["b"].queued_at  # type: ignore[operator]
     assert finished["b"].ended_at <= done[0].run.queued_at  # type: ignore[operator]
     assert cleanup.run.result is Result.DEPENDENCY
@@ -58,12 +61,13 @@ async def test_a_failure_cascades_not_started_down_the_chain(tmp_path: Path) -> 
         await events.wait_for(RunFinished, lambda e: e.run.job in ("cleanup", "always"), count=2)
     not_started = {e.run.job: e.run for e in events.of(RunNotStarted)}
     assert set(not_started) == {"b", "c", "fan"}
-    for job in ("b", "c", "fan"):
+    for job in ("b", "fan"):
         assert not_started[job].reason == f"a#{first.run_id} FAILED"
-        assert not_started[job].result is Result.DEPENDENCY
+    assert not_started["c"].reason == f"b not started (a#{first.run_id} FAILED)"
+    assert all(run.result is Result.DEPENDENCY for run in not_started.values())
     audit = (tmp_path / "state" / "audit.log").read_text()
     assert "c | - | " in audit
-    assert f" | dependency | a#{first.run_id} FAILED" in audit
+    assert f" | dependency | b not started (a#{first.run_id} FAILED)" in audit
 
 
 async def test_a_delay_holds_the_dependant_back(tmp_path: Path) -> None:
@@ -218,7 +222,7 @@ async def test_pauses_hold_and_survive_a_restart(tmp_path: Path) -> None:
         assert runtime.engine.next_fire("tick") is not None
         await runtime.pause_all()
         assert runtime.engine.next_fire("tock") is None
-        with pytest.raises(Exception, match="no group named 'nope'"):
+        with pytest.raises(JobActionError, match="no group named 'nope'"):
             await runtime.pause_group("nope")
 
 
@@ -231,3 +235,103 @@ async def test_without_wait_timeout_a_run_waits_until_its_jobs_next_slot(tmp_pat
         runtime.engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
         (gave_up,) = await events.wait_for(RunNotStarted)
     assert gave_up.run.reason.startswith("requirements not met in time")
+
+
+async def test_a_success_landing_during_the_history_check_is_not_missed(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from tuisched.runs import RunRecord
+
+    async with running(write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))) as (runtime, events):
+        engine = runtime.engine
+        report = engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
+        # The check of the history is now queued; the upstream succeeds before it answers.
+        done = RunRecord(
+            run_id="up", job="export", slot=UPSTREAM, trigger=Trigger.SCHEDULE,
+            state=RunState.SUCCESS, queued_at=UPSTREAM, started_at=UPSTREAM, ended_at=UPSTREAM,
+        )  # fmt: skip
+        runtime.history.insert_soon(done)
+        runtime.bus.publish(RunFinished(at=UPSTREAM, run=replace(done)))
+        (finished,) = await events.wait_for(RunFinished, lambda e: e.run.job == "report")
+    assert finished.run.run_id == report.run_id
+
+
+async def test_a_waiting_run_of_a_paused_job_does_not_run(tmp_path: Path) -> None:
+    async with running(write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))) as (runtime, events):
+        engine = runtime.engine
+        engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
+        await events.wait_for(RunWaiting)
+        await runtime.pause_job("report")
+        engine.submit(runtime.config.job("export"), slot=UPSTREAM, trigger=Trigger.SCHEDULE)
+        (held,) = await events.wait_for(RunNotStarted, lambda e: e.run.job == "report")
+    assert held.run.reason == "the job is paused"
+    assert not [e for e in events.of(RunStarted) if e.run.job == "report"]
+
+
+async def test_a_reload_that_drops_requires_releases_the_waiting_run(tmp_path: Path) -> None:
+    path = write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))
+    async with running(path) as (runtime, events):
+        runtime.engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
+        await events.wait_for(RunWaiting)
+        path.write_text(path.read_text().replace("    requires: [export]\n", ""))
+        assert await runtime.reload()
+        (done,) = await events.wait_for(RunFinished, lambda e: e.run.job == "report")
+    assert done.run.state is RunState.SUCCESS
+
+
+async def test_a_dropped_retry_still_concludes_the_run(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        a: {python: "tests.engine_jobs:fail", schedule: manual, retries: 3, retry_delay: 1h}
+        b: {python: "tests.engine_jobs:noop", after: {job: a, on: failure}}
+        """,
+    )
+    async with running(path) as (runtime, events):
+        runtime.run_now("a")
+        (first,) = await events.wait_for(RunFinished, lambda e: e.run.job == "a")
+        assert not first.final
+    # The scheduler stopped before the retry came: the failure is the outcome.
+    (concluded,) = [e for e in events.of(RunConcluded) if e.run.job == "a"]
+    assert concluded.run.run_id == first.run.run_id
+    assert concluded.run.state is RunState.FAILED  # alerts mail this failure
+
+
+async def test_resuming_one_part_of_a_wider_pause_is_refused(tmp_path: Path) -> None:
+    path = write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))
+    async with running(path) as (runtime, _):
+        await runtime.pause_all()
+        with pytest.raises(JobActionError, match="everything is paused"):
+            await runtime.pause_job("report", paused=False)
+        await runtime.pause_all(paused=False)
+        assert runtime.engine.next_fire("report") is not None
+
+
+async def test_a_shutdown_during_a_delay_records_the_dependant(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        a: {python: "tests.engine_jobs:noop", schedule: manual}
+        b: {python: "tests.engine_jobs:noop", after: {job: a, delay: 1h}}
+        """,
+    )
+    async with running(path) as (runtime, events):
+        runtime.run_now("a")
+        await events.wait_for(RunConcluded, lambda e: e.run.job == "a")
+    (dropped,) = [e.run for e in events.of(RunNotStarted) if e.run.job == "b"]
+    assert dropped.reason == "the scheduler shut down during the delay"
+
+
+async def test_a_waiting_run_whose_deadline_passed_while_down_gives_up(tmp_path: Path) -> None:
+    path = write_config(tmp_path, REQUIRES.replace("WAIT", "1s"))
+    async with running(path) as (runtime, events):
+        report = runtime.engine.submit(
+            runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE
+        )
+        await events.wait_for(RunWaiting)
+        runtime.engine.waiting_room.stop()  # as a crash would: the row stays WAITING
+    later = datetime.now(UTC) + timedelta(minutes=5)  # the 1s wait_timeout passed while down
+    async with running(path, clock=lambda: later) as (_, events):
+        (gave_up,) = await events.wait_for(RunNotStarted)
+    assert gave_up.run.run_id == report.run_id
+    assert "the scheduler was not running" in gave_up.run.reason

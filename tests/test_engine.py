@@ -316,7 +316,7 @@ async def test_reload_cancels_queued_runs_of_a_deleted_job_and_drops_its_retry(
         await events.wait_for(RunFinished, lambda e: e.run.job == "flaky")
         text = path.read_text().replace("  flaky:", "  flakier:")
         path.write_text(text.replace("  doomed:", "  spared:"))
-        assert runtime.reload()
+        assert await runtime.reload()
         await asyncio.sleep(1.2)  # past the retry delay: the retry must not come
         flaky_runs = [e for e in events.of(RunQueued) if e.run.job == "flaky"]
     assert len(flaky_runs) == 1

@@ -203,7 +203,7 @@ def _upstream(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from tuisched.history import paused_jobs  # noqa: PLC0415  (keeps light commands light)
+    from tuisched.runtime import paused_jobs  # noqa: PLC0415  (keeps light commands light)
 
     config = _load(args)
     now = datetime.now(UTC)

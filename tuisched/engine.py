@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,6 +31,7 @@ from tuisched.errors import JobActionError
 from tuisched.events import (
     Event,
     PauseChanged,
+    RunConcluded,
     RunFinished,
     RunNotStarted,
     RunOutputWritten,
@@ -155,7 +156,8 @@ class Engine:
         """Run ids queued, backlogged or running, per job."""
         self._backlog: defaultdict[str, deque[RunRecord]] = defaultdict(deque)
         self._tasks: set[asyncio.Task[None]] = set()
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._retries: dict[asyncio.TimerHandle, tuple[RunRecord, Mapping[str, object]]] = {}
+        """Pending retries: the failed attempt (and its message_data) each one follows."""
         self._finished_count: defaultdict[str, int] = defaultdict(int)
         self._tickets: dict[str, int] = {}
         """History tickets of the QUEUED rows of runs not started yet."""
@@ -201,8 +203,9 @@ class Engine:
             job = self.config.jobs.get(run.job)
             if run.state is not RunState.WAITING:
                 continue
-            if job is None:
-                self._not_started(run, Result.STOPPED, "its job was deleted", recorded=True)
+            if job is None or not job.enabled:
+                reason = "its job was deleted or disabled"
+                self._not_started(run, Result.STOPPED, reason, recorded=True)
             else:
                 await self.waiting_room.enter(run, job, recorded=True)
 
@@ -215,9 +218,10 @@ class Engine:
         self.waiting_room.stop()
         if self._scheduler is not None and self._scheduler.running:
             self._scheduler.shutdown(wait=False)
-        for timer in self._timers:
+        for timer, (failed, data) in list(self._retries.items()):
             timer.cancel()
-        self._timers.clear()
+            self._conclude(failed, data)  # the retry will not come: this is the outcome
+        self._retries.clear()
         self._cancel_waiting("the scheduler shut down before it started")
         pending = set(self._tasks)
         if pending:
@@ -254,6 +258,7 @@ class Engine:
             if old.jobs.get(name) != job:
                 self._remove_from_scheduler(name)
                 self._add_to_scheduler(job, now)
+                self._rewait(job)
             if not job.enabled:
                 self._cancel_waiting("its job was disabled", job=name)
         self._dispatch()  # max_workers may have grown
@@ -283,8 +288,8 @@ class Engine:
             now = self._clock()
             for name, run_times in batch:
                 job = self.config.jobs.get(name)
-                if job is None or not self._accepting:
-                    continue
+                if job is None or not self._accepting or self.is_paused(job):
+                    continue  # deleted, stopping, or paused since APScheduler fired it
                 try:
                     self._fire(job, run_times, now)
                 except Exception:
@@ -406,6 +411,7 @@ class Engine:
         else:
             self._history.insert_soon(closed)
         self._publish(RunNotStarted(at=now, run=closed))
+        self._conclude(closed, {})
         return closed
 
     def _dispatch(self) -> None:
@@ -485,12 +491,14 @@ class Engine:
                 active.output.close()
             closed = run.finished(outcome, now, tail)
             self._history.update_soon(closed)
-            final = not self._maybe_retry(job, closed)
+            data = active.runner.message_data if active.runner is not None else {}
+            final = not self._maybe_retry(job, closed, data)
             if outcome.state is RunState.NOT_STARTED:
                 self._publish(RunNotStarted(at=now, run=closed, final=final))
             else:
-                data = active.runner.message_data if active.runner is not None else {}
                 self._publish(RunFinished(at=now, run=closed, final=final, message_data=data))
+            if final:
+                self._conclude(closed, data)
         finally:
             self._release(run)
             self._dispatch()
@@ -516,24 +524,29 @@ class Engine:
         if run.job not in self.config.jobs:
             self._finished_count.pop(run.job, None)
 
-    def _maybe_retry(self, job: Job, run: RunRecord) -> bool:
+    def _maybe_retry(self, job: Job, run: RunRecord, data: Mapping[str, object]) -> bool:
         """Schedule a retry of a failed run if the job allows one; True if it did."""
         retryable = run.state is RunState.FAILED and run.result is Result.COMPLETED
         if not retryable or run.attempt >= job.retries or not self._accepting:
             return False
 
         def retry() -> None:
-            self._timers.discard(handle)
+            self._retries.pop(handle, None)
             current = self.config.jobs.get(job.name)
             if current is None or not current.enabled:
                 log.info("retry of %s dropped: the job was deleted or disabled", job.name)
+                self._conclude(run, data)
                 return
             self.submit(current, slot=run.slot, trigger=run.trigger, attempt=run.attempt + 1)
 
         delay = job.retry_delay.total_seconds()
         handle = asyncio.get_running_loop().call_later(delay, retry)
-        self._timers.add(handle)
+        self._retries[handle] = (run, data)
         return True
+
+    def _conclude(self, run: RunRecord, data: Mapping[str, object]) -> None:
+        """Publish the final outcome of `run` and its retries (alerts and dependants)."""
+        self._publish(RunConcluded(at=self._clock(), run=run, message_data=data))
 
     # --- waiting (R9) ------------------------------------------------------------------
 
@@ -542,11 +555,21 @@ class Engine:
         current = self.config.jobs.get(job.name)
         recorded = run.state is RunState.WAITING
         if current is None or not current.enabled:
-            self._not_started(
-                run, Result.STOPPED, "its job was deleted or disabled", recorded=recorded
-            )
+            reason = "its job was deleted or disabled"
+            self._not_started(run, Result.STOPPED, reason, recorded=recorded)
+            return
+        if self.is_paused(current):
+            self._not_started(run, Result.STOPPED, "the job is paused", recorded=recorded)
             return
         self._enqueue(run, current, recorded=recorded)
+
+    def _rewait(self, job: Job) -> None:
+        """A changed job's waiting runs wait again, for what the new definition requires."""
+        if not job.enabled:
+            return
+        for run in self.waiting_room.runs():
+            if run.job == job.name and self.waiting_room.remove(run.run_id) is not None:
+                self._spawn(self.waiting_room.enter(run, job, recorded=True))
 
     def _gave_up(self, run: RunRecord, reason: str) -> None:
         self._not_started(run, Result.DEPENDENCY, reason, recorded=True)
@@ -594,16 +617,31 @@ class Engine:
         """
         if kind == "job":
             self.config.job(name)
-        elif kind == "group" and name not in self.config.groups:
-            raise JobActionError(f"no group named '{name}'")
+        elif kind == "group":
+            stale = not paused and ("group", name) in self._pauses  # a deleted group's pause
+            if name not in self.config.groups and not stale:
+                raise JobActionError(f"no group named '{name}'")
         elif kind == "all":
             name = ""
+        else:
+            raise JobActionError(f"cannot pause a '{kind}'")
+        if not paused:
+            self._check_resumable(kind, name)
         at = self._clock()
         await self._history.call(lambda store: store.set_pause(kind, name, paused=paused, at=at))
         before = {job.name for job in self.config.jobs.values() if self.is_paused(job)}
         (self._pauses.add if paused else self._pauses.discard)((kind, name))
         self._apply_pauses(before)
         self._publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
+
+    def _check_resumable(self, kind: str, name: str) -> None:
+        """Resuming one job (or group) cannot lift a pause that covers it from above."""
+        if ("all", "") in self._pauses and kind != "all":
+            raise JobActionError("everything is paused: resume everything, not one part")
+        if kind == "job":
+            held = [g for g in self.config.job(name).groups if ("group", g) in self._pauses]
+            if held:
+                raise JobActionError(f"job '{name}' is paused through group '{held[0]}'")
 
     def _apply_pauses(self, before: set[str]) -> None:
         scheduler = self._scheduler

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
 
+from tuisched.diff import ConfigDiff
 from tuisched.errors import Problem
 from tuisched.runs import RunRecord
 
@@ -55,6 +56,22 @@ class ConfigLoaded(Event):
     path: Path
     jobs: int
     groups: int
+    origin: str = "start"
+    """`start`, `reload` (the file was re-read), `edit` (a change through the API) or `undo`."""
+    diff: ConfigDiff | None = None
+    """What changed from the configuration before (None at start)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigChangedOnDisk(Event):
+    """The file differs from the live configuration: an offline edit, not applied yet.
+
+    `diff` says what a reload would change; `problems` why it would be refused.
+    """
+
+    path: Path
+    diff: ConfigDiff | None
+    problems: tuple[Problem, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +129,18 @@ class RunNotStarted(RunEvent):
 
     final: bool = True
     """False when a retry follows."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunConcluded(RunEvent):
+    """The final outcome of a run and its retries: what alerts and dependants act on.
+
+    Published after the last attempt's RunFinished or RunNotStarted, and also
+    when a pending retry is dropped (its job deleted or disabled, or the
+    scheduler stopping): then `run` is the last attempt that did run.
+    """
+
+    message_data: Mapping[str, object] = field(default_factory=_no_data)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

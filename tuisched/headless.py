@@ -54,7 +54,7 @@ async def _serve(runtime: Runtime) -> int:
     # Handlers first: a signal during start-up must drain, not kill.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop_signal, sig.name)
-    loop.add_signal_handler(signal.SIGHUP, runtime.reload)
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(runtime.reload()))
     try:
         await runtime.start()
     except AlreadyRunningError as error:

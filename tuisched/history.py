@@ -72,25 +72,6 @@ def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
         store.close()
 
 
-def paused_jobs(config: Config) -> set[str]:
-    """The jobs paused now (themselves, by a group, or all), from the history database."""
-    if not _has_history(config):
-        return set()
-    store = open_history(config)
-    try:
-        pauses = store.pauses()
-    finally:
-        store.close()
-    everything = ("all", "") in pauses
-    return {
-        job.name
-        for job in config.jobs.values()
-        if everything
-        or ("job", job.name) in pauses
-        or any(("group", group) in pauses for group in job.groups)
-    }
-
-
 def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:
     slot = run.slot.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") if run.slot else "-"
     took = format_elapsed(run.duration) if run.duration is not None else "-"

@@ -22,17 +22,17 @@ from typing import TextIO
 
 from tuisched.bus import EventBus
 from tuisched.engine import job_environment
-from tuisched.events import RunFinished, RunNotStarted
+from tuisched.events import RunConcluded
 from tuisched.execution import LaunchError, Runner, make_runner
 from tuisched.handlers.alerts import AlertHandler
 from tuisched.handlers.audit import AuditLog
-from tuisched.handlers.triggers import dependants, outcome_of
+from tuisched.handlers.triggers import dependants, not_started_reason, outcome_of
 from tuisched.mail import SmtpMailer
 from tuisched.model import Config, Job
 from tuisched.model import Outcome as OnOutcome
 from tuisched.output import OutputCapture, plain_text
 from tuisched.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
-from tuisched.runtime import add_config_folder_to_path, open_history
+from tuisched.runtime import add_config_folder_to_path, open_history, paused_jobs
 from tuisched.store import AsyncHistory, prepare_state_dir
 
 ALERT_GRACE = 30.0
@@ -79,6 +79,7 @@ class _Foreground:
         self.bus.bind(asyncio.get_running_loop())
         self.history = AsyncHistory(open_history(self.config))
         self.history.start()
+        self.paused = paused_jobs(self.config) if self.fire_events else set()
         self.audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         alerts = self._alerts()
         try:
@@ -121,25 +122,30 @@ class _Foreground:
         self.audit.write(run)
         summary = plain_text(run.status or run.reason)
         print(f"{run.job}#{run.run_id}: {run.state} ({run.result}) {summary}", file=sys.stderr)
-        now = datetime.now(UTC)
-        if run.state is RunState.NOT_STARTED:
-            self.bus.publish(RunNotStarted(at=now, run=run))
-        else:
-            self.bus.publish(RunFinished(at=now, run=run, message_data=data))
+        self.bus.publish(RunConcluded(at=datetime.now(UTC), run=run, message_data=data))
 
     async def _follow(self, parent: RunRecord) -> None:
+        """Each dependant of `parent` at once, concurrently, each after its own delay."""
         outcome = outcome_of(parent)
-        for job in dependants(self.config).get(parent.job, []):
-            assert job.after is not None  # noqa: S101  (dependants() selects them)
-            if outcome is not None and job.after.on in (outcome, OnOutcome.BOTH):
-                await asyncio.sleep(job.after.delay.total_seconds())
-                await self.run(job, Trigger.DEPENDENCY)
-            else:
-                await self._not_started(job, parent)
+        await asyncio.gather(
+            *(
+                self._follow_one(job, parent, outcome)
+                for job in dependants(self.config).get(parent.job, [])
+            )
+        )
 
-    async def _not_started(self, job: Job, parent: RunRecord) -> None:
-        cascade = parent.result is Result.DEPENDENCY and parent.reason
-        reason = parent.reason if cascade else f"{parent.job}#{parent.run_id} {parent.state}"
+    async def _follow_one(self, job: Job, parent: RunRecord, outcome: OnOutcome | None) -> None:
+        assert job.after is not None  # noqa: S101  (dependants() selects them)
+        if outcome is None or job.after.on not in (outcome, OnOutcome.BOTH):
+            await self._not_started(job, parent, not_started_reason(parent, outcome))
+            return
+        await asyncio.sleep(job.after.delay.total_seconds())
+        if job.name in self.paused:
+            await self._not_started(job, parent, "the job is paused")
+            return
+        await self.run(job, Trigger.DEPENDENCY)
+
+    async def _not_started(self, job: Job, parent: RunRecord, reason: str) -> None:
         run = RunRecord(
             run_id=new_run_id(), job=job.name, slot=None, trigger=Trigger.DEPENDENCY,
             state=RunState.QUEUED, queued_at=datetime.now(UTC), node=self.node,
@@ -152,7 +158,7 @@ class _Foreground:
     async def _report_closed(self, run: RunRecord) -> None:
         self.audit.write(run)
         print(f"{run.job}: NOT_STARTED ({run.reason})", file=sys.stderr)
-        self.bus.publish(RunNotStarted(at=datetime.now(UTC), run=run))
+        self.bus.publish(RunConcluded(at=datetime.now(UTC), run=run))
         await self._follow(run)
 
 

@@ -9,9 +9,11 @@ for the run queue; one still waiting at its deadline (`wait_timeout`, else
 the job's next slot) is NOT_STARTED. WAITING rows stay in the history, so a
 restarted scheduler takes them back in.
 
-`requires: [self]` holds too when the job has no run at all for its previous
-slot or before (its first run must not wait for a history it cannot have),
-and a successful run started by hand at or after the required slot counts.
+`requires: [self]` holds unless the job's previous slot has a run that did not
+succeed (FAILED, NOT_STARTED, MISSED...) and nothing later succeeded: a
+previous slot with no run at all (the first run, or the job was paused) does
+not hold it back. A successful run started by hand at or after the required
+slot counts, so an operator can always unblock a chain by hand.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from tuisched.bus import EventBus, Subscription
 from tuisched.config import SELF
@@ -75,7 +77,12 @@ def holds(store: HistoryStore, requirement: Requirement) -> bool:
     """Whether the history satisfies `requirement` (runs on the history's thread)."""
     if store.has_success(requirement.job, requirement.slot):
         return True
-    return requirement.own and not store.has_run_before(requirement.job, requirement.slot)
+    return requirement.own and not store.has_run_for(requirement.job, requirement.slot)
+
+
+def _unmet(needed: list[Requirement]) -> Callable[[HistoryStore], list[Requirement]]:
+    """A history query: which of `needed` do not hold."""
+    return lambda store: [requirement for requirement in needed if not holds(store, requirement)]
 
 
 @dataclass(slots=True)
@@ -97,16 +104,19 @@ class WaitingRoom:
     """Called when a run may go to the run queue."""
     give_up: Callable[[RunRecord, str], None]
     """Called with the reason when a run stops waiting without its requirements."""
-    clock: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+    clock: Callable[[], datetime]
     _waiting: dict[str, _Waiting] = field(default_factory=dict)
     _subscription: Subscription | None = None
+    _stopped: bool = False
 
     def start(self) -> None:
         """Listen for upstream successes."""
+        self._stopped = False
         self._subscription = self.bus.subscribe(RunFinished, self._on_finished)
 
     def stop(self) -> None:
         """Stop listening and timing. The runs stay WAITING in the history."""
+        self._stopped = True
         if self._subscription is not None:
             self._subscription.unsubscribe()
         for waiting in self._waiting.values():
@@ -127,22 +137,46 @@ class WaitingRoom:
         """Take `run` in: admit it at once if its requirements hold, else keep it WAITING.
 
         `recorded` when its row exists already (a run taken back after a restart).
+        The run is registered before the history is asked, so an upstream success
+        that lands meanwhile is not missed.
         """
-        needed = requirements_of(self.config(), job, run.slot) if run.slot is not None else []
-        pending = await self.history.call(lambda store: [r for r in needed if not holds(store, r)])
-        if not pending:
-            self.admit(run, job)
+        if self._stopped:
             return
-        reason = "waiting for " + ", ".join(r.describe() for r in pending)
-        run = replace(run, state=RunState.WAITING, reason=reason)
-        if recorded:
-            self.history.update_soon(run)
-        else:
-            self.history.insert_soon(run)
-        waiting = _Waiting(run=run, job=job, needs=pending)
+        needed = requirements_of(self.config(), job, run.slot) if run.slot is not None else []
+        waiting = _Waiting(run=run, job=job, needs=needed)
         self._waiting[run.run_id] = waiting
+        if recorded and self._deadline(waiting) <= self.clock():
+            self._waiting.pop(run.run_id)  # its time ran out while the scheduler was down
+            self.give_up(run, "requirements not met in time (the scheduler was not running)")
+            return
+        pending = await self.history.call(_unmet(needed))
+        if self._stopped or self._waiting.get(run.run_id) is not waiting:
+            return  # released by a success meanwhile, removed, or shutting down
+        waiting.needs = [need for need in waiting.needs if need in pending]
+        if not waiting.needs:
+            self._release(waiting)
+            return
+        self._wait(waiting, recorded=recorded)
+
+    def _wait(self, waiting: _Waiting, *, recorded: bool) -> None:
+        reason = "waiting for " + ", ".join(r.describe() for r in waiting.needs)
+        waiting.run = replace(waiting.run, state=RunState.WAITING, reason=reason)
+        if recorded:
+            self.history.update_soon(waiting.run)
+        else:
+            self.history.insert_soon(waiting.run)
         self._arm_deadline(waiting)
-        self.bus.publish(RunWaiting(at=self.clock(), run=run))
+        self.bus.publish(RunWaiting(at=self.clock(), run=waiting.run))
+
+    async def recheck(self) -> None:
+        """Ask the history again: successes from elsewhere (`tuisched run`, another
+        node) are not on this bus. Runs from the heartbeat and at each deadline."""
+        for waiting in list(self._waiting.values()):
+            pending = await self.history.call(_unmet(list(waiting.needs)))
+            if self._waiting.get(waiting.run.run_id) is waiting:
+                waiting.needs = [need for need in waiting.needs if need in pending]
+                if not waiting.needs:
+                    self._release(waiting)
 
     def _arm_deadline(self, waiting: _Waiting) -> None:
         deadline = self._deadline(waiting)
@@ -158,9 +192,15 @@ class WaitingRoom:
         return following if following is not None else run.queued_at + DEFAULT_WAIT
 
     def _expire(self, run_id: str) -> None:
-        waiting = self._waiting.pop(run_id, None)
-        if waiting is None:
+        waiting = self._waiting.get(run_id)
+        if waiting is not None:
+            asyncio.get_running_loop().create_task(self._expire_after_check(waiting))
+
+    async def _expire_after_check(self, waiting: _Waiting) -> None:
+        await self.recheck()  # a success recorded elsewhere may have come in time
+        if self._stopped or self._waiting.get(waiting.run.run_id) is not waiting:
             return
+        self._waiting.pop(waiting.run.run_id)
         missing = ", ".join(r.describe() for r in waiting.needs)
         self.give_up(waiting.run, f"requirements not met in time: {missing}")
 

@@ -1,10 +1,10 @@
 """The runtime: one start order and one stop order for everything a scheduler is.
 
-    start: state dir -> instance lock -> bus -> history -> audit log
+    start: state dir -> instance lock -> bus -> history -> audit log -> alerts
            -> close abandoned runs -> engine (pauses, waiting runs, missed slots,
-           then firing) -> dependency triggers -> heartbeat
-    stop:  heartbeat -> dependency triggers -> engine drain -> history flush
-           -> audit log -> lock
+           then firing) -> dependency triggers -> config watcher -> heartbeat
+    stop:  config watcher -> heartbeat -> dependency triggers -> engine drain
+           -> alerts -> history flush -> audit log -> lock
 
 The headless front end and the console both drive this object unchanged;
 nothing about scheduling or reloading lives in a front end.
@@ -19,17 +19,16 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 from tuisched.bus import EventBus, Subscription
-from tuisched.config import load_config
+from tuisched.configsource import ConfigSource
+from tuisched.diff import ConfigDiff
 from tuisched.engine import Engine
-from tuisched.errors import ConfigError, TuischedError
+from tuisched.errors import TuischedError
 from tuisched.events import (
-    ConfigLoaded,
-    ConfigRejected,
     RunAbandoned,
     SchedulerStarted,
     SchedulerStopped,
@@ -43,6 +42,7 @@ from tuisched.mail import SmtpMailer
 from tuisched.model import Config
 from tuisched.runs import Result, RunRecord
 from tuisched.store import AsyncHistory, HistoryStore, prepare_state_dir
+from tuisched.watch import ConfigWatcher
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +94,25 @@ def add_config_folder_to_path(config: Config) -> None:
         sys.path.append(folder)
 
 
+def paused_jobs(config: Config) -> set[str]:
+    """The jobs paused now (themselves, by a group, or all), from the history database."""
+    if not config.settings.history and not (config.settings.state_dir / "history.db").exists():
+        return set()  # nothing ever ran: do not create a database just to read it
+    store = open_history(config)
+    try:
+        pauses = store.pauses()
+    finally:
+        store.close()
+    everything = ("all", "") in pauses
+    return {
+        job.name
+        for job in config.jobs.values()
+        if everything
+        or ("job", job.name) in pauses
+        or any(("group", group) in pauses for group in job.groups)
+    }
+
+
 def open_history(config: Config) -> HistoryStore:
     """The history store the configuration names (default: state_dir/history.db)."""
     if config.settings.history:
@@ -108,12 +127,17 @@ class Runtime:
         self,
         config: Config,
         *,
+        text: str | None = None,
         bus: EventBus | None = None,
         clock: Callable[[], datetime] | None = None,
         kill_grace: float = 5.0,
     ) -> None:
         self.config = config
+        self._text = text if text is not None else config.path.read_text(encoding="utf-8")
+        """The configuration file's content that `config` was read from."""
         self.bus = bus or EventBus()
+        self.source: ConfigSource | None = None
+        self._watcher: ConfigWatcher | None = None
         self.node = socket.gethostname()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._kill_grace = kill_grace
@@ -124,12 +148,15 @@ class Runtime:
         self._triggers: DependencyTrigger | None = None
         self._alerts: AlertHandler | None = None
         self._alert_subscriptions: list[Subscription] = []
+        self._retired_alerts: list[AlertHandler] = []
+        """Handlers replaced by a reload that changed `email:`; drained at stop."""
         self._heartbeat: asyncio.Task[None] | None = None
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
         """A runtime for the configuration at `path` (ConfigError if it is not valid)."""
-        return cls(load_config(path), **kwargs)  # type: ignore[arg-type]
+        text, config = ConfigSource.read(path)
+        return cls(config, text=text, **kwargs)  # type: ignore[arg-type]
 
     @property
     def engine(self) -> Engine:
@@ -193,6 +220,12 @@ class Runtime:
         self._triggers = DependencyTrigger(self._engine, lambda: self.config)
         self._triggers.subscribe(self.bus)
         await self._engine.start(down_since=down_since)
+        self.source = ConfigSource(
+            path=self.config.path, text=self._text, config=self.config,
+            apply=self._apply_config, bus=self.bus, clock=self._clock,
+        )  # fmt: skip
+        self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
+        self._watcher.start()
         await self._mark_alive()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.bus.publish(
@@ -209,6 +242,8 @@ class Runtime:
             grace = self.config.settings.shutdown_grace.total_seconds()
         running = len(self._engine.running())
         self.bus.publish(SchedulerStopping(at=self._clock(), reason=reason, running=running))
+        if self._watcher is not None:
+            await self._watcher.stop()
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -238,10 +273,11 @@ class Runtime:
 
     async def _drain_alerts(self, grace: float) -> None:
         """Let the last runs' mails go out (bounded by `grace`), then report what is left."""
-        if self._alerts is None:
+        handlers = [*self._retired_alerts, *([self._alerts] if self._alerts else [])]
+        if not handlers:
             return
-        self.bus.flush()  # the last RunFinished events start their mails
-        await self._alerts.drain(grace)
+        self.bus.flush()  # the last conclusions start their mails
+        await asyncio.gather(*(handler.drain(grace) for handler in handlers))
         self.bus.flush()  # AlertSent / AlertFailed reach the log and the console
 
     def hurry(self) -> None:
@@ -273,35 +309,67 @@ class Runtime:
             await asyncio.sleep(HEARTBEAT_SECONDS)
             try:
                 await self._mark_alive()
+                if self._engine is not None:  # successes recorded by other processes
+                    await self._engine.waiting_room.recheck()
             except Exception:
                 log.exception("could not record the heartbeat")
 
     # --- operations ----------------------------------------------------------------
 
-    def reload(self) -> bool:
+    async def reload(self) -> bool:
         """Re-read the configuration file and apply it; a bad one changes nothing."""
-        try:
-            config = load_config(self.config.path)
-        except ConfigError as error:
-            self.bus.publish(
-                ConfigRejected(at=self._clock(), path=self.config.path, problems=error.problems)
-            )
+        if self.source is None:
             return False
+        return await self.source.reload()
+
+    def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
+        """Put `config` in force: the schedule, and the mailer if `email:` changed."""
         email_changed = config.email != self.config.email
         self.config = config
         if self._engine is not None:
             self._engine.apply(config)
-        if email_changed and self._engine is not None:
+        if email_changed:
             for subscription in self._alert_subscriptions:
-                subscription.unsubscribe()  # mails in flight finish on their own
+                subscription.unsubscribe()  # its mails in flight go on, drained at stop
+            if self._alerts is not None:
+                self._retired_alerts.append(self._alerts)
             self._alerts = None
             self._start_alerts()
-        self.bus.publish(
-            ConfigLoaded(
-                at=self._clock(), path=config.path, jobs=len(config.jobs), groups=len(config.groups)
-            )
-        )
-        return True
+
+    # --- changes to the configuration (written to the file first) ------------------
+
+    def _source(self) -> ConfigSource:
+        if self.source is None:
+            raise TuischedError("the runtime is not started")
+        return self.source
+
+    async def add_job(self, name: str, definition: Mapping[str, object]) -> None:
+        """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
+        await self._source().edit(lambda document: document.add_job(name, definition))
+
+    async def replace_job(self, name: str, definition: Mapping[str, object]) -> None:
+        """Replace a job's definition (UnknownJobError if there is none)."""
+        await self._source().edit(lambda document: document.replace_job(name, definition))
+
+    async def delete_job(self, name: str) -> None:
+        """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
+        await self._source().edit(lambda document: document.delete_job(name))
+
+    async def add_group(self, name: str, definition: Mapping[str, object]) -> None:
+        """Add a group (JobActionError if the name exists)."""
+        await self._source().edit(lambda document: document.add_group(name, definition))
+
+    async def replace_group(self, name: str, definition: Mapping[str, object]) -> None:
+        """Replace a group's definition (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.replace_group(name, definition))
+
+    async def delete_group(self, name: str) -> None:
+        """Delete a group (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.delete_group(name))
+
+    async def undo(self) -> None:
+        """Undo the last change (through the API or a reload): file and schedule."""
+        await self._source().undo()
 
     def run_now(self, job: str) -> RunRecord:
         """Queue a manual run of `job`."""

@@ -581,9 +581,9 @@ class HistoryStore:
         with self._begin() as connection:
             return connection.scalar(query) is not None
 
-    def has_run_before(self, job: str, slot: datetime) -> bool:
-        """Whether `job` has any run recorded for `slot` or an earlier one."""
-        query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot <= slot).limit(1)
+    def has_run_for(self, job: str, slot: datetime) -> bool:
+        """Whether `job` has any run recorded (in any state) for exactly `slot`."""
+        query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot == slot).limit(1)
         with self._begin() as connection:
             return connection.scalar(query) is not None
 

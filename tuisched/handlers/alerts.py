@@ -1,6 +1,6 @@
 """Alert mail (SPEC R11): listens for final run outcomes and mails the matching rules.
 
-For a run's last attempt (`RunFinished`/`RunNotStarted` with `final`), the
+For a run's conclusion (`RunConcluded`: its last attempt, or a dropped retry), the
 rules of its job and of every group it belongs to whose event matches are
 collected from the current configuration. Rules that use the same template are
 merged into one mail to the union of their recipients (in order, without
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from tuisched.bus import EventBus, Subscription
 from tuisched.errors import TuischedError
-from tuisched.events import AlertFailed, AlertSent, RunFinished, RunNotStarted
+from tuisched.events import AlertFailed, AlertSent, RunConcluded
 from tuisched.mail import Mailer, build_message
 from tuisched.model import AlertEvent, AlertRule, Config, EmailSettings, Job
 from tuisched.runs import RunRecord, RunState
@@ -125,11 +125,8 @@ class AlertHandler:
         return len(self._deliveries)
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
-        """Listen for final `RunFinished` (success, failed) and `RunNotStarted` (not_started)."""
-        return [
-            bus.subscribe(RunFinished, self._on_finished),
-            bus.subscribe(RunNotStarted, self._on_not_started),
-        ]
+        """Listen for runs' conclusions (`RunConcluded`): success, failed or not_started."""
+        return [bus.subscribe(RunConcluded, self._on_concluded)]
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for mail in flight; cancel the rest.
@@ -152,14 +149,13 @@ class AlertHandler:
 
     # --- from the bus -------------------------------------------------------------
 
-    def _on_finished(self, event: RunFinished) -> None:
-        alert = _FINISHED_EVENTS.get(event.run.state)
-        if event.final and alert is not None:
-            self._alert(event.run, alert, event.message_data)
-
-    def _on_not_started(self, event: RunNotStarted) -> None:
-        if event.final:
+    def _on_concluded(self, event: RunConcluded) -> None:
+        if event.run.state is RunState.NOT_STARTED:
             self._alert(event.run, AlertEvent.NOT_STARTED, {})
+            return
+        alert = _FINISHED_EVENTS.get(event.run.state)
+        if alert is not None:
+            self._alert(event.run, alert, event.message_data)
 
     def _alert(self, run: RunRecord, alert: AlertEvent, message_data: Mapping[str, object]) -> None:
         """Start a delivery for each mail `run` calls for. Never raises."""

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 from tuisched.bus import EventBus, Subscription
 from tuisched.duration import format_elapsed
 from tuisched.events import (
+    ConfigChangedOnDisk,
     ConfigLoaded,
     ConfigRejected,
     Event,
@@ -66,8 +67,21 @@ def describe_event(event: Event, tz: ZoneInfo) -> tuple[int, str] | None:
             return logging.INFO, f"scheduler stopping ({reason}); {running} runs in progress"
         case SchedulerStopped():
             return logging.INFO, "scheduler stopped"
-        case ConfigLoaded(path=path, jobs=jobs, groups=groups):
-            return logging.INFO, f"configuration loaded from {path}: {jobs} jobs, {groups} groups"
+        case ConfigLoaded(path=path, jobs=jobs, groups=groups, origin=origin, diff=diff):
+            what = {"edit": "changed", "undo": "restored"}.get(origin, "loaded")
+            text = f"configuration {what} from {path}: {jobs} jobs, {groups} groups"
+            if diff is not None and not diff.empty:
+                text += f" ({diff.summary()})\n  " + "\n  ".join(diff.lines())
+            return logging.INFO, text
+        case ConfigChangedOnDisk(path=path, diff=diff, problems=problems):
+            if problems:
+                lines = "\n  ".join(str(p) for p in problems)
+                return logging.WARNING, f"{path} changed on disk and is not valid:\n  {lines}"
+            assert diff is not None  # noqa: S101  (a valid edit has a diff)
+            details = "\n  ".join(diff.lines())
+            return logging.WARNING, (
+                f"{path} changed on disk ({diff.summary()}); send SIGHUP to apply it:\n  {details}"
+            )
         case ConfigRejected(problems=problems):
             lines = "\n  ".join(str(p) for p in problems)
             return logging.ERROR, f"configuration rejected; nothing changed:\n  {lines}"

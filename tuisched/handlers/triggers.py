@@ -1,13 +1,16 @@
 """Trigger dependencies (SPEC R8): `after: {job, on, delay}` as a bus subscriber.
 
-When a run reaches its final outcome (retries exhausted), each job `after`
-it is started once, `delay` later, if the outcome matches its `on`; if it
-does not match, the dependant is recorded NOT_STARTED, naming the run that
-decided it, and that NOT_STARTED cascades down the chain the same way.
+When a run concludes (its last attempt, or a dropped retry), each job
+`after` it is started once, `delay` later, if the outcome matches its `on`;
+if it does not match, the dependant is recorded NOT_STARTED, naming the run
+that decided it, and that NOT_STARTED cascades down the chain the same way.
 
 Outcomes: SUCCESS is a success; FAILED, and a launch failure, are failures;
-any other NOT_STARTED (skipped, stopped, shut down, a dependency of its own)
-matches nothing and cascades. A paused dependant is NOT_STARTED ("paused").
+a NOT_STARTED for a dependency of its own matches nothing and cascades. A run
+that did not start for the scheduler's own reasons (skipped by `overlap`,
+stopped while queued, shut down, missed) did not finish: its dependants are
+left alone. A paused dependant is NOT_STARTED ("the job is paused"); at
+shutdown, dependants whose delay had not run out are NOT_STARTED too.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable
 
 from tuisched.bus import EventBus, Subscription
 from tuisched.engine import Engine
-from tuisched.events import RunFinished, RunNotStarted
+from tuisched.events import RunConcluded
 from tuisched.model import Config, Job, Outcome
 from tuisched.runs import Result, RunRecord, RunState, Trigger
 
@@ -51,29 +54,25 @@ class DependencyTrigger:
         self._engine = engine
         self._config = config
         self._index: tuple[Config, dict[str, list[Job]]] | None = None
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[asyncio.TimerHandle, tuple[Job, RunRecord]] = {}
+        self._subscriptions: list[Subscription] = []
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
-        """Listen for final outcomes."""
-        return [
-            bus.subscribe(RunFinished, self._on_finished),
-            bus.subscribe(RunNotStarted, self._on_not_started),
-        ]
+        """Listen for runs' conclusions."""
+        self._subscriptions = [bus.subscribe(RunConcluded, self._on_concluded)]
+        return self._subscriptions
 
     def stop(self) -> None:
-        """Forget the delayed starts still pending (at shutdown)."""
-        for timer in self._timers:
+        """Stop following (at shutdown); delayed starts still pending are NOT_STARTED."""
+        for subscription in self._subscriptions:
+            subscription.unsubscribe()
+        for timer, (job, parent) in self._timers.items():
             timer.cancel()
-        if self._timers:
-            log.info("%d delayed dependant start(s) dropped at shutdown", len(self._timers))
+            self._not_started(job, parent, "the scheduler shut down during the delay")
         self._timers.clear()
 
-    def _on_finished(self, event: RunFinished) -> None:
-        if event.final:
-            self._follow(event.run)
-
-    def _on_not_started(self, event: RunNotStarted) -> None:
-        if event.final:
+    def _on_concluded(self, event: RunConcluded) -> None:
+        if event.run.result not in _DID_NOT_FINISH:
             self._follow(event.run)
 
     def _dependants_of(self, job: str) -> list[Job]:
@@ -89,7 +88,7 @@ class DependencyTrigger:
             if outcome is not None and job.after.on in (outcome, Outcome.BOTH):
                 self._start_later(job, run)
             else:
-                self._not_started(job, run, _reason(run, outcome))
+                self._not_started(job, run, not_started_reason(run, outcome))
 
     def _start_later(self, job: Job, parent: RunRecord) -> None:
         assert job.after is not None  # noqa: S101
@@ -99,11 +98,11 @@ class DependencyTrigger:
             return
 
         def fire() -> None:
-            self._timers.discard(handle)
+            self._timers.pop(handle, None)
             self._start(job.name, parent)
 
         handle = asyncio.get_running_loop().call_later(delay, fire)
-        self._timers.add(handle)
+        self._timers[handle] = (job, parent)
 
     def _start(self, name: str, parent: RunRecord) -> None:
         job = self._config().jobs.get(name)
@@ -121,8 +120,17 @@ class DependencyTrigger:
         )  # fmt: skip
 
 
-def _reason(parent: RunRecord, outcome: Outcome | None) -> str:
+def not_started_reason(parent: RunRecord, outcome: Outcome | None) -> str:
+    """Why a dependant of `parent` did not start: the deciding run, named up the chain.
+
+    `a#3f2a FAILED` for a direct upstream; `b not started (a#3f2a FAILED)` one
+    link further down, and so on.
+    """
     if outcome is None and parent.result is Result.DEPENDENCY and parent.reason:
-        return parent.reason  # a cascade names the run that decided it, up the chain
+        return f"{parent.job} not started ({parent.reason})"
     word = parent.state.value if outcome is not None else f"{parent.state.value} ({parent.result})"
     return f"{parent.job}#{parent.run_id} {word}"
+
+
+_DID_NOT_FINISH = frozenset({Result.SKIPPED, Result.SHUTDOWN, Result.STOPPED, Result.MISSED})
+"""Not-started results that are the scheduler's own business, not an upstream outcome."""
