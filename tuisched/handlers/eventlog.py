@@ -163,3 +163,4 @@ def configure_logging(fmt: str, level: int = logging.INFO, tz: ZoneInfo | None =
     root.setLevel(level)
     # APScheduler logs a line per job added and per fire; our events say what matters.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected" per save
