@@ -683,3 +683,18 @@ def test_a_killed_writer_leaves_an_intact_database(db_path: Path) -> None:
             Result.ABANDONED,
             now,
         )
+
+
+def test_last_runs_and_failures_for_the_console(db_path: Path) -> None:
+    base = datetime(2026, 5, 7, 9, 0, tzinfo=UTC)
+    with HistoryStore.open_sqlite(db_path) as store:
+        for index, (job, state) in enumerate(
+            [("a", RunState.FAILED), ("a", RunState.SUCCESS), ("b", RunState.FAILED)]
+        ):
+            ended = base + timedelta(minutes=index)
+            store.insert(make_run(f"r{index}", job, state=state, ended_at=ended))
+        store.insert(make_run("running", "a", state=RunState.RUNNING))
+        last = store.last_runs()
+        assert {job: run.run_id for job, run in last.items()} == {"a": "r1", "b": "r2"}
+        assert store.count_failed_since(base) == 2
+        assert store.count_failed_since(base + timedelta(minutes=1)) == 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import enum
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +21,8 @@ from tuisched.templates import (
     MAX_TEMPLATE_BYTES,
     TemplateError,
     alert_context,
+    plain_data,
+    read_template,
     render,
     sample_context,
     template_problems,
@@ -220,6 +224,170 @@ def test_cut_keeps_whole_characters() -> None:
     text = render("{% for i in range(100000) %}éé{% endfor %}", context())
     assert text.endswith(CUT_MARKER)
     assert "\ufffd" not in text
+
+
+# --- resource exhaustion: each must fail fast with a TemplateError ------------------------
+
+BIG = "{% set b = 'x' * 262144 %}"
+EXHAUSTION = [
+    "{{ '%300000000s' % 'x' }}",
+    "{{ '%.300000000f' % 1.0 }}",
+    "{{ '%(a(b))300000000s' % {'a(b)': 1} }}",
+    "{{ '%*s' % (300000000, 'x') }}",
+    "{{ 'x'|center(300000000) }}",
+    "{{ '{:>300000000}'.format('x') }}",
+    "{{ '{:{}}'.format('x', 300000000) }}",
+    "{{ '{x:>300000000}'.format_map({'x': 1}) }}",
+    "{{ 'x'.ljust(300000000) }}",
+    "{{ 'x'.rjust(300000000) }}",
+    "{{ 'x'.zfill(300000000) }}",
+    "{{ 'x'.center(300000000) }}",
+    "{{ ('\t' * 1000).expandtabs(300000) }}",
+    "{{ ('a\n' * 1000)|indent(300000) }}",
+    "{{ 'a'|indent(300000000, first=True) }}",
+    BIG + "{{ ('a ' * 1000)|wordwrap(1, wrapstring=b) }}",
+    BIG + "{{ range(100000)|join(b) }}",
+    BIG + "{{ b.join(range(1000)|map('string')) }}",
+    BIG + "{{ b|replace('', b) }}",
+    BIG + "{{ b.replace('', b) }}",
+    BIG + "{{ '%s%s'|format(b, b) }}",
+    "{% set ns = namespace(x=10) %}{% for i in range(40) %}{% set ns.x = ns.x * ns.x %}"
+    "{% endfor %}",
+    "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}",
+    "{% for a in range(100000) %}{% for c in 'x' * 200000 %}{% endfor %}{% endfor %}",
+    "{% set ns = namespace(x='xx') %}{% for i in range(40) %}{% set ns.x = ns.x ~ ns.x %}"
+    "{% endfor %}",
+    "{% set ns = namespace(x='xx') %}{% for i in range(40) %}{% set ns.x = ns.x + ns.x %}"
+    "{% endfor %}",
+    BIG + "{{ (b,) * 100000 }}",
+    BIG + "{{ [b, b, b, b, b, b, b, b] }}",
+    BIG + "{{ '%s' % ([b, b, b, b],) }}",
+    BIG + "{{ '{}{}'.format(b, b) }}",
+    BIG + "{% macro m() %}{% for i in range(100000) %}{{ b }}{% endfor %}{% endmacro %}"
+    "{{ m()|length }}",
+    BIG + "{% filter upper %}{% for i in range(100000) %}{{ b }}{% endfor %}{% endfilter %}",
+    "{% macro f(n) %}{% if n %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(40) }}",
+    "{{ range(100000)|map('center', 200000)|list|length }}",
+    "{{ [1]|slice(1000000000)|list|length }}",
+    "{{ [1]|batch(1000000000, 0)|list|length }}",
+    "{{ ([[1]] * 1000)|sum(start=[])|length }}",
+    "{% for a in [[1]] recursive %}{{ loop(range(100000)) }}{{ loop(range(100000)) }}{% endfor %}",
+]
+
+
+@pytest.mark.parametrize("source", EXHAUSTION)
+def test_resource_exhaustion_fails_fast(source: str) -> None:
+    with pytest.raises(TemplateError):
+        render(source, context())
+
+
+def test_too_much_work_is_named() -> None:
+    source = "{% for a in range(1000) %}{% for b in range(1000) %}{% endfor %}{% endfor %}"
+    with pytest.raises(TemplateError, match="template does too much work"):
+        render(source, context())
+
+
+def test_budget_is_per_render() -> None:
+    source = "{% for a in range(300) %}{% for b in range(300) %}{% endfor %}{% endfor %}ok"
+    for _ in range(3):
+        assert render(source, context()) == "ok"
+
+
+LEGITIMATE = [
+    ("{{ '%-8s|%5.1f|%03d' % ('ab', 2.25, 7) }}", "ab      |  2.2|007"),
+    ("{{ '%(n)s=%(v)d' % {'n': 'rows', 'v': 3} }}", "rows=3"),
+    ("{{ '{:>6}|{:.2f}|{name}'.format('ab', 1.5, name='x') }}", "    ab|1.50|x"),
+    ("{{ '{n:*^7}'.format_map({'n': 'ok'}) }}", "**ok***"),
+    ("{{ 'ab'|center(6) }}|{{ 'ab'.ljust(4) }}|{{ '7'.zfill(3) }}", "  ab  |ab  |007"),
+    ("{{ 'a\nb'|indent(2) }}", "a\n  b"),
+    ("{{ 'aa bb cc'|wordwrap(5) }}", "aa bb\ncc"),
+    (
+        "{{ job.groups|join(', ') }} {{ ', '.join(job.groups) }}",
+        "nightly, storage nightly, storage",
+    ),
+    ("{{ '%s'|format(job.name) }} {{ job.name|replace('b', 'B') }}", "backup Backup"),
+    ("{{ 'x' ~ 1 ~ job.groups }}", "x1('nightly', 'storage')"),
+    (
+        "{{ [1, 2] + [3] }} {{ 'a' + 'b' }} {{ 6 * 7 }} {{ 2 ** 10 }} {{ 7 % 3 }}",
+        "[1, 2, 3] ab 42 1024 1",
+    ),
+    ("{% for g in job.groups %}{{ loop.index }}{{ g[0] }}{% endfor %}", "1n2s"),
+    (
+        "{% macro m(x) %}<{{ x }}>{% endmacro %}{% for i in range(3) %}{{ m(i) }}{% endfor %}",
+        "<0><1><2>",
+    ),
+    ("{% filter upper %}{{ job.name }}{% endfilter %}", "BACKUP"),
+    (
+        "{{ [1, 2, 3]|sum }} {{ [1, 2, 3, 4]|batch(2)|list }} {{ ('\t' ~ 'x').expandtabs(2) }}",
+        "6 [[1, 2], [3, 4]]   x",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), LEGITIMATE)
+def test_legitimate_templates_still_render(source: str, expected: str) -> None:
+    assert render(source, context()) == expected
+
+
+# --- reading template files ----------------------------------------------------------------
+
+
+def test_read_template_reads_a_regular_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.txt"
+    path.write_text("Job {{ job.name }}\n", encoding="utf-8")
+    assert read_template(path) == "Job {{ job.name }}\n"
+
+
+def test_read_template_refuses_an_oversized_file(tmp_path: Path) -> None:
+    path = tmp_path / "big.txt"
+    path.write_bytes(b"x" * (MAX_TEMPLATE_BYTES + 1))
+    with pytest.raises(TemplateError, match="larger than 64 KiB"):
+        read_template(path)
+
+
+def test_read_template_refuses_a_device() -> None:
+    with pytest.raises(TemplateError, match="not a regular file"):
+        read_template(Path("/dev/zero"))
+
+
+def test_read_template_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    path = tmp_path / "fifo"
+    os.mkfifo(path)
+    with pytest.raises(TemplateError, match="not a regular file"):
+        read_template(path)
+
+
+def test_read_template_refuses_bad_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin.txt"
+    path.write_bytes(b"caf\xe9")
+    with pytest.raises(TemplateError, match="not UTF-8"):
+        read_template(path)
+
+
+# --- plain message_data -------------------------------------------------------------------
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Shouty(str):
+    __slots__ = ()
+
+    def shout(self) -> str:
+        return self.upper()
+
+
+class Ratio(float):
+    __slots__ = ()
+
+
+def test_scalar_subclasses_become_their_base_type() -> None:
+    data = plain_data({"level": Level.HIGH, "word": Shouty("hi"), "ratio": Ratio(0.5)})
+    assert [type(value) for value in data.values()] == [int, str, float]
+    assert data == {"level": 3, "word": "hi", "ratio": 0.5}
+    with pytest.raises(TemplateError):
+        render("{{ message_data.word.shout() }}", context(word=Shouty("hi")))
 
 
 # --- checking a configuration ------------------------------------------------------------

@@ -64,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-format", choices=("human", "json"), default="human", help="headless log lines"
     )
+    parser.add_argument(
+        "--read-only", action="store_true", help="console without any action that changes things"
+    )
     parser.set_defaults(func=_console)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
@@ -218,11 +221,13 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _console(args: argparse.Namespace) -> int:
-    from tuisched.headless import run_headless  # noqa: PLC0415  (keeps light commands light)
+    if args.no_ui:
+        from tuisched.headless import run_headless  # noqa: PLC0415  (no Textual headless)
 
-    if not args.no_ui:
-        print("tuisched: the console is not built yet; running headless.", file=sys.stderr)
-    return run_headless(_config_path(args), log_format=args.log_format)
+        return run_headless(_config_path(args), log_format=args.log_format)
+    from tuisched.tui.app import run_console  # noqa: PLC0415  (Textual only for the console)
+
+    return run_console(_config_path(args), read_only=args.read_only)
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -130,6 +130,17 @@ class ConfigSource:
             self._swap(text, config, "edit", remember=True)
             return config
 
+    def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
+        """The configuration `change` would give, validated, without writing anything.
+
+        Raises:
+            JobActionError: the change does not fit (a name exists, or is missing).
+            ConfigError: the result would not be valid (each problem located).
+        """
+        document = ConfigDocument(self.text, self.path)
+        change(document)
+        return parse_config(document.text(), self.path)
+
     async def undo(self) -> Config:
         """Restore the file and the schedule as they were before the last change.
 

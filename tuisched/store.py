@@ -60,6 +60,7 @@ from sqlalchemy import (
     bindparam,
     create_engine,
     event,
+    func,
     inspect,
     make_url,
     select,
@@ -586,6 +587,26 @@ class HistoryStore:
         query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot == slot).limit(1)
         with self._begin() as connection:
             return connection.scalar(query) is not None
+
+    def last_runs(self) -> dict[str, RunRecord]:
+        """The newest finished run of every job (by when it ended)."""
+        newest = (
+            select(runs.c.job, func.max(runs.c.ended_at).label("ended"))
+            .where(runs.c.ended_at.is_not(None))
+            .group_by(runs.c.job)
+            .subquery()
+        )
+        query = select(runs).join(
+            newest, (runs.c.job == newest.c.job) & (runs.c.ended_at == newest.c.ended)
+        )
+        return {run.job: run for run in self._records(query)}
+
+    def count_failed_since(self, since: datetime) -> int:
+        """How many runs FAILED (or did not start) at or after `since`."""
+        failed = (RunState.FAILED.value, RunState.NOT_STARTED.value)
+        query = select(func.count()).where(runs.c.state.in_(failed), runs.c.ended_at >= since)
+        with self._begin() as connection:
+            return int(connection.scalar(query) or 0)
 
     def pauses(self) -> set[tuple[str, str]]:
         """Every pause in force, as (kind, name); kind is `job`, `group` or `all`."""

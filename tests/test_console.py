@@ -1,0 +1,219 @@
+"""The console, driven with Pilot at 80x24 on a real runtime."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.widgets import Input
+
+from tuisched.runs import Result
+from tuisched.tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tuisched.tui.widgets.audit import AuditPane
+from tuisched.tui.widgets.banner import Banner
+from tuisched.tui.widgets.jobs import JobsTable
+from tuisched.tui.widgets.running import RunningTable
+
+from . import engine_jobs
+from .console_fixtures import make_app, until
+from .runtime_fixtures import write_config
+
+JOBS = """
+hello: {command: "echo '[bold]plain[/bold]'", schedule: manual}
+blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+tick: {python: "tests.engine_jobs:noop", schedule: {every: 1 hour, start: 2026-01-01T00:00}}
+"""
+SIZE = (80, 24)
+
+
+@pytest.fixture(autouse=True)
+def _reset_gates() -> None:
+    engine_jobs.GATES.clear()
+
+
+def _select(app: object, job: str) -> None:
+    table = app.query_one(JobsTable)  # type: ignore[attr-defined]
+    table.move_cursor(row=table.get_row_index(job))
+
+
+async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        table = app.query_one(JobsTable)
+        assert [key.value for key in table.rows] == ["hello", "blocker", "tick"]
+        row = table.get_row("tick")
+        assert row[1] == "python"
+        assert row[2] == "active"
+        assert row[5] == "every hour from 2026-01-01 00:00"
+        status = str(app.query_one("#status").render())
+        assert "running" in status
+        assert "09:10:00" in status  # the console's clock
+
+
+async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        _select(app, "hello")
+        await pilot.press("r")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("enter")  # the default button is Cancel
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert app.runtime.engine.running() == []
+        await pilot.press("r", "y")
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.get_row("hello")[4] == "✔ ok")
+        audit = app.query_one(AuditPane)
+        await until(pilot, lambda: any(line.startswith("hello | ") for line in audit.lines))
+        line = next(line for line in audit.lines if line.startswith("hello | "))
+        assert line.endswith("| completed | exit 0: [bold]plain[/bold]")  # never markup
+
+
+async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        run = app.runtime.run_now("blocker")
+        running = app.query_one(RunningTable)
+        await until(pilot, lambda: running.row_count == 1)
+        assert running.get_row(run.run_id)[0] == "blocker"
+        await pilot.press("2", "s", "y")
+        await until(pilot, lambda: app._last.get("blocker") is not None)
+        assert app._last["blocker"].result is Result.STOPPED
+        await until(pilot, lambda: running.row_count == 0)
+        second = app.runtime.run_now("blocker")
+        await until(pilot, lambda: running.row_count == 1)
+        await pilot.press("2", "ctrl+k", "y")
+        await until(pilot, lambda: app._last["blocker"].run_id == second.run_id)
+
+
+async def test_pause_and_pause_everything(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        _select(app, "tick")
+        await pilot.press("p", "y")
+        await until(pilot, lambda: table.get_row("tick")[2] == "paused")
+        assert table.get_row("tick")[3] == "-"
+        await pilot.press("p", "y")
+        await until(pilot, lambda: table.get_row("tick")[2] == "active")
+        await pilot.press("P", "y")
+        await until(pilot, lambda: "PAUSED" in str(app.query_one("#status").render()))
+        assert all(table.get_row(name)[2] == "paused" for name in ("hello", "tick"))
+
+
+async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        _select(app, "tick")
+        await pilot.press("d", "y")
+        await until(pilot, lambda: "tick" not in table.rows)
+        assert table.row_count == 2
+    assert "tick:" not in path.read_text()
+
+
+async def test_the_banner_for_an_offline_edit_and_a_reload(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        path.write_text(path.read_text() + "  extra: {command: [/bin/true], schedule: manual}\n")
+        banner = app.query_one(Banner)
+        await until(pilot, lambda: banner.display)
+        assert str(banner.render()).startswith("config changed on disk: +1 -0 ~0 jobs - R reload")
+        await pilot.press("R", "y")
+        await until(pilot, lambda: "extra" in table.rows)
+        assert not banner.display
+
+
+async def test_a_rejected_reload_changes_nothing_and_says_why(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        path.write_text(path.read_text() + "  broken: {command: [/bin/true]}\n")
+        banner = app.query_one(Banner)
+        await until(pilot, lambda: banner.display and banner.has_class("-error"))
+        await pilot.press("R", "y")
+        await until(pilot, lambda: "reload refused" in str(banner.render()))
+        assert "job 'broken': a job needs a trigger source" in str(banner.render())
+        assert table.row_count == 3
+        await pilot.press("escape")
+        assert not banner.display
+
+
+async def test_filter_sort_and_focus_keys(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("slash", "t", "i", "c")
+        assert app.query_one("#filter", Input).has_focus
+        await until(pilot, lambda: table.row_count == 1)
+        assert [key.value for key in table.rows] == ["tick"]
+        await pilot.press("enter", "escape")
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("o")  # by name
+        assert [key.value for key in table.rows] == ["blocker", "hello", "tick"]
+        await pilot.press("2")
+        assert app.query_one(RunningTable).has_focus
+        await pilot.press("3")
+        assert app.query_one(AuditPane).has_focus
+        await pilot.press("1")
+        assert table.has_focus
+
+
+async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        _select(app, "tick")
+        await pilot.press("o")  # sorted by name: tick moves
+        assert table.selected_job() == "tick"
+        app.runtime.run_now("hello")
+        await until(pilot, lambda: table.get_row("hello")[4] == "✔ ok")
+        assert table.selected_job() == "tick"
+
+
+async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS), read_only=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        for key in ("r", "p", "P", "d", "u", "R"):
+            await pilot.press(key)
+            assert not isinstance(app.screen, ConfirmScreen), key
+        assert "[read-only]" in str(app.query_one("#status").render())
+
+
+async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        app.runtime.run_now("blocker")
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")  # stay
+        assert not isinstance(app.screen, QuitScreen)
+        assert app.is_running
+        await pilot.press("q", "s")  # stop them
+        await until(pilot, lambda: not app.is_running)
+    history = app.runtime.config.settings.state_dir / "audit.log"
+    assert " | shutdown | " in history.read_text()
+
+
+async def test_quit_without_runs_just_quits(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await pilot.press("q")
+        await until(pilot, lambda: not app.is_running)
+    assert app.return_code == 0

@@ -1,0 +1,78 @@
+"""The real `tuisched` command in tmux at 80x24: keys in, screen out, as a person would."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .runtime_fixtures import write_config
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    """One tmux server of its own (`-L`), one 80x24 window."""
+
+    def __init__(self) -> None:
+        self.socket = f"tuisched-test-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str) -> str:
+        done = subprocess.run(
+            ["tmux", "-L", self.socket, *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return done.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", "t")
+
+    def wait_for(self, text: str, within: float = 20) -> str:
+        """The screen once it shows `text` (polled; the test fails after `within` s)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.1)  # polling a screen we do not own; bounded by `within`
+        raise AssertionError(f"{text!r} never showed; the screen was:\n{self.screen()}")
+
+
+@pytest.fixture
+def tmux() -> Iterator[Tmux]:
+    server = Tmux()
+    yield server
+    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False)
+
+
+def test_the_console_in_tmux_runs_a_job_and_quits(tmp_path: Path, tmux: Tmux) -> None:
+    config = write_config(
+        tmp_path,
+        """
+        greet: {command: [echo, hello from tmux], schedule: manual}
+        tick: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
+        """,
+    )
+    command = f"{sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
+    screen = tmux.wait_for("1 Jobs")
+    assert "greet" in screen
+    assert "tick" in screen
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    tmux("send-keys", "-t", "t", "r")
+    tmux.wait_for("Run greet now?")
+    tmux("send-keys", "-t", "t", "y")
+    screen = tmux.wait_for("✔ ok")
+    assert "greet |" in tmux.wait_for("greet |")  # the audit pane
+    tmux("send-keys", "-t", "t", "q")
+    tmux.wait_for("EXIT=0")

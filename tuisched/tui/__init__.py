@@ -1,0 +1,1 @@
+"""The operator console (layer 2): a Textual app hosting the runtime unchanged."""

@@ -1,0 +1,86 @@
+"""Small modal dialogs: a confirmation whose default is Cancel, and the quit question."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Static
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes or no; Cancel has the focus, so a stray Enter changes nothing."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Cancel"),
+        Binding("y", "confirm", "Yes", show=False),
+        Binding("n", "cancel", "No", show=False),
+        Binding("left,right,tab", "app.focus_next", show=False),
+    ]
+
+    def __init__(self, question: str, *, yes: str = "Yes") -> None:
+        super().__init__()
+        self.question = question
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(Text(self.question), classes="question")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button(self.yes, id="confirm", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#cancel", Button).focus()
+
+    @on(Button.Pressed, "#confirm")
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+class QuitScreen(ModalScreen[str]):
+    """Runs are in progress: wait for them, stop them, or stay."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "choose('stay')", "Stay"),
+        Binding("w", "choose('wait')", "Wait", show=False),
+        Binding("s", "choose('stop')", "Stop", show=False),
+    ]
+
+    def __init__(self, running: int) -> None:
+        super().__init__()
+        self.running = running
+
+    def compose(self) -> ComposeResult:
+        plural = "run is" if self.running == 1 else "runs are"
+        with Vertical(classes="dialog"):
+            yield Static(
+                Text(
+                    f"{self.running} {plural} in progress. Quitting stops the scheduler.\n"
+                    "Wait for them to finish (no new runs start), stop them now, or stay?"
+                ),
+                classes="question",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stay", id="stay", variant="primary")
+                yield Button("Wait for them", id="wait")
+                yield Button("Stop them", id="stop", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#stay", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "stay")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)

@@ -1,0 +1,20 @@
+"""The audit pane: the audit log, newest last, following only while read at the bottom."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.widgets import Log
+
+
+class AuditPane(Log):
+    """Audit lines as plain text (a Log never interprets markup)."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, highlight=False, max_lines=5000)
+
+    def add(self, lines: Sequence[str]) -> None:
+        """Append `lines` in one write; scroll along only if the reader is at the bottom."""
+        if lines:
+            self.auto_scroll = self.is_vertical_scroll_end
+            self.write_lines(lines)

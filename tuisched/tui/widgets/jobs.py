@@ -1,0 +1,75 @@
+"""The jobs pane: one row per job, updated in place by row key."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from textual.widgets import DataTable
+
+from tuisched.tui.view import JobRow
+
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("name", "Job", 20),
+    ("kind", "Kind", 8),
+    ("state", "State", 11),
+    ("next_run", "Next run", 20),
+    ("last", "Last", 13),
+    ("schedule", "Schedule", 30),
+    ("groups", "Groups", 14),
+)
+"""(field, heading, fixed width): fixed widths keep updates from cutting text off."""
+
+
+class JobsTable(DataTable[str]):
+    """Every job (or the filtered ones); the cursor stays on its job across refreshes."""
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        self._rows: dict[str, JobRow] = {}
+        self.filter_text = ""
+
+    def on_mount(self) -> None:
+        for key, heading, width in COLUMNS:
+            self.add_column(heading, key=key, width=width)
+
+    def selected_job(self) -> str | None:
+        """The name of the job under the cursor."""
+        if not self.row_count:
+            return None
+        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+
+    def show(self, rows: Iterable[JobRow]) -> None:
+        """Replace every row (at start, after a reload, or when the filter changes)."""
+        self._rows = {row.name: row for row in rows}
+        keep = self.selected_job()
+        self.clear()
+        for row in self._rows.values():
+            if self._matches(row):
+                self.add_row(*_cells(row), key=row.name)
+        self._anchor(keep)
+
+    def update_rows(self, rows: Iterable[JobRow]) -> None:
+        """Refresh the given jobs' cells in place; only changed cells are touched."""
+        for row in rows:
+            old = self._rows.get(row.name)
+            self._rows[row.name] = row
+            if old == row or not self._matches(row) or row.name not in self.rows:
+                continue
+            for key, _, _ in COLUMNS:
+                value = getattr(row, key)
+                if old is None or getattr(old, key) != value:
+                    self.update_cell(row.name, key, value)
+
+    def _matches(self, row: JobRow) -> bool:
+        needle = self.filter_text.lower()
+        return not needle or any(
+            needle in text.lower() for text in (row.name, row.groups, row.state, row.kind)
+        )
+
+    def _anchor(self, name: str | None) -> None:
+        if name is not None and name in self.rows:
+            self.move_cursor(row=self.get_row_index(name))
+
+
+def _cells(row: JobRow) -> tuple[str, ...]:
+    return tuple(getattr(row, key) for key, _, _ in COLUMNS)
