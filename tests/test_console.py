@@ -42,10 +42,13 @@ async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         table = app.query_one(JobsTable)
         assert [key.value for key in table.rows] == ["hello", "blocker", "tick"]
-        row = table.get_row("tick")
-        assert row[1] == "python"
-        assert row[2] == "active"
-        assert row[5] == "every hour from 2026-01-01 00:00"
+
+        def cell(column: str) -> str:
+            return str(table.get_cell("tick", column))
+
+        assert cell("kind") == "python"
+        assert cell("state") == "active"
+        assert cell("schedule") == "every hour from 2026-01-01 00:00"
         status = str(app.query_one("#status").render())
         assert "running" in status
         assert "09:10:00" in status  # the console's clock
@@ -63,7 +66,7 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
         assert app.runtime.engine.running() == []
         await pilot.press("r", "y")
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.get_row("hello")[4] == "✔ ok")
+        await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
         audit = app.query_one(AuditPane)
         await until(pilot, lambda: any(line.startswith("hello | ") for line in audit.lines))
         line = next(line for line in audit.lines if line.startswith("hello | "))
@@ -77,7 +80,7 @@ async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
         run = app.runtime.run_now("blocker")
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
-        assert running.get_row(run.run_id)[0] == "blocker"
+        assert str(running.get_row(run.run_id)[0]) == "blocker"
         await pilot.press("2", "s", "y")
         await until(pilot, lambda: app._last.get("blocker") is not None)
         assert app._last["blocker"].result is Result.STOPPED
@@ -95,13 +98,13 @@ async def test_pause_and_pause_everything(tmp_path: Path) -> None:
         await until(pilot, lambda: table.row_count == 3)
         _select(app, "tick")
         await pilot.press("p", "y")
-        await until(pilot, lambda: table.get_row("tick")[2] == "paused")
-        assert table.get_row("tick")[3] == "-"
+        await until(pilot, lambda: str(table.get_cell("tick", "state")) == "paused")
+        assert str(table.get_cell("tick", "next_run")) == "-"
         await pilot.press("p", "y")
-        await until(pilot, lambda: table.get_row("tick")[2] == "active")
+        await until(pilot, lambda: str(table.get_cell("tick", "state")) == "active")
         await pilot.press("P", "y")
         await until(pilot, lambda: "PAUSED" in str(app.query_one("#status").render()))
-        assert all(table.get_row(name)[2] == "paused" for name in ("hello", "tick"))
+        assert all(str(table.get_cell(name, "state")) == "paused" for name in ("hello", "tick"))
 
 
 async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> None:
@@ -179,7 +182,7 @@ async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> 
         await pilot.press("o")  # sorted by name: tick moves
         assert table.selected_job() == "tick"
         app.runtime.run_now("hello")
-        await until(pilot, lambda: table.get_row("hello")[4] == "✔ ok")
+        await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
         assert table.selected_job() == "tick"
 
 
@@ -190,7 +193,7 @@ async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
         for key in ("r", "p", "P", "d", "u", "R"):
             await pilot.press(key)
             assert not isinstance(app.screen, ConfirmScreen), key
-        assert "[read-only]" in str(app.query_one("#status").render())
+        assert "read-only" in str(app.query_one("#status").render())
 
 
 async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) -> None:
@@ -217,3 +220,16 @@ async def test_quit_without_runs_just_quits(tmp_path: Path) -> None:
         await pilot.press("q")
         await until(pilot, lambda: not app.is_running)
     assert app.return_code == 0
+
+
+async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_path: Path) -> None:
+    jobs = JOBS + "bad: {command: \"echo '[bold]x[/bold] [/oops]'; exit 1\", schedule: manual}\n"
+    app = make_app(write_config(tmp_path, jobs))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        app.runtime.run_now("bad")
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: str(table.get_cell("bad", "last")) == "✘ failed")
+        messages = [n.message for n in app._notifications]
+        assert "bad failed: exit 1: [bold]x[/bold] [/oops]" in messages
+        assert app.is_running

@@ -19,10 +19,10 @@ from typing import TextIO
 from tuisched import __version__
 from tuisched.config import SELF, load_config
 from tuisched.dependencies import previous_own_slot, required_slot
-from tuisched.duration import format_duration
+from tuisched.describe import job_state, trigger_words
 from tuisched.errors import ConfigError, TuischedError, UnknownJobError
 from tuisched.model import Config, Job
-from tuisched.schedule import describe, has_future, localize, next_slot, next_slots
+from tuisched.schedule import localize, next_slot, next_slots
 from tuisched.values import nearest
 
 EX_CONFIG = 78
@@ -250,33 +250,13 @@ def _run(args: argparse.Namespace) -> int:
 # --- job rows -------------------------------------------------------------------
 
 
-def job_state(job: Job, now: datetime, *, paused: bool = False) -> str:
-    """`disabled`, `finished` (no slot left), `paused`, or `active`."""
-    if not job.enabled:
-        return "disabled"
-    if paused:
-        return "paused"
-    if job.schedule is not None and not has_future(job.schedule, now):
-        return "finished"
-    return "active"
-
-
-def schedule_words(job: Job) -> str:
-    """The job's trigger in words."""
-    if job.after is not None:
-        delay = f" (+{format_duration(job.after.delay)})" if job.after.delay else ""
-        outcome = {"success": "succeeds", "failure": "fails", "both": "finishes"}[job.after.on]
-        return f"after '{job.after.job}' {outcome}{delay}"
-    return describe(job.schedule) if job.schedule is not None else "-"
-
-
 def _job_row(job: Job, now: datetime, *, paused: bool = False) -> dict[str, object]:
     scheduled = job.schedule is not None and job.enabled and not paused
     upcoming = next_slot(job.schedule, now) if job.schedule is not None and scheduled else None
     return {
         "name": job.name,
         "kind": job.kind_name,
-        "schedule": schedule_words(job),
+        "schedule": trigger_words(job),
         "next_run": upcoming.isoformat() if upcoming is not None else None,
         "state": job_state(job, now, paused=paused),
         "groups": list(job.groups),

@@ -177,7 +177,7 @@ class TuischedApp(App[int]):
 
     def _apply_events(self) -> None:
         events, self._pending = self._pending, []
-        if not events:
+        if not events or not self.started:
             return
         touched: set[str] = set()
         audit: list[str] = []
@@ -208,7 +208,9 @@ class TuischedApp(App[int]):
                 audit.append(audit_line(event.run, tz))
             if isinstance(event, RunFinished) and event.run.state is RunState.FAILED:
                 self._failures.append(event.at)
-                self.notify(f"{event.run.job} failed: {event.run.status}", severity="error")
+                self.notify(
+                    f"{event.run.job} failed: {event.run.status}", severity="error", markup=False
+                )
             return False
         return self._note_other(event)
 
@@ -240,7 +242,9 @@ class TuischedApp(App[int]):
             case PauseChanged():
                 return True
             case AlertFailed(final=True, job=job, error=error):
-                self.notify(f"alert for {job} not delivered: {error}", severity="warning")
+                self.notify(
+                    f"alert for {job} not delivered: {error}", severity="warning", markup=False
+                )
         return False
 
     # --- panes ----------------------------------------------------------------------------
@@ -320,12 +324,13 @@ class TuischedApp(App[int]):
         state = "running" if engine.accepting else "stopping"
         if ("all", "") in engine.pauses:
             state = "PAUSED"
-        text = (
-            f" tuisched  {runtime.config.path}  {state}  "
-            f"{tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
-            f"jobs {len(runtime.config.jobs)}  running {len(engine.running())}  "
-            f"failed/24h {len(self._failures)}" + ("  [read-only]" if self.read_only else "")
+        facts = (
+            f"  {state}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
+            f"jobs {len(runtime.config.jobs)}  run {len(engine.running())}  "
+            f"failed/24h {len(self._failures)}" + ("  read-only" if self.read_only else "")
         )
+        room = max(8, self.size.width - len(facts) - 1)
+        text = " " + _fit_path(runtime.config.path, room) + facts
         self.query_one("#status", Static).update(Text(text))
 
     # --- actions ----------------------------------------------------------------------
@@ -337,13 +342,15 @@ class TuischedApp(App[int]):
     def _selected_job(self) -> str | None:
         job = self.query_one(JobsTable).selected_job()
         if job is None:
-            self.notify("no job selected", severity="warning")
+            self.notify("no job selected", severity="warning", markup=False)
         return job
 
     def _selected_run(self) -> str | None:
         run = self.query_one(RunningTable).selected_run()
         if run is None:
-            self.notify("no run selected (2 focuses the running pane)", severity="warning")
+            self.notify(
+                "no run selected (2 focuses the running pane)", severity="warning", markup=False
+            )
         return run
 
     def _confirm(self, question: str, then: Callable[[], object]) -> None:
@@ -358,7 +365,7 @@ class TuischedApp(App[int]):
     def action_run_now(self) -> None:
         job = self._selected_job()
         if job is not None:
-            self._confirm(f"Run {job} now?", lambda: self._guarded(self.runtime.run_now, job))
+            self.ask_run(job)
 
     def action_stop_run(self) -> None:
         run = self._selected_run()
@@ -375,13 +382,8 @@ class TuischedApp(App[int]):
 
     def action_toggle_pause(self) -> None:
         job = self._selected_job()
-        if job is None:
-            return
-        paused = self.runtime.engine.is_paused(self.runtime.config.job(job))
-        verb = "Resume" if paused else "Pause"
-        self._confirm(
-            f"{verb} {job}?", lambda: self._act(self.runtime.pause_job(job, paused=not paused))
-        )
+        if job is not None:
+            self.ask_pause_job(job)
 
     def action_toggle_pause_all(self) -> None:
         paused = ("all", "") in self.runtime.engine.pauses
@@ -437,7 +439,7 @@ class TuischedApp(App[int]):
     def action_sort(self) -> None:
         self._sort = (self._sort + 1) % len(SORTS)
         self._show_all_jobs()
-        self.notify(f"sorted by {SORTS[self._sort]}")
+        self.notify(f"sorted by {SORTS[self._sort]}", markup=False)
 
     def action_edit_file(self) -> None:
         """Edit the YAML in $EDITOR; the change shows as an offline edit (R to reload)."""
@@ -460,7 +462,8 @@ class TuischedApp(App[int]):
         self.push_screen(QuitScreen(busy), answered)
 
     async def _shut_down(self, *, grace: float | None) -> None:
-        self.notify("stopping the scheduler...")
+        self.notify("stopping the scheduler...", markup=False)
+        self.started = False  # the panes stop asking a runtime that is going away
         await self.runtime.stop(grace=grace, reason="console quit")
         self.exit(0)
 
@@ -473,8 +476,12 @@ class TuischedApp(App[int]):
 
     def show_job(self, job: str) -> None:
         """Open the detail view of `job`."""
-        if job in self.runtime.config.jobs:
-            self.push_screen(JobDetailScreen(self.runtime, job, self.clock))
+        if job not in self.runtime.config.jobs:
+            return
+        table = self.query_one(JobsTable)
+        if job in table.rows:  # the keys of the console then act on this job too
+            table.move_cursor(row=table.get_row_index(job))
+        self.push_screen(JobDetailScreen(self.runtime, job, self.clock))
 
     def action_help(self) -> None:
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Command palette")
@@ -510,7 +517,7 @@ class TuischedApp(App[int]):
         text, path = source.text, source.path
         definition = await asyncio.to_thread(lambda: ConfigDocument(text, path).job(job))
         if definition is None:
-            self.notify(f"{job} is not in {path.name}", severity="warning")
+            self.notify(f"{job} is not in {path.name}", severity="warning", markup=False)
             return
 
         def saved(result: tuple[str, dict[str, object]] | None) -> None:
@@ -533,6 +540,8 @@ class TuischedApp(App[int]):
         self.push_screen(DiffScreen(self.runtime, self.clock, read_only=self.read_only), closed)
 
     def action_group_view(self) -> None:
+        if not self.started:
+            return
         engine, groups = self.runtime.engine, self.runtime.config.groups
         paused = {name for name in groups if ("group", name) in engine.pauses}
 
@@ -588,10 +597,10 @@ class TuischedApp(App[int]):
         try:
             result = action(*args)
         except TuischedError as error:
-            self.notify(str(error), severity="error")
+            self.notify(str(error), severity="error", markup=False)
             return
         if isinstance(result, RunRecord):
-            self.notify(f"{result.job}#{result.run_id} {result.state.value.lower()}")
+            self.notify(f"{result.job}#{result.run_id} {result.state.value.lower()}", markup=False)
 
     @work(exclusive=False)
     async def _act(self, coroutine: object, *, done: str = "") -> None:
@@ -599,21 +608,37 @@ class TuischedApp(App[int]):
         try:
             await coroutine  # type: ignore[misc]
         except ConfigError as error:
-            self.notify("\n".join(str(p) for p in error.problems[:5]), severity="error", timeout=10)
+            self.notify(
+                "\n".join(str(p) for p in error.problems[:5]),
+                severity="error",
+                timeout=10,
+                markup=False,
+            )
             return
         except TuischedError as error:
-            self.notify(str(error), severity="error")
+            self.notify(str(error), severity="error", markup=False)
             return
         if done:
-            self.notify(done)
+            self.notify(done, markup=False)
 
     async def on_unmount(self) -> None:
         if self.started:  # ctrl+c or an error: never leave the runtime running
+            self.started = False
             await self.runtime.stop(reason="console closed")
 
 
 SORTS = ("file order", "name", "state", "next run")
 """The jobs pane's orders, in the order `o` cycles through them."""
+
+
+def _fit_path(path: Path, room: int) -> str:
+    """`path` as short as it reads well: relative to here, `~` for home, cut on the left."""
+    try:
+        text = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        home = str(Path.home())
+        text = "~" + str(path)[len(home) :] if str(path).startswith(home + "/") else str(path)
+    return text if len(text) <= room else "…" + text[len(text) - room + 1 :]
 
 
 def _tail(runtime: Runtime) -> list[str]:

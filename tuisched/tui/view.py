@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tuisched.cli import schedule_words
+from tuisched.describe import trigger_words
 from tuisched.duration import format_elapsed
 from tuisched.model import Job, ManualSchedule
 from tuisched.output import plain_text
@@ -113,7 +113,7 @@ def job_row(
     return JobRow(
         name=job.name,
         kind=job.kind_name,
-        schedule=schedule_words(job),
+        schedule=trigger_words(job),
         next_run=when(next_fire, now, tz),
         last=result_text(last),
         state=state,

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from tuisched.tui.view import JobRow
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
     ("name", "Job", 20),
-    ("kind", "Kind", 8),
     ("state", "State", 11),
     ("next_run", "Next run", 20),
     ("last", "Last", 13),
-    ("schedule", "Schedule", 30),
+    ("schedule", "Schedule", 34),
+    ("kind", "Kind", 8),
     ("groups", "Groups", 14),
 )
 """(field, heading, fixed width): fixed widths keep updates from cutting text off."""
 
 
-class JobsTable(DataTable[str]):
+class JobsTable(DataTable[Text]):
     """Every job (or the filtered ones); the cursor stays on its job across refreshes."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -58,7 +59,7 @@ class JobsTable(DataTable[str]):
             for key, _, _ in COLUMNS:
                 value = getattr(row, key)
                 if old is None or getattr(old, key) != value:
-                    self.update_cell(row.name, key, value)
+                    self.update_cell(row.name, key, Text(value))
 
     def _matches(self, row: JobRow) -> bool:
         needle = self.filter_text.lower()
@@ -71,5 +72,5 @@ class JobsTable(DataTable[str]):
             self.move_cursor(row=self.get_row_index(name))
 
 
-def _cells(row: JobRow) -> tuple[str, ...]:
-    return tuple(getattr(row, key) for key, _, _ in COLUMNS)
+def _cells(row: JobRow) -> tuple[Text, ...]:
+    return tuple(Text(getattr(row, key)) for key, _, _ in COLUMNS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual.widgets import DataTable
 
 from tuisched.tui.view import RunRow
@@ -19,7 +20,7 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 )
 
 
-class RunningTable(DataTable[str]):
+class RunningTable(DataTable[Text]):
     """Runs in progress; rebuilt from a snapshot, the cursor kept on its run."""
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -46,11 +47,11 @@ class RunningTable(DataTable[str]):
         for run_id, row in wanted.items():
             old = self._rows.get(run_id)
             if old is None:
-                self.add_row(*(getattr(row, key) for key, _, _ in COLUMNS), key=run_id)
+                self.add_row(*(Text(getattr(row, key)) for key, _, _ in COLUMNS), key=run_id)
             elif old != row:
                 for key, _, _ in COLUMNS:
                     if getattr(old, key) != getattr(row, key):
-                        self.update_cell(run_id, key, getattr(row, key))
+                        self.update_cell(run_id, key, Text(getattr(row, key)))
             self._rows[run_id] = row
         if keep is not None and keep in self._rows:
             self.move_cursor(row=self.get_row_index(keep))

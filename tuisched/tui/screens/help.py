@@ -1,0 +1,70 @@
+"""The help screen (`?`): every key of the console, hidden ones included."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.dom import DOMNode
+from textual.keys import format_key
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+KEY_WIDTH = 14
+"""Width of the key column."""
+_BETTER_WORDS = {"enter": "Open the job's detail (on the jobs pane)"}
+"""Descriptions that say more than the widget's own (DataTable's `enter` says "Select")."""
+
+
+def bindings_of(node_class: type[DOMNode]) -> list[Binding]:
+    """Every binding `node_class` has, inherited ones included; a subclass's key wins."""
+    merged: dict[str, Binding] = {}
+    for cls in reversed(node_class.__mro__):
+        declared: Iterable[BindingType] = cls.__dict__.get("BINDINGS", ())
+        for binding in Binding.make_bindings(declared):
+            merged.pop(binding.key, None)  # re-bound keys move to their new place
+            merged[binding.key] = binding
+    return list(merged.values())
+
+
+def help_lines(sections: Iterable[tuple[str, list[Binding]]]) -> list[str]:
+    """`KEY  description` lines under a heading per section."""
+    lines: list[str] = []
+    for heading, bindings in sections:
+        if lines:
+            lines.append("")
+        lines.append(heading)
+        for binding in bindings:
+            words = _BETTER_WORDS.get(binding.key) if heading.startswith("Jobs") else None
+            words = words or binding.description or binding.action.replace("_", " ")
+            lines.append(f"  {format_key(binding.key):<{KEY_WIDTH}}{words}")
+    return lines
+
+
+class HelpScreen(Screen[None]):
+    """What each key does, on every pane; scroll with the arrows, `escape` goes back."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Back"),
+        Binding("q", "close", "Back", show=False),
+        Binding("question_mark", "close", "Back", show=False),
+    ]
+
+    def __init__(self, sections: Iterable[tuple[str, list[Binding]]]) -> None:
+        super().__init__()
+        self.sections = list(sections)
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="help-body"):
+            yield Static(Text("\n".join(help_lines(self.sections))), id="help-text")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one("#help-body").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
