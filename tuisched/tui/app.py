@@ -18,12 +18,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import ClassVar
 
-from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input
 
 from tuisched.document import ConfigDocument
 from tuisched.errors import ConfigError, TuischedError
@@ -56,6 +55,7 @@ from tuisched.tui.widgets.audit import AuditPane
 from tuisched.tui.widgets.banner import Banner
 from tuisched.tui.widgets.jobs import JobsTable
 from tuisched.tui.widgets.running import RunningTable
+from tuisched.tui.widgets.status import StatusLine
 
 REFRESH_SECONDS = 0.25
 """How often what the bus said is applied to the screen."""
@@ -123,7 +123,7 @@ class TuischedApp(App[int]):
     # --- layout ---------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static(id="status")
+        yield StatusLine(id="status")
         banner = Banner(id="banner")
         banner.display = False
         yield banner
@@ -331,7 +331,7 @@ class TuischedApp(App[int]):
         )
         room = max(8, self.size.width - len(facts) - 1)
         text = " " + _fit_path(runtime.config.path, room) + facts
-        self.query_one("#status", Static).update(Text(text))
+        self.query_one(StatusLine).text = text
 
     # --- actions ----------------------------------------------------------------------
 
