@@ -233,3 +233,95 @@ async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_pat
         messages = [n.message for n in app._notifications]
         assert "bad failed: exit 1: [bold]x[/bold] [/oops]" in messages
         assert app.is_running
+
+
+async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -> None:
+    jobs = JOBS + 'other: {python: "tests.engine_jobs:Blocker", schedule: manual}\n'
+    app = make_app(write_config(tmp_path, jobs))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 4)
+        blocker = app.runtime.run_now("blocker")
+        other = app.runtime.run_now("other")
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
+        _select(app, "other")  # the jobs pane has the focus: its job's run is meant
+        await pilot.press("s")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == f"Stop other (run {other.run_id})?"
+        await pilot.press("y")
+        await until(pilot, lambda: "other" in app._last)
+        assert str(table.get_cell("other", "last")) == "■ stopped"  # stopped, not failed
+        assert "failed/24h 0" in str(app.query_one("#status").render())
+        assert [run.run_id for run in app.runtime.engine.running()] == [blocker.run_id]
+
+
+async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        _select(app, "tick")
+        await pilot.press("enter")
+        await until(pilot, lambda: app.screen is not app.screen_stack[0])
+        detail = app.screen
+        for key in ("d", "e", "a", "slash", "o"):
+            await pilot.press(key)
+            assert app.screen is detail, key
+
+
+async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        app.runtime.run_now("blocker")
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("ctrl+q")
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("w")  # wait for the run: the console goes on meanwhile
+        await pilot.pause(0.3)
+        assert app.is_running
+        assert "stopping" in str(app.query_one("#status").render())
+        engine_jobs.GATES["blocker"].set()
+        await until(pilot, lambda: not app.is_running)
+    audit = (tmp_path / "state" / "audit.log").read_text()
+    assert "blocker | " in audit
+    assert " | completed | " in audit  # it finished by itself, not stopped
+
+
+async def test_a_state_filter_follows_the_states(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("slash", *"running", "enter")
+        await until(pilot, lambda: table.row_count == 0)
+        app.runtime.run_now("blocker")
+        await until(pilot, lambda: [key.value for key in table.rows] == ["blocker"])
+        engine_jobs.GATES["blocker"].set()
+        await until(pilot, lambda: table.row_count == 0)
+
+
+async def test_resuming_a_job_under_a_wider_pause_says_why(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("P", "y")
+        await until(pilot, lambda: str(table.get_cell("tick", "state")) == "paused")
+        _select(app, "tick")
+        await pilot.press("p")
+        assert not isinstance(app.screen, ConfirmScreen)
+        messages = [n.message for n in app._notifications]
+        assert "tick is paused because everything is paused (P resumes)" in messages
+
+
+async def test_the_banner_goes_when_the_file_is_put_back(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    original = path.read_text()
+    app = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        path.write_text(original + "  extra: {command: [/bin/true], schedule: manual}\n")
+        banner = app.query_one(Banner)
+        await until(pilot, lambda: banner.display)
+        path.write_text(original)
+        await until(pilot, lambda: not banner.display)

@@ -692,9 +692,12 @@ def test_last_runs_and_failures_for_the_console(db_path: Path) -> None:
             [("a", RunState.FAILED), ("a", RunState.SUCCESS), ("b", RunState.FAILED)]
         ):
             ended = base + timedelta(minutes=index)
-            store.insert(make_run(f"r{index}", job, state=state, ended_at=ended))
+            result = Result.COMPLETED
+            store.insert(make_run(f"r{index}", job, state=state, result=result, ended_at=ended))
         store.insert(make_run("running", "a", state=RunState.RUNNING))
         last = store.last_runs()
         assert {job: run.run_id for job, run in last.items()} == {"a": "r1", "b": "r2"}
-        assert store.count_failed_since(base) == 2
-        assert store.count_failed_since(base + timedelta(minutes=1)) == 1
+        store.insert(make_run("stopped", "b", state=RunState.FAILED, result=Result.STOPPED,
+                              ended_at=base + timedelta(minutes=5)))  # fmt: skip
+        assert store.failures_since(base) == [base, base + timedelta(minutes=2)]
+        assert store.failures_since(base + timedelta(minutes=1)) == [base + timedelta(minutes=2)]

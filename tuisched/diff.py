@@ -124,7 +124,9 @@ def config_diff(old: Config, new: Config, now: datetime) -> ConfigDiff:
 
 def _job_change(old: Job, new: Job, now: datetime) -> JobChange | None:
     fields = tuple(
-        FieldChange(field.name, _text(before), _text(after))
+        FieldChange(
+            new.kind_name if field.name == "kind" else field.name, _text(before), _text(after)
+        )
         for field in dataclasses.fields(Job)
         if field.name not in _IGNORED
         and (before := getattr(old, field.name)) != (after := getattr(new, field.name))

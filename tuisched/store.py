@@ -601,12 +601,22 @@ class HistoryStore:
         )
         return {run.job: run for run in self._records(query)}
 
-    def count_failed_since(self, since: datetime) -> int:
-        """How many runs FAILED (or did not start) at or after `since`."""
-        failed = (RunState.FAILED.value, RunState.NOT_STARTED.value)
-        query = select(func.count()).where(runs.c.state.in_(failed), runs.c.ended_at >= since)
+    def failures_since(self, since: datetime) -> list[datetime]:
+        """When the runs that failed at or after `since` ended (oldest first).
+
+        A failure is the job's: a FAILED run that was not stopped by an
+        operator or a shutdown, or a run that could not be launched.
+        """
+        own = (Result.COMPLETED.value, Result.TIMED_OUT.value, Result.ERROR.value)
+        failed = (runs.c.state == RunState.FAILED.value) & runs.c.result.in_(own)
+        unlaunched = runs.c.result == Result.LAUNCH_FAILED.value
+        query = (
+            select(runs.c.ended_at)
+            .where(failed | unlaunched, runs.c.ended_at >= since)
+            .order_by(runs.c.ended_at)
+        )
         with self._begin() as connection:
-            return int(connection.scalar(query) or 0)
+            return [ended for (ended,) in connection.execute(query)]
 
     def pauses(self) -> set[tuple[str, str]]:
         """Every pause in force, as (kind, name); kind is `job`, `group` or `all`."""

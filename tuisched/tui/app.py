@@ -22,6 +22,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Input
 
 from tuisched.document import ConfigDocument
@@ -41,7 +42,7 @@ from tuisched.events import (
     SlotMissed,
 )
 from tuisched.handlers.audit import audit_line, read_tail
-from tuisched.runs import RunRecord, RunState
+from tuisched.runs import RunRecord
 from tuisched.runtime import AlreadyRunningError, Runtime
 from tuisched.tui.commands import JobCommands
 from tuisched.tui.screens.detail import JobDetailScreen
@@ -50,7 +51,7 @@ from tuisched.tui.screens.diff import DiffScreen
 from tuisched.tui.screens.form import JobFormScreen
 from tuisched.tui.screens.groups import GroupPickerScreen
 from tuisched.tui.screens.help import HelpScreen, bindings_of
-from tuisched.tui.view import JobRow, job_row, run_row
+from tuisched.tui.view import JobRow, is_failure, job_row, run_row
 from tuisched.tui.widgets.audit import AuditPane
 from tuisched.tui.widgets.banner import Banner
 from tuisched.tui.widgets.jobs import JobsTable
@@ -66,6 +67,8 @@ MUTATING = frozenset(
     }
 )  # fmt: skip
 """Actions hidden by `--read-only`."""
+MAIN_SCREEN_ONLY = MUTATING | {"filter", "sort", "focus_pane", "show_diff", "group_view"}
+"""Actions on the main screen's panes, refused while another screen is on top."""
 _AUDITED = (RunFinished, RunNotStarted, RunAbandoned, SlotMissed)
 
 
@@ -118,6 +121,8 @@ class TuischedApp(App[int]):
         self._last_lines: dict[str, str] = {}
         self._failures: list[datetime] = []
         self._sort = 0
+        self._stopping = False
+        self._filter_timer: Timer | None = None
         self.started = False
 
     # --- layout ---------------------------------------------------------------------
@@ -166,8 +171,7 @@ class TuischedApp(App[int]):
         since = self.clock() - timedelta(hours=24)
         history = self.runtime.history
         self._last = await history.call(lambda store: store.last_runs())
-        failed = await history.call(lambda store: store.count_failed_since(since))
-        self._failures = [self.clock()] * failed
+        self._failures = await history.call(lambda store: store.failures_since(since))
 
     # --- what the bus says ------------------------------------------------------------
 
@@ -206,11 +210,10 @@ class TuischedApp(App[int]):
                 self._last_lines.pop(event.run.run_id, None)
             if isinstance(event, _AUDITED):
                 audit.append(audit_line(event.run, tz))
-            if isinstance(event, RunFinished) and event.run.state is RunState.FAILED:
+            if isinstance(event, RunFinished | RunNotStarted) and is_failure(event.run):
                 self._failures.append(event.at)
-                self.notify(
-                    f"{event.run.job} failed: {event.run.status}", severity="error", markup=False
-                )
+                words = event.run.status or event.run.reason
+                self.notify(f"{event.run.job} failed: {words}", severity="error", markup=False)
             return False
         return self._note_other(event)
 
@@ -219,10 +222,14 @@ class TuischedApp(App[int]):
         match event:
             case ConfigChangedOnDisk(diff=diff, problems=problems):
                 if problems:
+                    more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
                     banner.show_message(
-                        f"config changed on disk and is not valid ({len(problems)} problems)"
-                        " - D details, esc dismiss",
+                        f"config changed on disk, not valid: {problems[0]}{more} - D details",
                         error=True,
+                    )
+                elif diff is not None and diff.empty:
+                    banner.show_message(
+                        "config file changed on disk (comments or layout only) - R takes it in"
                     )
                 elif diff is not None:
                     banner.show_message(
@@ -280,8 +287,12 @@ class TuischedApp(App[int]):
         order = SORTS[self._sort]
         if order == "name":
             return sorted(rows, key=lambda row: row.name)
-        if order == "state":
-            return sorted(rows, key=lambda row: (row.state, row.name))
+        if order == "state":  # what needs a look first
+            return sorted(
+                rows, key=lambda row: (_STATE_ORDER.get(row.state.split()[0], 9), row.name)
+            )
+        if order == "last result":  # failures first
+            return sorted(rows, key=lambda row: (not row.last.startswith("✘"), row.name))
         if order == "next run":
             never = datetime.max.replace(tzinfo=UTC)
             fire = self.runtime.engine.next_fire
@@ -306,6 +317,9 @@ class TuischedApp(App[int]):
         """Once a second: the clock, elapsed times, and the next-run texts in view."""
         if not self.started:
             return
+        source = self.runtime.source
+        if source is not None and source.pending is None:
+            self.query_one(Banner).hide()  # the file is back to what runs
         self._show_status()
         self._show_running()
         table = self.query_one(JobsTable)
@@ -336,8 +350,14 @@ class TuischedApp(App[int]):
     # --- actions ----------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`--read-only` hides every mutating action."""
-        return not (self.read_only and action in MUTATING)
+        """`--read-only` hides every mutating action; the panes' keys act on the panes only.
+
+        On the detail, help or diff screen the jobs table is out of sight: a key
+        that acts on its selection would act on a job the operator cannot see.
+        """
+        if self.read_only and action in MUTATING:
+            return False
+        return action not in MAIN_SCREEN_ONLY or self.screen is self.screen_stack[0]
 
     def _selected_job(self) -> str | None:
         job = self.query_one(JobsTable).selected_job()
@@ -345,13 +365,20 @@ class TuischedApp(App[int]):
             self.notify("no job selected", severity="warning", markup=False)
         return job
 
-    def _selected_run(self) -> str | None:
-        run = self.query_one(RunningTable).selected_run()
-        if run is None:
-            self.notify(
-                "no run selected (2 focuses the running pane)", severity="warning", markup=False
-            )
-        return run
+    def _selected_run(self) -> RunRecord | None:
+        """The run under the running pane's cursor when it has the focus, else the
+        selected job's run in progress."""
+        engine = self.runtime.engine
+        runs = {run.run_id: run for run in (*engine.running(), *engine.queued(), *engine.waiting())}
+        running = self.query_one(RunningTable)
+        if running.has_focus:
+            chosen = runs.get(running.selected_run() or "")
+        else:
+            job = self.query_one(JobsTable).selected_job()
+            chosen = next((run for run in runs.values() if run.job == job), None)
+        if chosen is None:
+            self.notify("no run of this job in progress (2: the running pane)", markup=False)
+        return chosen
 
     def _confirm(self, question: str, then: Callable[[], object]) -> None:
         """Ask; do `then` only on yes. The default button is Cancel."""
@@ -370,14 +397,17 @@ class TuischedApp(App[int]):
     def action_stop_run(self) -> None:
         run = self._selected_run()
         if run is not None:
-            self._confirm(f"Stop run {run}?", lambda: self._guarded(self.runtime.stop_run, run))
+            self._confirm(
+                f"Stop {run.job} (run {run.run_id})?",
+                lambda: self._guarded(self.runtime.stop_run, run.run_id),
+            )
 
     def action_kill_run(self) -> None:
         run = self._selected_run()
         if run is not None:
             self._confirm(
-                f"Kill run {run} at once (SIGKILL)?",
-                lambda: self._guarded(lambda: self.runtime.stop_run(run, kill=True)),
+                f"Kill {run.job} (run {run.run_id}) at once with SIGKILL?",
+                lambda: self._guarded(lambda: self.runtime.stop_run(run.run_id, kill=True)),
             )
 
     def action_toggle_pause(self) -> None:
@@ -426,7 +456,11 @@ class TuischedApp(App[int]):
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
-        self._apply_filter(event.value)
+        # Refilling 10,000 rows per key stroke would lag: wait for a pause in typing.
+        if self._filter_timer is not None:
+            self._filter_timer.stop()
+        value = event.value
+        self._filter_timer = self.set_timer(0.15, lambda: self._apply_filter(value))
 
     @on(Input.Submitted, "#filter")
     def _filter_kept(self) -> None:
@@ -447,24 +481,37 @@ class TuischedApp(App[int]):
         with self.suspend():
             subprocess.run([*editor, str(self.runtime.config.path)], check=False)  # noqa: S603
 
+    async def action_quit(self) -> None:
+        """ctrl+q too asks what to do with runs in progress."""
+        await self.action_quit_console()
+
     async def action_quit_console(self) -> None:
-        busy = len(self.runtime.engine.running())
+        if self._stopping:
+            self.notify("stopping every run now", markup=False)
+            self.runtime.hurry()
+            return
+        engine = self.runtime.engine
+        busy = len(engine.running()) + len(engine.queued()) + len(engine.waiting())
         if not busy:
-            await self._shut_down(grace=None)
+            self._shut_down(grace=None)
             return
 
-        async def answered(choice: str | None) -> None:
+        def answered(choice: str | None) -> None:
             if choice == "wait":
-                await self._shut_down(grace=24 * 3600.0)
+                self._shut_down(grace=24 * 3600.0)
             elif choice == "stop":
-                await self._shut_down(grace=0.0)
+                self._shut_down(grace=0.0)
 
         self.push_screen(QuitScreen(busy), answered)
 
+    @work(exclusive=True, group="quit")
     async def _shut_down(self, *, grace: float | None) -> None:
-        self.notify("stopping the scheduler...", markup=False)
-        self.started = False  # the panes stop asking a runtime that is going away
+        """Drain in the background: the panes keep showing the runs finishing."""
+        self._stopping = True
+        if grace:
+            self.notify("waiting for the runs in progress; q again stops them now", markup=False)
         await self.runtime.stop(grace=grace, reason="console quit")
+        self.started = False
         self.exit(0)
 
     # --- screens: detail, form, help, diff, groups ------------------------------------------
@@ -571,7 +618,17 @@ class TuischedApp(App[int]):
         """Confirm, then pause `job` (or resume it if it is paused)."""
         if self.read_only or job not in self.runtime.config.jobs:
             return
-        paused = self.runtime.engine.is_paused(self.runtime.config.jobs[job])
+        engine = self.runtime.engine
+        if engine.is_paused(self.runtime.config.jobs[job]) and ("job", job) not in engine.pauses:
+            cause = "everything is paused (P resumes)"
+            groups = [
+                g for g in self.runtime.config.jobs[job].groups if ("group", g) in engine.pauses
+            ]
+            if ("all", "") not in engine.pauses and groups:
+                cause = f"its group {groups[0]} is paused (g resumes it)"
+            self.notify(f"{job} is paused because {cause}", markup=False)
+            return
+        paused = ("job", job) in engine.pauses
         verb = "Resume" if paused else "Pause"
         self._confirm(
             f"{verb} {job}?", lambda: self._act(self.runtime.pause_job(job, paused=not paused))
@@ -600,7 +657,10 @@ class TuischedApp(App[int]):
             self.notify(str(error), severity="error", markup=False)
             return
         if isinstance(result, RunRecord):
-            self.notify(f"{result.job}#{result.run_id} {result.state.value.lower()}", markup=False)
+            word = {"QUEUED": "started", "WAITING": "waiting"}.get(result.state.value, "")
+            self.notify(
+                f"{result.job}#{result.run_id} {word or result.state.value.lower()}", markup=False
+            )
 
     @work(exclusive=False)
     async def _act(self, coroutine: object, *, done: str = "") -> None:
@@ -627,7 +687,8 @@ class TuischedApp(App[int]):
             await self.runtime.stop(reason="console closed")
 
 
-SORTS = ("file order", "name", "state", "next run")
+SORTS = ("file order", "name", "state", "next run", "last result")
+_STATE_ORDER = {"running": 0, "waiting": 1, "paused": 2, "active": 3, "manual": 4, "finished": 5}
 """The jobs pane's orders, in the order `o` cycles through them."""
 
 

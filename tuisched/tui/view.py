@@ -13,7 +13,7 @@ from tuisched.describe import trigger_words
 from tuisched.duration import format_elapsed
 from tuisched.model import Job, ManualSchedule
 from tuisched.output import plain_text
-from tuisched.runs import RunRecord, RunState
+from tuisched.runs import Result, RunRecord, RunState
 
 RESULT_WORDS: dict[RunState, tuple[str, str]] = {
     RunState.SUCCESS: ("✔", "ok"),
@@ -28,12 +28,29 @@ RESULT_WORDS: dict[RunState, tuple[str, str]] = {
 """Glyph and word for each state; the word alone must be enough."""
 
 
+STOPPED_WORDS: dict[Result, str] = {
+    Result.STOPPED: "■ stopped",
+    Result.SHUTDOWN: "■ shutdown",
+    Result.TIMED_OUT: "✘ timed out",
+}
+"""Results that say more than the state: stopped by a person is not failed."""
+
+
 def result_text(run: RunRecord | None) -> str:
-    """`✔ ok`, `✘ failed`... or `-` for a job that never ran."""
+    """`✔ ok`, `✘ failed`, `■ stopped`... or `-` for a job that never ran."""
     if run is None:
         return "-"
+    if run.result in STOPPED_WORDS and run.state is not RunState.SUCCESS:
+        return STOPPED_WORDS[run.result]
     glyph, word = RESULT_WORDS[run.state]
     return f"{glyph} {word}"
+
+
+def is_failure(run: RunRecord) -> bool:
+    """A failure of the job itself (not stopped by a person or a shutdown)."""
+    if run.result is Result.LAUNCH_FAILED:
+        return True
+    return run.state is RunState.FAILED and run.result not in (Result.STOPPED, Result.SHUTDOWN)
 
 
 def relative(moment: datetime | None, now: datetime) -> str:
@@ -58,8 +75,10 @@ def _short(span: timedelta) -> str:
     if minutes < 60:
         return f"{minutes}m"
     hours, minutes = divmod(minutes, 60)
-    if hours < 48:
+    if hours < 10:
         return f"{hours}h{minutes:02d}m"
+    if hours < 48:
+        return f"{hours}h"
     return f"{hours // 24}d"
 
 
@@ -68,9 +87,9 @@ def when(moment: datetime | None, now: datetime, tz: ZoneInfo) -> str:
     if moment is None:
         return "-"
     local = moment.astimezone(tz)
-    same_day = local.date() == now.astimezone(tz).date()
-    absolute = local.strftime("%H:%M" if same_day else "%m-%d %H:%M")
-    return f"{relative(moment, now)} ({absolute})"
+    days = (local.date() - now.astimezone(tz).date()).days
+    shape = "%H:%M" if days == 0 else "%a %H:%M" if 0 < days < 7 else "%m-%d %H:%M"
+    return f"{relative(moment, now)} ({local.strftime(shape)})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,8 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(classes="dialog"):
             yield Static(Text(self.question), classes="question")
             with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
-                yield Button(self.yes, id="confirm", variant="warning")
+                yield Button("Cancel (n)", id="cancel", variant="primary")
+                yield Button(f"{self.yes} (y)", id="confirm", variant="warning")
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
@@ -71,9 +71,9 @@ class QuitScreen(ModalScreen[str]):
                 classes="question",
             )
             with Horizontal(classes="buttons"):
-                yield Button("Stay", id="stay", variant="primary")
-                yield Button("Wait for them", id="wait")
-                yield Button("Stop them", id="stop", variant="error")
+                yield Button("Stay (esc)", id="stay", variant="primary")
+                yield Button("Wait (w)", id="wait")
+                yield Button("Stop them (s)", id="stop", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#stay", Button).focus()

@@ -10,11 +10,11 @@ from textual.widgets import DataTable
 from tuisched.tui.view import JobRow
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("name", "Job", 20),
-    ("state", "State", 11),
+    ("name", "Job", 18),
+    ("state", "State", 9),
     ("next_run", "Next run", 20),
-    ("last", "Last", 13),
-    ("schedule", "Schedule", 34),
+    ("last", "Last", 11),
+    ("schedule", "Schedule", 40),
     ("kind", "Kind", 8),
     ("groups", "Groups", 14),
 )
@@ -27,6 +27,7 @@ class JobsTable(DataTable[Text]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._rows: dict[str, JobRow] = {}
+        self._before: int | None = None
         self.filter_text = ""
 
     def on_mount(self) -> None:
@@ -43,6 +44,7 @@ class JobsTable(DataTable[Text]):
         """Replace every row (at start, after a reload, or when the filter changes)."""
         self._rows = {row.name: row for row in rows}
         keep = self.selected_job()
+        self._before = self.cursor_row if keep is not None else None
         self.clear()
         for row in self._rows.values():
             if self._matches(row):
@@ -51,15 +53,21 @@ class JobsTable(DataTable[Text]):
 
     def update_rows(self, rows: Iterable[JobRow]) -> None:
         """Refresh the given jobs' cells in place; only changed cells are touched."""
+        refilter = False
         for row in rows:
             old = self._rows.get(row.name)
             self._rows[row.name] = row
-            if old == row or not self._matches(row) or row.name not in self.rows:
+            if self._matches(row) != (row.name in self.rows):
+                refilter = True  # a filter on the state: the row comes in or goes out
+                continue
+            if old == row or row.name not in self.rows:
                 continue
             for key, _, _ in COLUMNS:
                 value = getattr(row, key)
                 if old is None or getattr(old, key) != value:
                     self.update_cell(row.name, key, Text(value))
+        if refilter:
+            self.show(list(self._rows.values()))
 
     def _matches(self, row: JobRow) -> bool:
         needle = self.filter_text.lower()
@@ -70,6 +78,8 @@ class JobsTable(DataTable[Text]):
     def _anchor(self, name: str | None) -> None:
         if name is not None and name in self.rows:
             self.move_cursor(row=self.get_row_index(name))
+        elif name is not None and self._before is not None:  # it left: stay where it was
+            self.move_cursor(row=min(self._before, max(0, self.row_count - 1)))
 
 
 def _cells(row: JobRow) -> tuple[Text, ...]:

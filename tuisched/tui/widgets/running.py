@@ -10,13 +10,13 @@ from textual.widgets import DataTable
 from tuisched.tui.view import RunRow
 
 COLUMNS: tuple[tuple[str, str, int | None], ...] = (
-    ("job", "Job", 18),
-    ("run_id", "Run", 12),
+    ("job", "Job", 16),
+    ("started", "Started", 8),
+    ("elapsed", "Elapsed", 7),
+    ("last_line", "Last output", 60),
     ("pid", "PID", 7),
-    ("started", "Started", 9),
-    ("elapsed", "Elapsed", 8),
     ("trigger", "Trigger", 10),
-    ("last_line", "Last output", 40),
+    ("run_id", "Run", 12),
 )
 
 
