@@ -325,3 +325,14 @@ async def test_the_banner_goes_when_the_file_is_put_back(tmp_path: Path) -> None
         await until(pilot, lambda: banner.display)
         path.write_text(original)
         await until(pilot, lambda: not banner.display)
+
+
+async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("j", "j")
+        assert table.selected_job() == "tick"
+        await pilot.press("k")
+        assert table.selected_job() == "blocker"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 
 from tuisched.tui.view import RunRow
@@ -22,6 +24,12 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 
 class RunningTable(DataTable[Text]):
     """Runs in progress; rebuilt from a snapshot, the cursor kept on its run."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+    """Vi keys as in k9s and htop, besides the arrows."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row")
