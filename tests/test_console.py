@@ -118,6 +118,8 @@ async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> 
         await until(pilot, lambda: "tick" not in table.rows)
         assert table.row_count == 2
     assert "tick:" not in path.read_text()
+    (action,) = (tmp_path / "state" / "actions.log").read_text().splitlines()
+    assert action.endswith(" (console) | delete | job tick")  # every change is on record
 
 
 async def test_the_banner_for_an_offline_edit_and_a_reload(tmp_path: Path) -> None:
@@ -277,9 +279,8 @@ async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Pat
         await pilot.press("ctrl+q")
         assert isinstance(app.screen, QuitScreen)
         await pilot.press("w")  # wait for the run: the console goes on meanwhile
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "stopping" in str(app.query_one("#status").render()))
         assert app.is_running
-        assert "stopping" in str(app.query_one("#status").render())
         engine_jobs.GATES["blocker"].set()
         await until(pilot, lambda: not app.is_running)
     audit = (tmp_path / "state" / "audit.log").read_text()

@@ -55,7 +55,9 @@ def tmux() -> Iterator[Tmux]:
     subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False)
 
 
-def test_the_console_in_tmux_runs_a_job_and_quits(tmp_path: Path, tmux: Tmux) -> None:
+def test_the_console_in_tmux_runs_a_job_edits_the_file_and_quits(
+    tmp_path: Path, tmux: Tmux
+) -> None:
     config = write_config(
         tmp_path,
         """
@@ -63,7 +65,12 @@ def test_the_console_in_tmux_runs_a_job_and_quits(tmp_path: Path, tmux: Tmux) ->
         tick: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
         """,
     )
-    command = f"{sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
+    editor = tmp_path / "editor.sh"  # an "editor" that adds a job and saves
+    editor.write_text(
+        '#!/bin/sh\necho "  added: {command: [/bin/true], schedule: manual}" >> "$1"\n'
+    )
+    editor.chmod(0o755)
+    command = f"EDITOR={editor} {sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
     tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
     screen = tmux.wait_for("1 Jobs")
     assert "greet" in screen
@@ -74,5 +81,12 @@ def test_the_console_in_tmux_runs_a_job_and_quits(tmp_path: Path, tmux: Tmux) ->
     tmux("send-keys", "-t", "t", "y")
     screen = tmux.wait_for("✔ ok")
     assert "greet |" in tmux.wait_for("greet |")  # the audit pane
+    tmux("send-keys", "-t", "t", "E")  # the console steps aside for $EDITOR, then returns
+    screen = tmux.wait_for("config changed on disk: +1 -0 ~0 jobs")
+    assert "1 Jobs" in screen
+    tmux("send-keys", "-t", "t", "R")
+    tmux.wait_for("Reload the configuration from disk?")
+    tmux("send-keys", "-t", "t", "y")
+    tmux.wait_for("added")
     tmux("send-keys", "-t", "t", "q")
     tmux.wait_for("EXIT=0")

@@ -35,6 +35,7 @@ from tuisched.events import (
     SchedulerStopping,
 )
 from tuisched.execution import install_child_watcher, kill_leftovers
+from tuisched.handlers.actions import ActionLog, who
 from tuisched.handlers.alerts import AlertHandler
 from tuisched.handlers.audit import AuditLog
 from tuisched.handlers.triggers import DependencyTrigger
@@ -138,6 +139,11 @@ class Runtime:
         self.bus = bus or EventBus()
         self.source: ConfigSource | None = None
         self._watcher: ConfigWatcher | None = None
+        self.actor = who("api")
+        """Who the operator actions are recorded as; a front end sets its own."""
+        self._actions = ActionLog(
+            config.settings.state_dir / "actions.log", config.settings.timezone
+        )
         self.node = socket.gethostname()
         self._clock = clock or (lambda: datetime.now(UTC))
         self._kill_grace = kill_grace
@@ -320,7 +326,15 @@ class Runtime:
         """Re-read the configuration file and apply it; a bad one changes nothing."""
         if self.source is None:
             return False
-        return await self.source.reload()
+        applied = await self.source.reload()
+        self._record("reload", "applied" if applied else "refused: not valid")
+        return applied
+
+    def _record(self, action: str, subject: str) -> None:
+        try:
+            self._actions.write(self._clock(), self.actor, action, subject)
+        except OSError:
+            log.exception("could not record the action %s %s", action, subject)
 
     def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
         """Put `config` in force: the schedule, and the mailer if `email:` changed."""
@@ -346,47 +360,60 @@ class Runtime:
     async def add_job(self, name: str, definition: Mapping[str, object]) -> None:
         """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
         await self._source().edit(lambda document: document.add_job(name, definition))
+        self._record("add", f"job {name}")
 
     async def replace_job(self, name: str, definition: Mapping[str, object]) -> None:
         """Replace a job's definition (UnknownJobError if there is none)."""
         await self._source().edit(lambda document: document.replace_job(name, definition))
+        self._record("edit", f"job {name}")
 
     async def delete_job(self, name: str) -> None:
         """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
         await self._source().edit(lambda document: document.delete_job(name))
+        self._record("delete", f"job {name}")
 
     async def add_group(self, name: str, definition: Mapping[str, object]) -> None:
         """Add a group (JobActionError if the name exists)."""
         await self._source().edit(lambda document: document.add_group(name, definition))
+        self._record("add", f"group {name}")
 
     async def replace_group(self, name: str, definition: Mapping[str, object]) -> None:
         """Replace a group's definition (JobActionError if there is none)."""
         await self._source().edit(lambda document: document.replace_group(name, definition))
+        self._record("edit", f"group {name}")
 
     async def delete_group(self, name: str) -> None:
         """Delete a group (JobActionError if there is none)."""
         await self._source().edit(lambda document: document.delete_group(name))
+        self._record("delete", f"group {name}")
 
     async def undo(self) -> None:
         """Undo the last change (through the API or a reload): file and schedule."""
         await self._source().undo()
+        self._record("undo", "the last change")
 
     def run_now(self, job: str) -> RunRecord:
         """Queue a manual run of `job`."""
-        return self.engine.run_now(job)
+        run = self.engine.run_now(job)
+        self._record("run now", f"job {job} (run {run.run_id})")
+        return run
 
     def stop_run(self, run_id: str, *, kill: bool = False) -> None:
         """Stop a queued, waiting or running run."""
         self.engine.stop_run(run_id, kill=kill)
+        self._record("kill" if kill else "stop", f"run {run_id}")
 
     async def pause_job(self, name: str, *, paused: bool = True) -> None:
         """Pause (or resume) one job; the pause survives a restart."""
         await self.engine.set_paused("job", name, paused=paused)
+        self._record("pause" if paused else "resume", f"job {name}")
 
     async def pause_group(self, name: str, *, paused: bool = True) -> None:
         """Pause (or resume) every job of a group; the pause survives a restart."""
         await self.engine.set_paused("group", name, paused=paused)
+        self._record("pause" if paused else "resume", f"group {name}")
 
     async def pause_all(self, *, paused: bool = True) -> None:
         """Pause (or resume) every job; the pause survives a restart."""
         await self.engine.set_paused("all", "", paused=paused)
+        self._record("pause" if paused else "resume", "every job")

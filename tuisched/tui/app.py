@@ -41,6 +41,7 @@ from tuisched.events import (
     RunOutputWritten,
     SlotMissed,
 )
+from tuisched.handlers.actions import who
 from tuisched.handlers.audit import audit_line, read_tail
 from tuisched.runs import RunRecord
 from tuisched.runtime import AlreadyRunningError, Runtime
@@ -51,6 +52,7 @@ from tuisched.tui.screens.diff import DiffScreen
 from tuisched.tui.screens.form import JobFormScreen
 from tuisched.tui.screens.groups import GroupPickerScreen
 from tuisched.tui.screens.help import HelpScreen, bindings_of
+from tuisched.tui.theme import TUISCHED_THEME
 from tuisched.tui.view import JobRow, is_failure, job_row, run_row
 from tuisched.tui.widgets.audit import AuditPane
 from tuisched.tui.widgets.banner import Banner
@@ -113,7 +115,10 @@ class TuischedApp(App[int]):
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         super().__init__()
+        self.register_theme(TUISCHED_THEME)
+        self.theme = TUISCHED_THEME.name
         self.runtime = runtime
+        runtime.actor = who("console")
         self.read_only = read_only
         self.clock = clock or (lambda: datetime.now(UTC))
         self._pending: list[Event] = []
