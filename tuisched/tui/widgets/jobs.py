@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding, BindingType
-from textual.widgets import DataTable
 
 from tuisched.tui.view import JobRow
+from tuisched.tui.widgets.table import Columns, KeyedTable
 
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+COLUMNS: Columns = (
     ("name", "Job", 18),
     ("state", "State", 9),
     ("next_run", "Next run", 20),
@@ -23,30 +21,20 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 """(field, heading, fixed width): fixed widths keep updates from cutting text off."""
 
 
-class JobsTable(DataTable[Text]):
+class JobsTable(KeyedTable):
     """Every job (or the filtered ones); the cursor stays on its job across refreshes."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-    ]
-    """Vi keys as in k9s and htop, besides the arrows."""
+    COLUMNS = COLUMNS
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
+        super().__init__(id=id, zebra_stripes=True)
         self._rows: dict[str, JobRow] = {}
         self._before: int | None = None
         self.filter_text = ""
 
-    def on_mount(self) -> None:
-        for key, heading, width in COLUMNS:
-            self.add_column(heading, key=key, width=width)
-
     def selected_job(self) -> str | None:
         """The name of the job under the cursor."""
-        if not self.row_count:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.selected_key()
 
     def show(self, rows: Iterable[JobRow]) -> None:
         """Replace every row (at start, after a reload, or when the filter changes)."""
@@ -56,7 +44,7 @@ class JobsTable(DataTable[Text]):
         self.clear()
         for row in self._rows.values():
             if self._matches(row):
-                self.add_row(*_cells(row), key=row.name)
+                self.add_row(*self.cells(row), key=row.name)
         self._anchor(keep)
 
     def update_rows(self, rows: Iterable[JobRow]) -> None:
@@ -88,7 +76,3 @@ class JobsTable(DataTable[Text]):
             self.move_cursor(row=self.get_row_index(name))
         elif name is not None and self._before is not None:  # it left: stay where it was
             self.move_cursor(row=min(self._before, max(0, self.row_count - 1)))
-
-
-def _cells(row: JobRow) -> tuple[Text, ...]:
-    return tuple(Text(getattr(row, key)) for key, _, _ in COLUMNS)

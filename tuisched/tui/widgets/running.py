@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
 
 from rich.text import Text
-from textual.binding import Binding, BindingType
-from textual.widgets import DataTable
 
 from tuisched.tui.view import RunRow
+from tuisched.tui.widgets.table import Columns, KeyedTable
 
-COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+COLUMNS: Columns = (
     ("job", "Job", 16),
     ("started", "Started", 8),
     ("elapsed", "Elapsed", 7),
@@ -22,28 +20,18 @@ COLUMNS: tuple[tuple[str, str, int | None], ...] = (
 )
 
 
-class RunningTable(DataTable[Text]):
+class RunningTable(KeyedTable):
     """Runs in progress; rebuilt from a snapshot, the cursor kept on its run."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("j", "cursor_down", "Down", show=False),
-        Binding("k", "cursor_up", "Up", show=False),
-    ]
-    """Vi keys as in k9s and htop, besides the arrows."""
+    COLUMNS = COLUMNS
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id, cursor_type="row")
+        super().__init__(id=id)
         self._rows: dict[str, RunRow] = {}
-
-    def on_mount(self) -> None:
-        for key, heading, width in COLUMNS:
-            self.add_column(heading, key=key, width=width)
 
     def selected_run(self) -> str | None:
         """The id of the run under the cursor."""
-        if not self.row_count:
-            return None
-        return self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value
+        return self.selected_key()
 
     def show(self, rows: Sequence[RunRow]) -> None:
         """Show exactly `rows`: new ones added, gone ones removed, changed cells updated."""
@@ -55,7 +43,7 @@ class RunningTable(DataTable[Text]):
         for run_id, row in wanted.items():
             old = self._rows.get(run_id)
             if old is None:
-                self.add_row(*(Text(getattr(row, key)) for key, _, _ in COLUMNS), key=run_id)
+                self.add_row(*self.cells(row), key=run_id)
             elif old != row:
                 for key, _, _ in COLUMNS:
                     if getattr(old, key) != getattr(row, key):
