@@ -14,12 +14,12 @@ from typing import Any, TypeVar
 import pytest
 
 from tests import jobs_for_tests
-from tuisched import execution
 from tuisched.execution import (
     LaunchError,
     Runner,
     install_child_watcher,
     make_runner,
+    waitfor,
     watch_root,
 )
 from tuisched.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
@@ -516,7 +516,7 @@ def test_a_failing_stop_is_recorded() -> None:
 def awatch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, dict[str, Any]]]:
     """Record each `awatch` the sensor opens; by then its watch is in place."""
     calls: list[tuple[Path, dict[str, Any]]] = []
-    real = execution.awatch
+    real = waitfor.awatch
 
     async def spy(path: Path, **kwargs: Any) -> AsyncIterator[Any]:
         calls.append((path, dict(kwargs)))
@@ -526,7 +526,7 @@ def awatch_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, dict[str, 
         async for changes in real(path, **kwargs):
             yield changes
 
-    monkeypatch.setattr(execution, "awatch", spy)
+    monkeypatch.setattr(waitfor, "awatch", spy)
     return calls
 
 
