@@ -534,9 +534,9 @@ def test_the_latest_state_lands_whether_the_row_exists_or_not(db_path: Path) -> 
 def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError
 
-    import tuisched.store
+    import tuisched.store.writer
 
-    monkeypatch.setattr(tuisched.store, "TRANSIENT_RETRY_PAUSES", (0, 0))
+    monkeypatch.setattr(tuisched.store.writer, "TRANSIENT_RETRY_PAUSES", (0, 0))
     # The batch fails, then the write alone fails twice more before the database frees up.
     failures = iter([OperationalError("INSERT", {}, Exception("database is locked"))] * 3)
     real_write_many = HistoryStore.write_many
