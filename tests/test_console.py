@@ -337,3 +337,14 @@ async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
         assert table.selected_job() == "tick"
         await pilot.press("k")
         assert table.selected_job() == "blocker"
+
+
+async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> None:
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        run = app.runtime.run_now("blocker")
+        running = app.query_one(RunningTable)
+        await until(pilot, lambda: running.row_count == 1)
+        await until(pilot, lambda: str(running.get_cell(run.run_id, "last_line")) == "blocking")
+        engine_jobs.GATES["blocker"].set()

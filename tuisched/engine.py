@@ -574,6 +574,11 @@ class Engine:
     def _gave_up(self, run: RunRecord, reason: str) -> None:
         self._not_started(run, Result.DEPENDENCY, reason, recorded=True)
 
+    def live_status(self, run_id: str) -> str:
+        """What a running run says of itself now (a python job's `status`), or ""."""
+        active = self._active.get(run_id)
+        return active.runner.status if active is not None and active.runner is not None else ""
+
     def next_fire(self, name: str) -> datetime | None:
         """When `name` fires next; None when paused, finished, manual or `after` a job."""
         job = self._scheduler.get_job(name) if self._scheduler is not None else None

@@ -313,7 +313,12 @@ class TuischedApp(App[int]):
         tz = self.runtime.config.settings.timezone
         runs = [*engine.running(), *engine.queued(), *engine.waiting()]
         rows = [
-            run_row(run, now=now, tz=tz, last_line=self._last_lines.get(run.run_id, ""))
+            run_row(
+                run,
+                now=now,
+                tz=tz,
+                last_line=self._last_lines.get(run.run_id) or engine.live_status(run.run_id),
+            )
             for run in runs
         ]
         self.query_one(RunningTable).show(rows)
