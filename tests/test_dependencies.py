@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime
-from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.cron import CronExpr
 from tuisched.dependencies import (
     Cycle,
     CycleUnit,
@@ -18,27 +15,9 @@ from tuisched.dependencies import (
     required_slot,
 )
 from tuisched.errors import ScheduleError
-from tuisched.model import AtSchedule, CronSchedule, EverySchedule, ManualSchedule, Schedule, Unit
+from tuisched.model import AtSchedule, ManualSchedule, Schedule, Unit
 
-BERLIN = ZoneInfo("Europe/Berlin")
-NEW_YORK = ZoneInfo("America/New_York")
-
-
-def at(*parts: int, tz: ZoneInfo = BERLIN) -> datetime:
-    """`at(2026, 5, 4, 2, 30)` is 2026-05-04 02:30 on `tz`'s wall clock."""
-    year, month, day, *clock = parts
-    hour, minute, second = [*clock, 0, 0, 0][:3]
-    return datetime(year, month, day, hour, minute, second, tzinfo=tz)
-
-
-def cron(text: str, tz: ZoneInfo = BERLIN) -> CronSchedule:
-    return CronSchedule(expr=CronExpr.parse(text), start=None, stop=None, tz=tz)
-
-
-def every(step: int, unit: Unit, start: datetime | None = None) -> EverySchedule:
-    start = start or at(2026, 1, 1)
-    return EverySchedule(step=step, unit=unit, start=start, stop=None, tz=BERLIN)
-
+from .schedule_builders import BERLIN, NEW_YORK, at, cron, every
 
 # --- cycles ---------------------------------------------------------------------------------
 

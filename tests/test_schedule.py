@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.cron import CronExpr
 from tuisched.errors import ScheduleError
-from tuisched.model import AtSchedule, CronSchedule, EverySchedule, ManualSchedule, Schedule, Unit
+from tuisched.model import AtSchedule, ManualSchedule, Schedule, Unit
 from tuisched.schedule import (
     SlotTrigger,
     describe,
@@ -23,30 +21,7 @@ from tuisched.schedule import (
     slots_between,
 )
 
-BERLIN = ZoneInfo("Europe/Berlin")
-NEW_YORK = ZoneInfo("America/New_York")
-
-
-def at(*parts: int, tz: ZoneInfo = BERLIN) -> datetime:
-    """`at(2026, 5, 4, 2, 30)` is 2026-05-04 02:30 on `tz`'s wall clock."""
-    year, month, day, *clock = parts
-    hour, minute, second = [*clock, 0, 0, 0][:3]
-    return datetime(year, month, day, hour, minute, second, tzinfo=tz)
-
-
-def every(
-    step: int, unit: Unit, start: datetime, stop: datetime | None = None, tz: ZoneInfo = BERLIN
-) -> EverySchedule:
-    return EverySchedule(step=step, unit=unit, start=start, stop=stop, tz=tz)
-
-
-def cron(
-    text: str,
-    start: datetime | None = None,
-    stop: datetime | None = None,
-    tz: ZoneInfo = BERLIN,
-) -> CronSchedule:
-    return CronSchedule(expr=CronExpr.parse(text), start=start, stop=stop, tz=tz)
+from .schedule_builders import BERLIN, NEW_YORK, at, cron, every
 
 
 def walls(slots: list[datetime]) -> list[str]:
