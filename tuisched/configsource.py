@@ -13,7 +13,6 @@ ever overwritten. The last applied change can be undone.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,11 +28,6 @@ from tuisched.model import Config
 
 UNDO_DEPTH = 20
 """Changes that can be undone, newest first."""
-
-
-def text_hash(text: str) -> str:
-    """The identity of a file's content."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def backup_path(path: Path) -> Path:
@@ -74,7 +68,7 @@ class ConfigSource:
 
     def on_disk_text(self, text: str) -> None:
         """The watcher read the file: note an offline edit, or nothing if it is ours."""
-        if text_hash(text) == text_hash(self.text):
+        if text == self.text:
             self.pending = None
             return
         self.pending = text
@@ -163,7 +157,7 @@ class ConfigSource:
             on_disk = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             on_disk = ""
-        if text_hash(on_disk) != text_hash(self.text):
+        if on_disk != self.text:
             raise JobActionError(
                 f"{self.path} was changed on disk since it was loaded; reload it "
                 "(or undo the edit by hand) before changing it here, so nothing typed "

@@ -16,7 +16,7 @@ import logging
 import os
 import threading
 from collections import defaultdict, deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -125,6 +125,15 @@ class _Active:
     runner: Runner | None = None
     stop_result: Result | None = None
     kill: bool = False
+
+
+def is_paused(job: Job, pauses: Collection[tuple[str, str]]) -> bool:
+    """Whether `pauses` (as (kind, name)) hold `job`: itself, one of its groups, or all."""
+    if not pauses:
+        return False
+    if ("all", "") in pauses or ("job", job.name) in pauses:
+        return True
+    return any(("group", group) in pauses for group in job.groups)
 
 
 class Engine:
@@ -597,12 +606,7 @@ class Engine:
 
     def is_paused(self, job: Job) -> bool:
         """Whether `job` is paused: itself, through one of its groups, or everything."""
-        pauses = self._pauses
-        if not pauses:
-            return False
-        if ("all", "") in pauses or ("job", job.name) in pauses:
-            return True
-        return any(("group", group) in pauses for group in job.groups)
+        return is_paused(job, self._pauses)
 
     @property
     def pauses(self) -> frozenset[tuple[str, str]]:

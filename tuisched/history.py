@@ -11,7 +11,7 @@ from tuisched.duration import format_elapsed
 from tuisched.model import Config
 from tuisched.output import plain_text
 from tuisched.runs import RunRecord
-from tuisched.runtime import open_history
+from tuisched.runtime import has_history, open_history
 
 
 def _iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
@@ -57,13 +57,8 @@ def print_history(
         out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
 
 
-def _has_history(config: Config) -> bool:
-    # Nothing has run yet: do not create a database just to read it.
-    return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
-
-
 def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
-    if not _has_history(config):
+    if not has_history(config):
         return []
     store = open_history(config)
     try:

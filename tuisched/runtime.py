@@ -26,7 +26,7 @@ from pathlib import Path
 from tuisched.bus import EventBus, Subscription
 from tuisched.configsource import ConfigSource
 from tuisched.diff import ConfigDiff
-from tuisched.engine import Engine
+from tuisched.engine import Engine, is_paused
 from tuisched.errors import TuischedError
 from tuisched.events import (
     RunAbandoned,
@@ -97,21 +97,22 @@ def add_config_folder_to_path(config: Config) -> None:
 
 def paused_jobs(config: Config) -> set[str]:
     """The jobs paused now (themselves, by a group, or all), from the history database."""
-    if not config.settings.history and not (config.settings.state_dir / "history.db").exists():
-        return set()  # nothing ever ran: do not create a database just to read it
+    if not has_history(config):
+        return set()
     store = open_history(config)
     try:
         pauses = store.pauses()
     finally:
         store.close()
-    everything = ("all", "") in pauses
-    return {
-        job.name
-        for job in config.jobs.values()
-        if everything
-        or ("job", job.name) in pauses
-        or any(("group", group) in pauses for group in job.groups)
-    }
+    return {job.name for job in config.jobs.values() if is_paused(job, pauses)}
+
+
+def has_history(config: Config) -> bool:
+    """Whether there is a history to read; a default database that was never made is none.
+
+    Readers check it first so that looking does not create a database.
+    """
+    return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
 
 
 def open_history(config: Config) -> HistoryStore:
