@@ -57,6 +57,23 @@ def _slot_after(seconds: float) -> datetime:
     return (now + timedelta(seconds=seconds)).replace(microsecond=0) + timedelta(seconds=1)
 
 
+async def _measure_burst(slot: datetime, done: asyncio.Event, ready: float) -> dict[str, float]:
+    """Watch the loop from now until `done`: the margin before `slot`, the burst, the stall."""
+    margin = (slot - datetime.now(UTC)).total_seconds()
+    if margin < 0.2:
+        raise SystemExit(f"slot passed before the scheduler was ready (margin {margin:.2f}s)")
+    slot_perf = time.perf_counter() + margin
+    monitor = StallMonitor()
+    monitor.start()
+    await done.wait()
+    burst = (datetime.now(UTC) - slot).total_seconds()
+    stall = await monitor.stop()
+    return {
+        "ready_s": ready, "margin_s": margin, "stall_s": stall,
+        "stall_after_slot_s": monitor.stall_at - slot_perf, "burst_s": burst,
+    }  # fmt: skip
+
+
 # --- tuisched ------------------------------------------------------------------
 
 
@@ -103,21 +120,11 @@ async def _tuisched(
         runtime.bus.subscribe(RunNotStarted, ended)
         runtime.bus.subscribe(SlotMissed, ended)
         await runtime.start()
-        ready = time.perf_counter() - t0
-        margin = (slot - datetime.now(UTC)).total_seconds()
-        if margin < 0.2:
-            raise SystemExit(f"slot passed before the runtime was ready (margin {margin:.2f}s)")
-        slot_perf = time.perf_counter() + (slot - datetime.now(UTC)).total_seconds()
-        monitor = StallMonitor()
-        monitor.start()
-        await done.wait()
-        burst = (datetime.now(UTC) - slot).total_seconds()
-        stall = await monitor.stop()
+        measured = await _measure_burst(slot, done, ready=time.perf_counter() - t0)
         await runtime.stop(grace=5)
         return {
-            "side": "tuisched", "n": n, "workers": workers, "ready_s": ready,
-            "margin_s": margin, "lateness": summary(lateness), "stall_s": stall, "stall_after_slot_s": monitor.stall_at - slot_perf,
-            "burst_s": burst, "rate": n / burst, **counts,
+            "side": "tuisched", "n": n, "workers": workers, **measured,
+            "lateness": summary(lateness), "rate": n / measured["burst_s"], **counts,
         }  # fmt: skip
 
 
@@ -151,20 +158,11 @@ async def _raw(n: int, workers: int, lead: float, tmpdir: str | None = None) -> 
         scheduler.add_job(trivial, "date", run_date=slot, args=(slot,), id=f"j{i:06d}")
     scheduler.start()
     await asyncio.sleep(0)  # start() schedules its first wake-up; let it run
-    ready = time.perf_counter() - t0
-    margin = (slot - datetime.now(UTC)).total_seconds()
-    if margin < 0.2:
-        raise SystemExit(f"slot passed before the scheduler was ready (margin {margin:.2f}s)")
-    slot_perf = time.perf_counter() + (slot - datetime.now(UTC)).total_seconds()
-    monitor = StallMonitor()
-    monitor.start()
-    await done.wait()
-    burst = (datetime.now(UTC) - slot).total_seconds()
-    stall = await monitor.stop()
+    measured = await _measure_burst(slot, done, ready=time.perf_counter() - t0)
     scheduler.shutdown(wait=False)
     return {
-        "side": "raw", "n": n, "workers": workers, "ready_s": ready, "margin_s": margin,
-        "lateness": summary(lateness), "stall_s": stall, "stall_after_slot_s": monitor.stall_at - slot_perf, "burst_s": burst, "rate": n / burst,
+        "side": "raw", "n": n, "workers": workers, **measured,
+        "lateness": summary(lateness), "rate": n / measured["burst_s"],
         "finished": len(lateness), "not_started": 0, "missed": n - len(lateness), "failed": 0,
     }  # fmt: skip
 
