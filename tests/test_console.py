@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 from textual.widgets import Input
 
 from tuisched.runs import Result
+from tuisched.tui.app import REFRESH_SECONDS, TuischedApp
 from tuisched.tui.screens.dialogs import ConfirmScreen, QuitScreen
 from tuisched.tui.widgets.audit import AuditPane
 from tuisched.tui.widgets.banner import Banner
@@ -348,3 +350,22 @@ async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> 
         await until(pilot, lambda: running.row_count == 1)
         await until(pilot, lambda: str(running.get_cell(run.run_id, "last_line")) == "blocking")
         engine_jobs.GATES["blocker"].set()
+
+
+async def test_closing_with_events_still_to_show_does_not_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Textual closes the screens before the app's unmount handler stops the runtime;
+    # widen that gap so the refresh timers fire in it, with an event waiting for them.
+    close_all = TuischedApp._close_all
+
+    async def slow_close_all(self: TuischedApp) -> None:
+        await close_all(self)
+        await asyncio.sleep(REFRESH_SECONDS * 3)
+
+    monkeypatch.setattr(TuischedApp, "_close_all", slow_close_all)
+    app = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.started)
+        app.runtime.run_now("hello")  # its events wait for the next refresh
+    assert not app.started  # closed cleanly, and the runtime was stopped

@@ -184,9 +184,18 @@ class TuischedApp(App[int]):
         """The one place the bus is heard: queue it; `_apply_events` shows it."""
         self._pending.append(event)
 
+    @property
+    def _live(self) -> bool:
+        """Whether the panes can be redrawn: the runtime is up and the app is not closing.
+
+        Textual closes the screens before the app's unmount handler stops the
+        runtime; a refresh timer firing in between would find no widgets.
+        """
+        return self.started and self.is_running
+
     def _apply_events(self) -> None:
         events, self._pending = self._pending, []
-        if not events or not self.started:
+        if not events or not self._live:
             return
         touched: set[str] = set()
         audit: list[str] = []
@@ -325,7 +334,7 @@ class TuischedApp(App[int]):
 
     def _tick(self) -> None:
         """Once a second: the clock, elapsed times, and the next-run texts in view."""
-        if not self.started:
+        if not self._live:
             return
         source = self.runtime.source
         if source is not None and source.pending is None:
