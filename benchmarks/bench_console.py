@@ -40,10 +40,10 @@ def _config(folder: Path, n: int) -> Path:
 
 
 async def _measure(n: int) -> dict[str, float]:
-    from tuisched.config import load_config
-    from tuisched.runtime import Runtime
-    from tuisched.tui.app import TuischedApp
-    from tuisched.tui.widgets.jobs import JobsTable
+    from tuisched.domain.config.config import load_config
+    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.widgets.jobs import JobsTable
+    from tuisched.runtime.runtime import Runtime
 
     with tempfile.TemporaryDirectory(prefix="tuisched-console-") as tmp:
         runtime = Runtime(load_config(_config(Path(tmp), n)))

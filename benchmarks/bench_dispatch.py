@@ -80,10 +80,10 @@ async def _measure_burst(slot: datetime, done: asyncio.Event, ready: float) -> d
 async def _tuisched(
     n: int, workers: int, lead: float, tmpdir: str | None = None
 ) -> dict[str, object]:
-    from tuisched.config import load_config
-    from tuisched.events import RunFinished, RunNotStarted, RunStarted, SlotMissed
-    from tuisched.runs import RunState
-    from tuisched.runtime import Runtime
+    from tuisched.domain.config.config import load_config
+    from tuisched.domain.events import RunFinished, RunNotStarted, RunStarted, SlotMissed
+    from tuisched.domain.runs import RunState
+    from tuisched.runtime.runtime import Runtime
 
     with tempfile.TemporaryDirectory(prefix="tuisched-bench-", dir=tmpdir) as tmp:
         folder = Path(tmp)

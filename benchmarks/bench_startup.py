@@ -45,9 +45,9 @@ def generate(folder: Path, n: int) -> Path:
 
 
 async def _tuisched_start(path: Path) -> dict[str, float]:
-    from tuisched.config import load_config
-    from tuisched.events import SchedulerStarted
-    from tuisched.runtime import Runtime
+    from tuisched.domain.config.config import load_config
+    from tuisched.domain.events import SchedulerStarted
+    from tuisched.runtime.runtime import Runtime
 
     t0 = time.perf_counter()
     config = load_config(path)
@@ -103,8 +103,8 @@ async def _raw_start(n: int) -> dict[str, float]:
 
 def child(args: argparse.Namespace) -> None:
     if args.child == "tuisched":
-        import tuisched.config
-        import tuisched.runtime  # noqa: F401  (imports are not part of start-up time)
+        import tuisched.domain.config.config
+        import tuisched.runtime.runtime  # noqa: F401  (imports are not part of start-up time)
 
         base = maxrss_mb()
         result = asyncio.run(_tuisched_start(Path(args.config)))

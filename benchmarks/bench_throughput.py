@@ -40,10 +40,10 @@ CHUNK = 500
 
 
 async def _tuisched(kind: str, n: int, workers: int, tmpdir: str | None) -> dict[str, object]:
-    from tuisched.config import load_config
-    from tuisched.events import RunFinished, RunNotStarted
-    from tuisched.runs import RunState
-    from tuisched.runtime import Runtime
+    from tuisched.domain.config.config import load_config
+    from tuisched.domain.events import RunFinished, RunNotStarted
+    from tuisched.domain.runs import RunState
+    from tuisched.runtime.runtime import Runtime
 
     target = '{python: "benchmarks.jobs:noop", schedule: manual}'
     if kind == "command":

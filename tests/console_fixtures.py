@@ -8,9 +8,9 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
-from tuisched.config import load_config
-from tuisched.runtime import Runtime
-from tuisched.tui.app import TuischedApp
+from tuisched.domain.config.config import load_config
+from tuisched.frontends.tui.app import TuischedApp
+from tuisched.runtime.runtime import Runtime
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
 """The clock the console shows in tests (the engine keeps real time)."""

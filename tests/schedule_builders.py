@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from tuisched.cron import CronExpr
-from tuisched.model import CronSchedule, EverySchedule, Unit
+from tuisched.domain.model import CronSchedule, EverySchedule, Unit
+from tuisched.domain.schedule.cron import CronExpr
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

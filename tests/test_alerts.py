@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.bus import EventBus, Recorder
-from tuisched.config import load_config
-from tuisched.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
-from tuisched.handlers.alerts import AlertHandler
-from tuisched.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
-from tuisched.model import Config, Security, SmtpSettings
-from tuisched.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.bus import EventBus, Recorder
+from tuisched.domain.config.config import load_config
+from tuisched.domain.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
+from tuisched.domain.model import Config, Security, SmtpSettings
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.handlers.alerts import AlertHandler
+from tuisched.runtime.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
 
 from .smtp_fixtures import (
     HOST,

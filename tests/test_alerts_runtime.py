@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tuisched.events import AlertSent, RunFinished, RunNotStarted
+from tuisched.domain.events import AlertSent, RunFinished, RunNotStarted
 
 from .runtime_fixtures import running, write_config
 from .smtp_fixtures import smtp_server

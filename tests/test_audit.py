@@ -11,8 +11,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.bus import EventBus
-from tuisched.events import (
+from tuisched.domain.bus import EventBus
+from tuisched.domain.events import (
     RunAbandoned,
     RunFinished,
     RunNotStarted,
@@ -21,8 +21,8 @@ from tuisched.events import (
     RunStarted,
     SlotMissed,
 )
-from tuisched.handlers.audit import MAX_FIELD, AuditLog, audit_line, read_tail
-from tuisched.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.handlers.audit import MAX_FIELD, AuditLog, audit_line, read_tail
 
 PARIS = ZoneInfo("Europe/Paris")
 SLOT = datetime(2026, 5, 7, 10, 30, tzinfo=UTC)  # 12:30 in Paris

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.cli import EX_CONFIG, main
+from tuisched.frontends.cli import EX_CONFIG, main
 
 from .conftest import REPO, SAMPLE
 
@@ -181,8 +181,8 @@ def test_the_command_line_never_imports_textual() -> None:
     # The headless runtime and every non-console command in a fresh interpreter.
     script = f"""
 import sys
-import tuisched.headless, tuisched.runtime, tuisched.oneshot
-from tuisched.cli import main
+import tuisched.frontends.headless, tuisched.runtime.runtime, tuisched.runtime.oneshot
+from tuisched.frontends.cli import main
 for argv in (["validate"], ["jobs", "--json"], ["next", "heartbeat"], ["history"],
              ["upstream", "daily-report", "--at", "2026-05-07T06:00"]):
     main([*argv, "-c", {str(SAMPLE)!r}])

@@ -9,9 +9,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.config import load_config, parse_config
-from tuisched.errors import ConfigError
-from tuisched.model import (
+from tuisched.domain.config.config import load_config, parse_config
+from tuisched.domain.errors import ConfigError
+from tuisched.domain.model import (
     AlertEvent,
     CommandSpec,
     CronSchedule,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.config import load_config
-from tuisched.errors import ConfigError
+from tuisched.domain.config.config import load_config
+from tuisched.domain.errors import ConfigError
 
 BAD = Path(__file__).parent / "configs" / "bad"
 _EXPECT = re.compile(r"# expect: (\d+) (?:(job|group) '([^']*)'|-):? (.+)")

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from textual.widgets import Input
 
-from tuisched.runs import Result
-from tuisched.tui.app import REFRESH_SECONDS, TuischedApp
-from tuisched.tui.screens.dialogs import ConfirmScreen, QuitScreen
-from tuisched.tui.widgets.audit import AuditPane
-from tuisched.tui.widgets.banner import Banner
-from tuisched.tui.widgets.jobs import JobsTable
-from tuisched.tui.widgets.running import RunningTable
+from tuisched.domain.runs import Result
+from tuisched.frontends.tui.app import REFRESH_SECONDS, TuischedApp
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tuisched.frontends.tui.widgets.audit import AuditPane
+from tuisched.frontends.tui.widgets.banner import Banner
+from tuisched.frontends.tui.widgets.jobs import JobsTable
+from tuisched.frontends.tui.widgets.running import RunningTable
 
 from . import engine_jobs
 from .console_fixtures import make_app, until

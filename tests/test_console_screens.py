@@ -18,20 +18,25 @@ from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static, TabPane
 
-from tuisched.bus import Recorder
-from tuisched.config import load_config
-from tuisched.document import as_text
-from tuisched.events import RunFinished, RunStarted
-from tuisched.model import CommandSpec, EverySchedule
-from tuisched.runtime import Runtime
-from tuisched.tui.app import TuischedApp
-from tuisched.tui.screens.detail import JobDetailScreen, read_output_tail
-from tuisched.tui.screens.dialogs import ConfirmScreen
-from tuisched.tui.screens.diff import DiffScreen
-from tuisched.tui.screens.form import FormValues, JobFormScreen, definition_from, values_from
-from tuisched.tui.screens.groups import GroupPickerScreen
-from tuisched.tui.screens.help import HelpScreen
-from tuisched.tui.widgets.jobs import JobsTable
+from tuisched.domain.bus import Recorder
+from tuisched.domain.config.config import load_config
+from tuisched.domain.events import RunFinished, RunStarted
+from tuisched.domain.model import CommandSpec, EverySchedule
+from tuisched.frontends.tui.app import TuischedApp
+from tuisched.frontends.tui.screens.detail import JobDetailScreen, read_output_tail
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
+from tuisched.frontends.tui.screens.diff import DiffScreen
+from tuisched.frontends.tui.screens.form import (
+    FormValues,
+    JobFormScreen,
+    definition_from,
+    values_from,
+)
+from tuisched.frontends.tui.screens.groups import GroupPickerScreen
+from tuisched.frontends.tui.screens.help import HelpScreen
+from tuisched.frontends.tui.widgets.jobs import JobsTable
+from tuisched.runtime.document import as_text
+from tuisched.runtime.runtime import Runtime
 
 from .runtime_fixtures import write_config
 

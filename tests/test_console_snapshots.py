@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.tui.widgets.jobs import JobsTable
+from tuisched.frontends.tui.widgets.jobs import JobsTable
 
 from .console_fixtures import make_app, until
 from .runtime_fixtures import write_config

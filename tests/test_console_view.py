@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.runs import RunRecord, RunState, Trigger
-from tuisched.tui.view import relative, result_text, when
+from tuisched.domain.runs import RunRecord, RunState, Trigger
+from tuisched.frontends.tui.view import relative, result_text, when
 
 NOW = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
 
@@ -45,8 +45,8 @@ def test_results_are_a_glyph_and_a_word(state: RunState, text: str) -> None:
 
 
 def test_a_stopped_run_is_not_a_failure() -> None:
-    from tuisched.runs import Result
-    from tuisched.tui.view import is_failure
+    from tuisched.domain.runs import Result
+    from tuisched.frontends.tui.view import is_failure
 
     stopped = RunRecord(
         run_id="r", job="j", slot=None, trigger=Trigger.MANUAL, state=RunState.FAILED,

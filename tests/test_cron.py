@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from tuisched.cron import CronExpr
-from tuisched.errors import CronError, ScheduleError
+from tuisched.domain.errors import CronError, ScheduleError
+from tuisched.domain.schedule.cron import CronExpr
 
 
 def _matches(text: str, start: datetime, n: int) -> list[datetime]:

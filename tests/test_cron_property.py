@@ -23,10 +23,10 @@ from cronsim import CronSim, CronSimError
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tuisched.cron import CronExpr
-from tuisched.errors import CronError
-from tuisched.model import CronSchedule
-from tuisched.schedule import (
+from tuisched.domain.errors import CronError
+from tuisched.domain.model import CronSchedule
+from tuisched.domain.schedule.cron import CronExpr
+from tuisched.domain.schedule.slots import (
     first_slot_at_or_after,
     next_slots,
     previous_slot,

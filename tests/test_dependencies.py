@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from tuisched.dependencies import (
+from tuisched.domain.config.dependencies import (
     Cycle,
     CycleUnit,
     cycle_of,
@@ -14,8 +14,8 @@ from tuisched.dependencies import (
     previous_own_slot,
     required_slot,
 )
-from tuisched.errors import ScheduleError
-from tuisched.model import AtSchedule, ManualSchedule, Schedule, Unit
+from tuisched.domain.errors import ScheduleError
+from tuisched.domain.model import AtSchedule, ManualSchedule, Schedule, Unit
 
 from .schedule_builders import BERLIN, NEW_YORK, at, cron, every
 

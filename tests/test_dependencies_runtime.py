@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.errors import JobActionError
-from tuisched.events import (
+from tuisched.domain.errors import JobActionError
+from tuisched.domain.events import (
     PauseChanged,
     RunConcluded,
     RunFinished,
@@ -17,7 +17,7 @@ from tuisched.events import (
     RunWaiting,
     SchedulerStarted,
 )
-from tuisched.runs import Result, RunState, Trigger
+from tuisched.domain.runs import Result, RunState, Trigger
 
 from .runtime_fixtures import running, write_config
 
@@ -240,7 +240,7 @@ async def test_without_wait_timeout_a_run_waits_until_its_jobs_next_slot(tmp_pat
 async def test_a_success_landing_during_the_history_check_is_not_missed(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from tuisched.runs import RunRecord
+    from tuisched.domain.runs import RunRecord
 
     async with running(write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))) as (runtime, events):
         engine = runtime.engine

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.config import parse_config
-from tuisched.document import ConfigDocument, atomic_write, guess_indent
-from tuisched.errors import JobActionError, TuischedError, UnknownJobError
-from tuisched.model import CommandSpec, CronSchedule, Outcome
+from tuisched.domain.config.config import parse_config
+from tuisched.domain.errors import JobActionError, TuischedError, UnknownJobError
+from tuisched.domain.model import CommandSpec, CronSchedule, Outcome
+from tuisched.runtime.document import ConfigDocument, atomic_write, guess_indent
 
 SAMPLE = Path(__file__).parent.parent / "sample_config" / "tuisched.yaml"
 

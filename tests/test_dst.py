@@ -14,9 +14,15 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.cron import CronExpr
-from tuisched.model import CronSchedule, EverySchedule, Schedule, Unit
-from tuisched.schedule import first_slot_at_or_after, localize, next_slot, next_slots, previous_slot
+from tuisched.domain.model import CronSchedule, EverySchedule, Schedule, Unit
+from tuisched.domain.schedule.cron import CronExpr
+from tuisched.domain.schedule.slots import (
+    first_slot_at_or_after,
+    localize,
+    next_slot,
+    next_slots,
+    previous_slot,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 NEW_YORK = ZoneInfo("America/New_York")

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from tuisched.duration import format_duration, parse_duration
+from tuisched.domain.schedule.duration import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(
@@ -43,6 +43,6 @@ def test_format_reads_back(seconds: int) -> None:
     [(0.04, "0.04s"), (0.5, "0.5s"), (2.5, "2.5s"), (42, "42s"), (65, "1m05s"), (7380, "2h03m")],
 )
 def test_elapsed_for_people(seconds: float, text: str) -> None:
-    from tuisched.duration import format_elapsed
+    from tuisched.domain.schedule.duration import format_elapsed
 
     assert format_elapsed(timedelta(seconds=seconds)) == text

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.errors import ConfigError, JobActionError, UnknownJobError
-from tuisched.events import (
+from tuisched.domain.errors import ConfigError, JobActionError, UnknownJobError
+from tuisched.domain.events import (
     ConfigChangedOnDisk,
     ConfigLoaded,
     ConfigRejected,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.errors import JobActionError, UnknownJobError
-from tuisched.events import (
+from tuisched.domain.errors import JobActionError, UnknownJobError
+from tuisched.domain.events import (
     RunFinished,
     RunNotStarted,
     RunQueued,
@@ -17,7 +17,7 @@ from tuisched.events import (
     SchedulerStarted,
     SlotMissed,
 )
-from tuisched.runs import Result, RunState, Trigger
+from tuisched.domain.runs import Result, RunState, Trigger
 
 from . import engine_jobs
 from .runtime_fixtures import running, write_config
@@ -229,7 +229,7 @@ async def test_slots_missed_while_down_are_recorded_and_misfire_once_catches_up(
     async with running(path) as (runtime, _):
         node = runtime.node
     # Pretend the previous instance was last seen ten and a half minutes ago.
-    from tuisched.store import HistoryStore
+    from tuisched.runtime.store import HistoryStore
 
     down_since = datetime.now(UTC) - timedelta(minutes=10, seconds=30)
     with HistoryStore.open_sqlite(tmp_path / "state" / "history.db") as store:
@@ -350,8 +350,8 @@ async def test_slots_less_than_grace_late_run_and_later_ones_are_missed(tmp_path
 def test_recent_slots_keeps_the_newest_and_counts_the_rest() -> None:
     from zoneinfo import ZoneInfo
 
-    from tuisched.engine import SCAN_LIMIT, recent_slots
-    from tuisched.model import EverySchedule, Unit
+    from tuisched.domain.model import EverySchedule, Unit
+    from tuisched.runtime.engine.engine import SCAN_LIMIT, recent_slots
 
     start = datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC"))
     every_second = EverySchedule(step=1, unit=Unit.SECOND, start=start, stop=None, tz=start.tzinfo)  # type: ignore[arg-type]

@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 import pytest
 
 from tests import jobs_for_tests
-from tuisched.execution import (
+from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
+from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.execution import (
     LaunchError,
     Runner,
     install_child_watcher,
@@ -22,9 +24,7 @@ from tuisched.execution import (
     waitfor,
     watch_root,
 )
-from tuisched.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
-from tuisched.output import OutputCapture
-from tuisched.runs import Outcome, Result, RunState
+from tuisched.runtime.execution.output import OutputCapture
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 GRACE = 0.3

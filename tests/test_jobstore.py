@@ -11,7 +11,7 @@ from apscheduler.jobstores.memory import MemoryJobStore
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuisched.jobstore import HeapJobStore
+from tuisched.runtime.engine.jobstore import HeapJobStore
 
 BASE = datetime(2026, 5, 7, 9, 0, tzinfo=UTC)
 ids = st.sampled_from([f"job{i}" for i in range(8)])

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.output import LINE_MAX_CHARS, OutputCapture, plain_text
+from tuisched.domain.text import plain_text
+from tuisched.runtime.execution.output import LINE_MAX_CHARS, OutputCapture
 
 # --- plain_text ------------------------------------------------------------------
 
@@ -97,7 +98,7 @@ def test_a_failing_listener_is_logged_not_raised(caplog: pytest.LogCaptureFixtur
         raise RuntimeError("listener bug")
 
     capture = OutputCapture(None, on_lines=broken)
-    with caplog.at_level(logging.ERROR, logger="tuisched.output"):
+    with caplog.at_level(logging.ERROR, logger="tuisched.runtime.execution.output"):
         capture.write(b"line\n")
     assert capture.total_bytes == 5
     assert "output line listener failed" in caplog.text

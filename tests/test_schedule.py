@@ -7,10 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from tuisched.errors import ScheduleError
-from tuisched.model import AtSchedule, ManualSchedule, Schedule, Unit
-from tuisched.schedule import (
-    SlotTrigger,
+from tuisched.domain.errors import ScheduleError
+from tuisched.domain.model import AtSchedule, ManualSchedule, Schedule, Unit
+from tuisched.domain.schedule.slots import (
     describe,
     first_slot_at_or_after,
     has_future,
@@ -20,6 +19,7 @@ from tuisched.schedule import (
     previous_slot,
     slots_between,
 )
+from tuisched.runtime.engine.trigger import SlotTrigger
 
 from .schedule_builders import BERLIN, NEW_YORK, at, cron, every
 

@@ -20,9 +20,9 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from tuisched.errors import TuischedError
-from tuisched.runs import Result, RunRecord, RunState, Trigger
-from tuisched.store import (
+from tuisched.domain.errors import TuischedError
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.store import (
     ABANDONED_REASON,
     AsyncHistory,
     HistoryError,
@@ -534,9 +534,9 @@ def test_the_latest_state_lands_whether_the_row_exists_or_not(db_path: Path) -> 
 def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from sqlalchemy.exc import OperationalError
 
-    import tuisched.store.writer
+    import tuisched.runtime.store.writer
 
-    monkeypatch.setattr(tuisched.store.writer, "TRANSIENT_RETRY_PAUSES", (0, 0))
+    monkeypatch.setattr(tuisched.runtime.store.writer, "TRANSIENT_RETRY_PAUSES", (0, 0))
     # The batch fails, then the write alone fails twice more before the database frees up.
     failures = iter([OperationalError("INSERT", {}, Exception("database is locked"))] * 3)
     real_write_many = HistoryStore.write_many
@@ -623,8 +623,8 @@ WRITER = textwrap.dedent(
     from datetime import UTC, datetime, timedelta
     from pathlib import Path
 
-    from tuisched.runs import Result, RunRecord, RunState, Trigger
-    from tuisched.store import HistoryStore
+    from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+    from tuisched.runtime.store import HistoryStore
 
     t0 = datetime(2026, 5, 7, tzinfo=UTC)
     store = HistoryStore.open_sqlite(Path(sys.argv[1]))

@@ -11,11 +11,11 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.config import load_config
-from tuisched.errors import ConfigError, Problem
-from tuisched.model import CommandSpec, Job, ManualSchedule
-from tuisched.runs import Result, RunRecord, RunState, Trigger
-from tuisched.templates import (
+from tuisched.domain.config.config import load_config
+from tuisched.domain.errors import ConfigError, Problem
+from tuisched.domain.model import CommandSpec, Job, ManualSchedule
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.templates import (
     CUT_MARKER,
     MAX_RENDERED_BYTES,
     MAX_TEMPLATE_BYTES,

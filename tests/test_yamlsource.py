@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuisched.yamlsource import Map, Scalar, Seq, read_yaml
+from tuisched.domain.config.yamlsource import Map, Scalar, Seq, read_yaml
 
 FILE = Path("/etc/tuisched.yaml")
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from tuisched.cli import main
+from tuisched.frontends.cli import main
 
 sys.exit(main())

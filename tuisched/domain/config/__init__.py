@@ -1,0 +1,1 @@
+"""The configuration: YAML with line numbers, validated into a `Config`, diffs, dependencies."""

@@ -1,0 +1,238 @@
+"""Readers for the configuration's `settings:` and `email:` sections and for alert rules."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.config.values import Values
+from tuisched.domain.config.yamlsource import Entry, Map, Value
+from tuisched.domain.model import (
+    AlertEvent,
+    AlertRule,
+    ClusterSettings,
+    EmailSettings,
+    Security,
+    Settings,
+    SmtpSettings,
+)
+from tuisched.domain.templates import syntax_problem
+
+SETTINGS_KEYS = frozenset(
+    {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
+)
+CLUSTER_KEYS = frozenset({"database", "password_env", "password_file", "node", "lease"})
+EMAIL_KEYS = frozenset({"smtp", "from", "subject", "default_template"})
+SMTP_KEYS = frozenset(
+    {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
+)
+ALERT_KEYS = frozenset({"to", "template"})
+_DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
+
+
+def _system_timezone() -> ZoneInfo:
+    from tzlocal import get_localzone_name  # noqa: PLC0415  (only needed without settings.timezone)
+
+    name = os.environ.get("TZ") or get_localzone_name() or "UTC"
+    try:
+        return ZoneInfo(name.removeprefix(":"))
+    except (ValueError, KeyError):
+        return ZoneInfo("UTC")
+
+
+def _default_state_dir() -> Path:
+    from platformdirs import user_state_path  # noqa: PLC0415  (only needed without state_dir)
+
+    return user_state_path("tuisched")
+
+
+class Sections:
+    """Reads the sections that are not jobs or groups, recording problems in `values`."""
+
+    def __init__(
+        self,
+        values: Values,
+        system_timezone: ZoneInfo | None = None,
+        default_state_dir: Path | None = None,
+    ) -> None:
+        self.values = values
+        self.system_timezone = system_timezone
+        self.default_state_dir = default_state_dir
+
+    # --- settings -------------------------------------------------------------
+
+    def settings(self, entry: Entry | None) -> Settings | None:
+        fields: dict[str, Entry] = {}
+        if entry is not None:
+            read = self.values.mapping(entry.value, "settings", SETTINGS_KEYS)
+            if read is None:
+                return None
+            fields = read
+        before = len(self.values.problems)
+        v = self.values
+        kwargs: dict[str, object] = {
+            "timezone": v.opt(fields, "timezone", v.zone, "settings.timezone")
+            or self.system_timezone
+            or _system_timezone(),
+            "state_dir": v.opt(fields, "state_dir", v.path, "settings.state_dir")
+            or self.default_state_dir
+            or _default_state_dir(),
+        }
+        v.put(kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1))
+        v.put(kwargs, fields, "shutdown_grace", v.duration)
+        v.put(kwargs, fields, "history", self._database_url)
+        v.put(kwargs, fields, "auto_reload", v.boolean)
+        v.put(kwargs, fields, "cluster", self._cluster)
+        if len(self.values.problems) > before:
+            return None
+        return Settings(**kwargs)  # type: ignore[arg-type]
+
+    def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
+        v = self.values
+        fields = self.values.mapping(value, what, CLUSTER_KEYS)
+        if fields is None:
+            return None
+        if "database" not in fields:
+            self.values.problem(value.line, f"{what} needs 'database' (a postgresql:// URL)")
+            return None
+        kwargs: dict[str, object] = {}
+        before = len(self.values.problems)
+        v.put(kwargs, fields, "database", self._database_url, prefix=what)
+        v.put(kwargs, fields, "password_env", self.values.env_name, prefix=what)
+        v.put(kwargs, fields, "password_file", v.path, prefix=what)
+        v.put(kwargs, fields, "node", self.values.text, prefix=what)
+        v.put(kwargs, fields, "lease", self.values.duration, prefix=what)
+        database = kwargs.get("database")
+        if isinstance(database, str) and not database.startswith("postgresql"):
+            self.values.problem(
+                fields["database"].value.line, f"{what}.database must be postgresql://"
+            )
+        if len(self.values.problems) > before:
+            return None
+        return ClusterSettings(**kwargs)  # type: ignore[arg-type]
+
+    def _database_url(self, value: Value, what: str) -> str | None:
+        url = self.values.text(value, what)
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme.split("+")[0] not in ("sqlite", "postgresql", "postgres"):
+            self.values.problem(value.line, f"{what} must be a sqlite:// or postgresql:// URL")
+            return None
+        if parts.password:
+            self.values.problem(
+                value.line,
+                f"{what} holds a password; name it with password_env or password_file instead",
+            )
+            return None
+        return url
+
+    # --- email -------------------------------------------------------------
+
+    def email(self, entry: Entry) -> EmailSettings | None:
+        v = self.values
+        fields = self.values.mapping(entry.value, "email", EMAIL_KEYS)
+        if fields is None:
+            return None
+        for key in ("smtp", "from"):
+            if key not in fields:
+                self.values.problem(entry.value.line, f"email needs '{key}'")
+        if "smtp" not in fields or "from" not in fields:
+            return None
+        before = len(self.values.problems)
+        smtp = self._smtp(fields["smtp"].value)
+        sender = self.values.text(fields["from"].value, "email.from")
+        if sender is not None:
+            sender = self.values.address(sender, fields["from"].value.line, "email.from")
+        kwargs: dict[str, object] = {"smtp": smtp, "sender": sender}
+        v.put(kwargs, fields, "subject", self._template_text, prefix="email")
+        v.put(kwargs, fields, "default_template", self._template_file, prefix="email")
+        if len(self.values.problems) > before:
+            return None
+        return EmailSettings(**kwargs)  # type: ignore[arg-type]
+
+    def _smtp(self, value: Value) -> SmtpSettings | None:
+        if isinstance(value, Map) and {"password", "username"} & set(value.entries):
+            key = "password" if "password" in value.entries else "username"
+            self.values.problem(
+                value.entries[key].key_line,
+                f"email.smtp.{key}: secrets never live in the configuration; "
+                f"name an environment variable with {key}_env instead",
+            )
+        fields = self.values.mapping(value, "email.smtp", SMTP_KEYS - {"password", "username"})
+        if fields is None:
+            return None
+        if "host" not in fields:
+            self.values.problem(value.line, "email.smtp needs 'host'")
+            return None
+        kwargs: dict[str, object] = {}
+        v = self.values
+        v.put(kwargs, fields, "host", v.text, prefix="email.smtp")
+        v.put(kwargs, fields, "security", self.values.enum(Security), prefix="email.smtp")
+        v.put(kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp")
+        v.put(kwargs, fields, "username_env", v.env_name, prefix="email.smtp")
+        v.put(kwargs, fields, "password_env", v.env_name, prefix="email.smtp")
+        v.put(kwargs, fields, "password_file", v.path, prefix="email.smtp")
+        v.put(kwargs, fields, "timeout", v.duration, prefix="email.smtp")
+        if None in kwargs.values():
+            return None
+        security = kwargs.get("security", Security.NONE)
+        kwargs.setdefault("port", _DEFAULT_PORTS[Security(str(security))])
+        return SmtpSettings(**kwargs)  # type: ignore[arg-type]
+
+    # --- alerts --------------------------------------------------------------
+
+    def alerts(self, value: Value) -> tuple[AlertRule, ...] | None:
+        events = frozenset(event.value for event in AlertEvent)
+        fields = self.values.mapping(value, "alerts", events)
+        if fields is None:
+            return None
+        rules = []
+        for event, entry in fields.items():
+            rule = self._alert(AlertEvent(event), entry.value)
+            if rule is not None:
+                rules.append(rule)
+        return tuple(rules) if len(rules) == len(fields) else None
+
+    def _alert(self, event: AlertEvent, value: Value) -> AlertRule | None:
+        what = f"alerts.{event}"
+        fields = self.values.mapping(value, what, ALERT_KEYS)
+        if fields is None:
+            return None
+        if "to" not in fields:
+            self.values.problem(value.line, f"{what} needs 'to' (one address or a list)")
+            return None
+        addresses = self.values.string_list(fields["to"].value, f"{what}.to") or []
+        checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses]
+        template = self.values.opt(fields, "template", self._template_file, f"{what}.template")
+        if not addresses or None in checked or ("template" in fields and template is None):
+            return None
+        return AlertRule(event=event, to=tuple(a for a, _ in addresses), template=template)
+
+    def _template_file(self, value: Value, what: str) -> Path | None:
+        v = self.values
+        path = v.path(value, what)
+        if path is None:
+            return None
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
+            self.values.problem(value.line, f"{what}: cannot read template {path}: {reason}")
+            return None
+        problem = syntax_problem(source)
+        if problem is not None:
+            line, message = problem
+            self.values.problem(value.line, f"{what}: {path}:{line}: {message}")
+            return None
+        return path
+
+    def _template_text(self, value: Value, what: str) -> str | None:
+        text = self.values.text(value, what)
+        problem = syntax_problem(text) if text is not None else None
+        if problem is not None:
+            self.values.problem(value.line, f"{what}: {problem[1]}")
+            return None
+        return text

@@ -1,0 +1,261 @@
+"""Typed readers for located YAML values, each reporting a Problem when wrong.
+
+`Values` reads what the operator wrote (`yamlsource` keeps the text of every
+scalar) and decides its meaning here, never by YAML 1.1's guesses: a bare
+`on` is the word "on", `12:30` is a time of day, `0755` is refused as an
+integer because YAML 1.1 would read it as octal.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import functools
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from email.utils import parseaddr
+from pathlib import Path
+from typing import TypeVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+
+from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Seq, Value
+from tuisched.domain.errors import Problem
+from tuisched.domain.schedule.duration import parse_duration
+
+E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
+
+_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
+_ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
+_KIND_NAMES = {Scalar: "a single value", Seq: "a list", Map: "a mapping"}
+
+
+def _kind(value: Value) -> str:
+    return _KIND_NAMES[type(value)]
+
+
+@dataclass(slots=True)
+class Values:
+    """Collects problems while reading values; the scope names the job or group."""
+
+    file: Path
+    problems: list[Problem] = field(default_factory=list)
+    base: Path = Path()
+    """Folder that relative paths in the configuration are relative to."""
+    job: str | None = None
+    group: str | None = None
+
+    def problem(self, line: int, message: str) -> None:
+        """Record a problem at `line` in the current scope."""
+        self.problems.append(
+            Problem(file=self.file, line=line, message=message, job=self.job, group=self.group)
+        )
+
+    @contextmanager
+    def scope(self, *, job: str | None = None, group: str | None = None) -> Iterator[None]:
+        """Attribute problems found inside to `job` or `group`."""
+        saved = self.job, self.group
+        self.job, self.group = job, group
+        try:
+            yield
+        finally:
+            self.job, self.group = saved
+
+    # --- structure ----------------------------------------------------------
+
+    def mapping(self, value: Value, what: str, allowed: frozenset[str]) -> dict[str, Entry] | None:
+        """Read a mapping, reporting each unknown key with the nearest valid one."""
+        if not isinstance(value, Map):
+            self.problem(value.line, f"{what} must be a mapping, not {_kind(value)}")
+            return None
+        for key, entry in value.entries.items():
+            if key not in allowed:
+                self.problem(
+                    entry.key_line, f"unknown key '{key}' in {what}{nearest(key, allowed)}"
+                )
+        return {key: entry for key, entry in value.entries.items() if key in allowed}
+
+    def scalar(self, value: Value, what: str) -> Scalar | None:
+        """The value if it is a non-empty scalar."""
+        if not isinstance(value, Scalar):
+            self.problem(value.line, f"{what} must be a single value, not {_kind(value)}")
+            return None
+        if value.is_null:
+            self.problem(value.line, f"{what} has no value")
+            return None
+        return value
+
+    def string_list(self, value: Value, what: str) -> list[tuple[str, int]] | None:
+        """A scalar or a list of scalars, as (text, line) pairs."""
+        items = value.items if isinstance(value, Seq) else (value,)
+        result = []
+        for item in items:
+            scalar = self.scalar(item, f"each item of {what}")
+            if scalar is not None:
+                result.append((scalar.text, scalar.line))
+        return result if len(result) == len(items) else None
+
+    # --- fields of a mapping --------------------------------------------------
+
+    def opt(
+        self,
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], T | None],
+        what: str,
+    ) -> T | None:
+        """Read `fields[key]` with `reader` when present."""
+        return reader(fields[key].value, what) if key in fields else None
+
+    def put(
+        self,
+        kwargs: dict[str, object],
+        fields: dict[str, Entry],
+        key: str,
+        reader: Callable[[Value, str], object],
+        *,
+        prefix: str = "",
+    ) -> None:
+        """Read `fields[key]` into `kwargs[key]` when present; None marks a problem."""
+        if key in fields:
+            kwargs[key] = reader(fields[key].value, f"{prefix}.{key}" if prefix else key)
+
+    def path(self, value: Value, what: str) -> Path | None:
+        """A path; a relative one is relative to the configuration's folder."""
+        text = self.text(value, what)
+        return self.base / Path(text).expanduser() if text is not None else None
+
+    def enum(self, kind: type[E]) -> Callable[[Value, str], E | None]:
+        """A reader for one of `kind`'s values."""
+        choices = _choices(kind)
+
+        def read(value: Value, what: str) -> E | None:
+            word = self.choice(value, what, choices)
+            return kind(word) if word is not None else None
+
+        return read
+
+    # --- scalars ------------------------------------------------------------
+
+    def text(self, value: Value, what: str) -> str | None:
+        """Any non-empty scalar, exactly as written."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        if not scalar.text.strip():
+            self.problem(scalar.line, f"{what} is empty")
+            return None
+        return scalar.text
+
+    def boolean(self, value: Value, what: str) -> bool | None:
+        """`true` or `false`; YAML 1.1's yes/no/on/off are refused as ambiguous."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        word = scalar.text.lower()
+        if word in ("true", "false"):
+            return word == "true"
+        hint = (
+            " (YAML 1.1 reads it as a boolean, YAML 1.2 as text)" if word in _YAML11_BOOLS else ""
+        )
+        self.problem(scalar.line, f"{what} must be true or false, not '{scalar.text}'{hint}")
+        return None
+
+    def integer(self, value: Value, what: str, *, minimum: int | None = None) -> int | None:
+        """A decimal integer; `0755`, `1_000`, `0x1F` and `12:30` are refused."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        if not _INT.fullmatch(scalar.text):
+            hint = ""
+            if re.fullmatch(r"0[0-9]+", scalar.text):
+                hint = " (a leading zero makes YAML 1.1 read it as octal)"
+            elif ":" in scalar.text:
+                hint = " (YAML 1.1 reads 12:30 as the number 750)"
+            self.problem(scalar.line, f"{what} must be a whole number, not '{scalar.text}'{hint}")
+            return None
+        number = int(scalar.text)
+        if minimum is not None and number < minimum:
+            self.problem(scalar.line, f"{what} must be at least {minimum}, not {number}")
+            return None
+        return number
+
+    def duration(self, value: Value, what: str) -> timedelta | None:
+        """A duration such as `90s`, `5m`, `2h`, `1d`, `1h30m`."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        try:
+            return parse_duration(scalar.text)
+        except ValueError as error:
+            self.problem(scalar.line, f"{what}: {error}")
+            return None
+
+    def choice(self, value: Value, what: str, choices: tuple[str, ...]) -> str | None:
+        """One of `choices`, written exactly."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        if scalar.text not in choices:
+            listed = ", ".join(choices)
+            self.problem(scalar.line, f"{what} must be one of {listed}, not '{scalar.text}'")
+            return None
+        return scalar.text
+
+    def zone(self, value: Value, what: str) -> ZoneInfo | None:
+        """An IANA time zone name such as `Europe/Berlin`."""
+        name = self.text(value, what)
+        if name is None:
+            return None
+        try:
+            return ZoneInfo(name)
+        except (ZoneInfoNotFoundError, ValueError):
+            near = nearest(name, frozenset(available_timezones()))
+            self.problem(value.line, f"{what}: unknown time zone '{name}'{near}")
+            return None
+
+    def local_datetime(self, value: Value, what: str) -> datetime | None:
+        """An ISO 8601 date-time, bare or quoted; naive when written without offset."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        try:
+            return datetime.fromisoformat(scalar.text.strip())
+        except ValueError:
+            self.problem(
+                scalar.line,
+                f"{what}: bad date-time '{scalar.text}'; write it like 2026-05-04T02:30",
+            )
+            return None
+
+    def address(self, text: str, line: int, what: str) -> str | None:
+        """An e-mail address, optionally with a display name (`Ops <ops@example.org>`)."""
+        _, bare = parseaddr(text)
+        if not bare or not _ADDRESS.fullmatch(bare):
+            self.problem(line, f"{what}: bad e-mail address '{text}'")
+            return None
+        return text
+
+    def env_name(self, value: Value, what: str) -> str | None:
+        """The name of an environment variable (never its value)."""
+        name = self.text(value, what)
+        if name is not None and not _ENV_NAME.fullmatch(name):
+            self.problem(value.line, f"{what} must name an environment variable, not '{name}'")
+            return None
+        return name
+
+
+@functools.cache
+def _choices(kind: type[enum.Enum]) -> tuple[str, ...]:
+    return tuple(str(member.value) for member in kind)
+
+
+def nearest(word: str, choices: frozenset[str]) -> str:
+    """`; did you mean 'x'?` for the closest choice, or nothing."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean '{close[0]}'?" if close else ""

@@ -1,0 +1,253 @@
+"""Read a YAML file into located values, refusing what PyYAML would silently hide.
+
+PyYAML's `safe_load` loses line numbers, keeps the last of two duplicate keys,
+and applies YAML 1.1 typing (`on` becomes True, `12:30` becomes 750, `0755`
+becomes 493). We read the parser's events instead and keep every scalar's
+text, so the configuration reader decides what a value means from what the
+operator wrote, and can point at the line when it is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    DocumentStartEvent,
+    Event,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
+
+from tuisched.domain.errors import Problem
+
+_ALLOWED_TAGS = frozenset(
+    f"tag:yaml.org,2002:{name}"
+    for name in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map", "merge")
+)
+_MERGE_KEY = "<<"
+# libyaml's parser is several times faster on large files and gives the same events.
+_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass(frozen=True, slots=True)
+class Scalar:
+    """A scalar exactly as written: its text, whether it was quoted, and its line."""
+
+    text: str
+    line: int
+    plain: bool
+    """True when unquoted and untagged, i.e. YAML would have guessed its type."""
+
+    @property
+    def is_null(self) -> bool:
+        """True for an empty value, `~` or `null` written plain."""
+        return self.plain and self.text in ("", "~", "null", "Null", "NULL")
+
+
+@dataclass(frozen=True, slots=True)
+class Seq:
+    """A sequence and its line."""
+
+    items: tuple[Value, ...]
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One key of a mapping: the key's line and its value."""
+
+    key_line: int
+    value: Value
+
+
+@dataclass(frozen=True, slots=True)
+class Map:
+    """A mapping with string keys, in file order."""
+
+    entries: dict[str, Entry]
+    line: int
+
+
+Value = Scalar | Seq | Map
+
+Scope = Callable[[tuple[str, ...]], dict[str, str]]
+"""Maps the keys leading to a problem to the Problem fields naming its owner (job, group)."""
+
+
+def _line(event: Event) -> int:
+    """The 1-based line where `event` begins."""
+    return event.start_mark.line + 1 if event.start_mark is not None else 1
+
+
+def _no_scope(_keys: tuple[str, ...]) -> dict[str, str]:
+    return {}
+
+
+@dataclass(slots=True)
+class _Reader:
+    """Builds located values straight from the parser's events.
+
+    No node graph is built (PyYAML's nodes carry two marks each and, for a
+    100,000-job file, outweigh the values themselves), and PyYAML's type
+    guessing never runs. An alias yields the very value its anchor named, so
+    alias bombs cost nothing.
+    """
+
+    file: Path
+    events: Iterator[Event]
+    scope: Scope = _no_scope
+    problems: list[Problem] = field(default_factory=list)
+    anchors: dict[str, Value] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+    """The keys leading to the value being read."""
+
+    def problem(self, line: int, message: str) -> None:
+        owner = self.scope(tuple(self.keys))
+        self.problems.append(Problem(file=self.file, line=line, message=message, **owner))
+
+    def documents(self) -> list[tuple[Value, int]]:
+        """Every document's root value and first line."""
+        found = []
+        for event in self.events:
+            if isinstance(event, DocumentStartEvent):
+                root = self.value(next(self.events))
+                found.append((root, _line(event)))
+        return found
+
+    def value(self, event: Event) -> Value:
+        """The value that begins with `event` (its end events consumed too)."""
+        if isinstance(event, AliasEvent):
+            return self._alias(event)
+        line = _line(event)
+        tag = getattr(event, "tag", None)
+        if tag not in (None, "!") and tag not in _ALLOWED_TAGS:
+            self.problem(line, f"YAML tag '{tag}' is not allowed here")
+        if isinstance(event, ScalarEvent):
+            plain = tag is None and event.implicit[0]
+            value: Value = Scalar(text=event.value, line=line, plain=plain)
+        elif isinstance(event, SequenceStartEvent):
+            value = self._sequence(line)
+        elif isinstance(event, MappingStartEvent):
+            value = self._mapping(line)
+        else:  # pragma: no cover  (the parser's grammar allows nothing else here)
+            raise TypeError(f"unexpected YAML event {event!r}")
+        anchor = getattr(event, "anchor", None)
+        if anchor:
+            self.anchors[anchor] = value
+        return value
+
+    def _alias(self, event: AliasEvent) -> Value:
+        value = self.anchors.get(event.anchor or "")
+        if value is None:
+            line = _line(event)
+            self.problem(line, f"alias '*{event.anchor}' names no anchor defined before it")
+            return Scalar(text="", line=line, plain=True)
+        return value
+
+    def _sequence(self, line: int) -> Seq:
+        items = []
+        for event in self.events:
+            if isinstance(event, SequenceEndEvent):
+                break
+            items.append(self.value(event))
+        return Seq(items=tuple(items), line=line)
+
+    def _mapping(self, line: int) -> Map:
+        entries: dict[str, Entry] = {}
+        merged: dict[str, Entry] = {}
+        for key_event in self.events:
+            if isinstance(key_event, MappingEndEvent):
+                break
+            self._entry(key_event, entries, merged)
+        return Map(entries={**merged, **entries}, line=line)
+
+    def _entry(self, key_event: Event, entries: dict[str, Entry], merged: dict[str, Entry]) -> None:
+        key_line = _line(key_event)
+        if not isinstance(key_event, ScalarEvent):
+            self.value(key_event)  # read past it
+            self.problem(key_line, "a mapping key must be a plain word, not a list or mapping")
+            self.value(next(self.events))
+            return
+        key = key_event.value
+        if key == _MERGE_KEY and key_event.implicit[0]:
+            self._merge(self.value(next(self.events)), merged)
+            return
+        self.keys.append(key)
+        value = self.value(next(self.events))
+        if key in entries:
+            first = entries[key].key_line
+            self.problem(
+                key_line,
+                f"duplicate key '{key}' (first at line {first}); "
+                "YAML would silently keep only the last one",
+            )
+        else:
+            entries[key] = Entry(key_line=key_line, value=value)
+        self.keys.pop()
+
+    def _merge(self, value: Value, into: dict[str, Entry]) -> None:
+        for source in value.items if isinstance(value, Seq) else (value,):
+            if not isinstance(source, Map):
+                self.problem(source.line, "'<<' merges mappings only")
+                continue
+            for key, entry in source.entries.items():
+                into.setdefault(key, entry)
+
+
+def read_yaml(
+    file: Path, text: str, scope: Scope = _no_scope
+) -> tuple[Value | None, list[Problem]]:
+    """Compose `text` (the contents of `file`) into located values.
+
+    Returns the document's root value (None when there is none) and every
+    problem found: syntax errors, duplicate keys, foreign tags, an empty
+    document or several documents. `scope` names the owner of a problem
+    from the keys that lead to it.
+    """
+    reader = _Reader(file=file, events=iter(yaml.parse(text, Loader=_Loader)), scope=scope)
+    try:
+        documents = reader.documents()
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        at_end = mark is not None and mark.index >= len(text.rstrip())
+        if at_end and error.context_mark is not None:
+            # A truncated file: point at what was left open, not at the end.
+            mark = error.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        reason = error.problem or error.context or "malformed YAML"
+        return None, [Problem(file=file, line=line, message=f"YAML syntax error: {reason}")]
+    except yaml.YAMLError as error:
+        return None, [Problem(file=file, line=1, message=f"YAML error: {error}")]
+    if not documents or (isinstance(documents[0][0], Scalar) and documents[0][0].is_null):
+        reader.problem(1, "the file is empty: a configuration needs at least a 'jobs:' section")
+        return None, reader.problems
+    if len(documents) > 1:
+        reader.problem(
+            documents[1][1],
+            "the file holds several YAML documents ('---'); tuisched reads exactly one",
+        )
+    return documents[0][0], reader.problems
+
+
+def read_yaml_file(file: Path, scope: Scope = _no_scope) -> tuple[Value | None, list[Problem], str]:
+    """Read and compose `file`; also returns its text ("" when unreadable)."""
+    try:
+        raw = file.read_bytes()
+    except OSError as error:
+        problem = Problem(file=file, line=1, message=f"cannot read the file: {error.strerror}")
+        return None, [problem], ""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        problem = Problem(file=file, line=line, message="the file is not valid UTF-8 here")
+        return None, [problem], ""
+    root, problems = read_yaml(file, text, scope)
+    return root, problems, text

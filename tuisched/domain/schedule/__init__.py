@@ -1,0 +1,1 @@
+"""Schedule math: durations, crontab(5) expressions, slots of every schedule form, words."""

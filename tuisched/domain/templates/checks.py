@@ -1,0 +1,109 @@
+"""Checking a configuration's templates by rendering them against a sample run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from tuisched.domain.errors import Problem
+from tuisched.domain.model import (
+    AlertEvent,
+    AlertRule,
+    CommandSpec,
+    Config,
+    EmailSettings,
+    Group,
+    Job,
+    ManualSchedule,
+)
+from tuisched.domain.templates.base import (
+    TemplateError,
+)
+from tuisched.domain.templates.context import (
+    sample_context,
+)
+from tuisched.domain.templates.rendering import (
+    read_template,
+    render,
+)
+
+# --- checking a configuration ---------------------------------------------------------
+
+
+def _stand_in(config: Config, name: str, groups: tuple[str, ...]) -> Job:
+    """A job to render a group's (or the subject's) templates with when no member exists."""
+    tz = config.settings.timezone
+    return Job(
+        name=name,
+        kind=CommandSpec(argv=("true",)),
+        schedule=ManualSchedule(tz=tz),
+        timezone=tz,
+        groups=groups,
+    )
+
+
+def _rule_problem(job: Job, rule: AlertRule, email: EmailSettings) -> str | None:
+    """Why `rule`'s body template fails for a sample run of `job`, or None."""
+    path = rule.template or email.default_template
+    if path is None:
+        return f"alerts.{rule.event}: no template and no email.default_template"
+    origin = "" if rule.template is not None else " (email.default_template)"
+    try:
+        render(read_template(path), sample_context(job, rule.event, job.timezone))
+    except TemplateError as error:
+        where = f"{path}:{error.line}" if error.line is not None else str(path)
+        return f"alerts.{rule.event}: template {where}{origin}: {error.reason}"
+    return None
+
+
+def _subject_problems(config: Config, email: EmailSettings) -> Iterator[Problem]:
+    job = next(iter(config.jobs.values()), None) or _stand_in(config, "example", ())
+    found: set[str] = set()
+    for event in AlertEvent:
+        try:
+            render(email.subject, sample_context(job, event, job.timezone))
+        except TemplateError as error:
+            found.add(f"email.subject: {error}")
+    for message in sorted(found):
+        yield Problem(file=config.path, line=1, message=message)
+
+
+def _member(config: Config, group: Group) -> Job:
+    """The job a group's templates are checked with: its first member, or a stand-in."""
+    members = [config.jobs[name] for name in group.jobs if name in config.jobs]
+    return members[0] if members else _stand_in(config, f"{group.name}-member", (group.name,))
+
+
+def _rules_problems(
+    config: Config,
+    job: Job,
+    rules: tuple[AlertRule, ...],
+    *,
+    line: int,
+    owner: Mapping[str, str],
+) -> Iterator[Problem]:
+    """A problem for each of `rules` whose template fails for a sample run of `job`."""
+    assert config.email is not None  # noqa: S101  (checked by template_problems)
+    for rule in rules:
+        message = _rule_problem(job, rule, config.email)
+        if message is not None:
+            yield Problem(file=config.path, line=line, message=message, **owner)
+
+
+def template_problems(config: Config) -> list[Problem]:
+    """Render every alert template of `config` against a sample run; report what fails.
+
+    Checks each job's and each group's alert rules (their template, or
+    `email.default_template`) and `email.subject`. Problems are located on
+    the owning job's or group's line (the subject on line 1: the model keeps
+    no line for it). A configuration without `email:` has nothing to check.
+    """
+    if config.email is None:
+        return []
+    problems = list(_subject_problems(config, config.email))
+    for job in config.jobs.values():
+        problems += _rules_problems(config, job, job.alerts, line=job.line, owner={"job": job.name})
+    for group in config.groups.values():
+        member = _member(config, group)
+        owner = {"group": group.name}
+        problems += _rules_problems(config, member, group.alerts, line=group.line, owner=owner)
+    return problems

@@ -1,0 +1,129 @@
+"""Rendering a template source, and reading a template file of bounded size."""
+
+from __future__ import annotations
+
+import functools
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from types import TracebackType
+
+from jinja2 import Template, TemplateSyntaxError
+from jinja2.exceptions import SecurityError, UndefinedError
+
+from tuisched.domain.templates.base import (
+    _TEMPLATE_FILE,
+    CUT_MARKER,
+    MAX_RENDERED_BYTES,
+    MAX_TEMPLATE_BYTES,
+    TemplateError,
+)
+from tuisched.domain.templates.sandbox import (
+    _BUDGET,
+    _ENVIRONMENT,
+    _Budget,
+)
+
+# --- rendering -----------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(source: str) -> Template:
+    """`source` compiled once; alerts render the same few templates again and again."""
+    return _ENVIRONMENT.from_string(source)
+
+
+def _cut(chunks: Iterable[str]) -> str:
+    """Join `chunks`, stopping at `MAX_RENDERED_BYTES` (then `CUT_MARKER` ends the text)."""
+    kept: list[str] = []
+    room = MAX_RENDERED_BYTES
+    for chunk in chunks:
+        data = chunk.encode()
+        if len(data) > room:
+            kept.append(data[:room].decode(errors="ignore"))
+            kept.append(CUT_MARKER)
+            break
+        kept.append(chunk)
+        room -= len(data)
+    return "".join(kept)
+
+
+def _template_line(traceback: TracebackType | None) -> int | None:
+    """The template line the error happened on (Jinja rewrites tracebacks to show it)."""
+    line = None
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == _TEMPLATE_FILE:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
+
+
+def render(source: str, context: Mapping[str, object]) -> str:
+    """Render the template `source` with `context` in the alert sandbox.
+
+    The result is cut at `MAX_RENDERED_BYTES` (ending in `CUT_MARKER`); output
+    is streamed, so a runaway loop stops as soon as the cap is reached.
+
+    Raises:
+        TemplateError: the source is too large or malformed, names something
+            undefined, breaks the sandbox's rules, or fails while running.
+    """
+    if len(source.encode()) > MAX_TEMPLATE_BYTES:
+        raise TemplateError(f"template is larger than {MAX_TEMPLATE_BYTES // 1024} KiB")
+    try:
+        template = _compile(source)
+    except TemplateSyntaxError as error:
+        raise TemplateError(f"syntax error: {error.message}", line=error.lineno) from None
+    budget = _BUDGET.set(_Budget())
+    try:
+        return _cut(template.generate(context))
+    except SecurityError as error:
+        line = _template_line(error.__traceback__)
+        raise TemplateError(f"not allowed in a template: {error}", line=line) from None
+    except UndefinedError as error:
+        raise TemplateError(str(error), line=_template_line(error.__traceback__)) from None
+    except Exception as error:  # the template's own runtime error: 1/0, "a" + 1, a range too big
+        line = _template_line(error.__traceback__)
+        raise TemplateError(f"{type(error).__name__}: {error}", line=line) from None
+    finally:
+        _BUDGET.reset(budget)
+
+
+def _read_capped(path: Path) -> bytes:
+    """At most `MAX_TEMPLATE_BYTES + 1` bytes of the regular file at `path`.
+
+    Opened without blocking (a FIFO must not hang the scheduler); a device, FIFO
+    or directory is refused before anything is read.
+    """
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            return b""  # the caller refuses: see `read_template`
+        return file.read(MAX_TEMPLATE_BYTES + 1)
+
+
+def read_template(path: Path) -> str:
+    """The source of the template file at `path` (UTF-8).
+
+    Reads at most `MAX_TEMPLATE_BYTES + 1` bytes, and only from a regular file.
+
+    Raises:
+        TemplateError: the file cannot be read, is not a regular file, is
+            larger than `MAX_TEMPLATE_BYTES` or is not UTF-8.
+    """
+    try:
+        regular = path.is_file()
+        data = _read_capped(path) if regular else b""
+    except OSError as error:
+        raise TemplateError(f"cannot read template {path}: {error.strerror}") from None
+    if not regular:
+        raise TemplateError(f"cannot read template {path}: not a regular file")
+    if len(data) > MAX_TEMPLATE_BYTES:
+        raise TemplateError(
+            f"cannot read template {path}: larger than {MAX_TEMPLATE_BYTES // 1024} KiB"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TemplateError(f"cannot read template {path}: not UTF-8") from None

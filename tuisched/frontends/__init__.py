@@ -1,0 +1,1 @@
+"""Layer 2, the front ends: the command line, headless mode and the console."""

@@ -1,0 +1,275 @@
+"""The `tuisched` command line (SPEC R20): stable, because scripts depend on it.
+
+Exit codes: 0 success; 1 a check failed (`validate`) or a named job does not
+exist; 2 a usage error; 78 (EX_CONFIG) a command could not read a valid
+configuration. No user error ends in a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
+
+from tuisched import __version__
+from tuisched.domain.config.config import SELF, load_config
+from tuisched.domain.config.dependencies import previous_own_slot, required_slot
+from tuisched.domain.config.values import nearest
+from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError
+from tuisched.domain.model import Config, Job
+from tuisched.domain.schedule.describe import job_state, trigger_words
+from tuisched.domain.schedule.slots import localize, next_slot, next_slots
+
+EX_CONFIG = 78
+DEFAULT_CONFIG = "tuisched.yaml"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return command(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EX_CONFIG
+    except TuischedError as error:
+        print(f"tuisched: {error}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    config = argparse.ArgumentParser(add_help=False)
+    config.add_argument(
+        "-c",
+        "--config",
+        metavar="PATH",
+        default=argparse.SUPPRESS,
+        help=f"configuration file (default: $TUISCHED_CONFIG, then ./{DEFAULT_CONFIG})",
+    )
+    parser = argparse.ArgumentParser(
+        prog="tuisched",
+        description="A job scheduler you run, watch and steer from a terminal.",
+        parents=[config],
+    )
+    parser.add_argument("--version", action="version", version=f"tuisched {__version__}")
+    parser.add_argument("--no-ui", action="store_true", help="run headless (no console)")
+    parser.add_argument(
+        "--log-format", choices=("human", "json"), default="human", help="headless log lines"
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", help="console without any action that changes things"
+    )
+    parser.set_defaults(func=_console)
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+
+    validate = commands.add_parser(
+        "validate", parents=[config], help="check the configuration; print OK or every problem"
+    )
+    validate.set_defaults(func=_validate)
+
+    nxt = commands.add_parser("next", parents=[config], help="print a job's next run times")
+    nxt.add_argument("job", metavar="JOB")
+    nxt.add_argument("-n", type=_positive, default=5, metavar="N", help="how many (default 5)")
+    nxt.add_argument(
+        "--now", metavar="ISO", help="count from this instant (read in the job's zone)"
+    )
+    nxt.set_defaults(func=_next)
+
+    upstream = commands.add_parser(
+        "upstream", parents=[config], help="print the upstream slots a run of JOB requires"
+    )
+    upstream.add_argument("job", metavar="JOB")
+    upstream.add_argument("--at", required=True, metavar="ISO", help="the run's slot")
+    upstream.set_defaults(func=_upstream)
+
+    jobs = commands.add_parser(
+        "jobs", parents=[config], help="list every job: kind, schedule, next run, state"
+    )
+    jobs.add_argument("--json", action="store_true", help="print a JSON array")
+    jobs.set_defaults(func=_jobs)
+
+    history = commands.add_parser("history", parents=[config], help="print the newest runs")
+    history.add_argument("job", metavar="JOB", nargs="?", help="only this job's runs")
+    history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")
+    history.add_argument("--json", action="store_true", help="print a JSON array")
+    history.set_defaults(func=_history)
+
+    run = commands.add_parser(
+        "run", parents=[config], help="run JOB once now in the foreground, streaming its output"
+    )
+    run.add_argument("job", metavar="JOB")
+    run.add_argument(
+        "--fire-events",
+        action="store_true",
+        help="also send the run's alerts and run its dependants (in the foreground)",
+    )
+    run.set_defaults(func=_run)
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: '{text}'") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: '{text}'")
+    return value
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    given = getattr(args, "config", None) or os.environ.get("TUISCHED_CONFIG") or DEFAULT_CONFIG
+    return Path(given)
+
+
+def _load(args: argparse.Namespace) -> Config:
+    return load_config(_config_path(args))
+
+
+def _find_job(config: Config, name: str) -> Job:
+    try:
+        return config.job(name)
+    except UnknownJobError as error:
+        hint = nearest(name, frozenset(config.jobs))
+        raise TuischedError(f"{error} in {config.path}{hint}") from None
+
+
+def _instant(text: str, job: Job, option: str) -> datetime:
+    """Parse an ISO 8601 option; a date-time without offset is read in the job's zone."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{option}: bad date-time '{text}'; write it like 2026-05-07T09:10"
+        raise TuischedError(message) from None
+    if moment.tzinfo is None:
+        return localize(moment, job.timezone)
+    return moment
+
+
+# --- commands -----------------------------------------------------------------
+
+
+def _validate(args: argparse.Namespace) -> int:
+    try:
+        config = _load(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem)
+        return 1
+    print(f"OK: {len(config.jobs)} jobs, {len(config.groups)} groups")
+    return 0
+
+
+def _next(args: argparse.Namespace) -> int:
+    config = _load(args)
+    job = _find_job(config, args.job)
+    now = _instant(args.now, job, "--now") if args.now else datetime.now(UTC)
+    if job.schedule is None or not job.enabled:
+        reason = (
+            "is disabled"
+            if not job.enabled
+            else f"runs after '{job.after.job}'"
+            if job.after
+            else ""
+        )
+        print(f"tuisched: job '{job.name}' {reason}; it has no scheduled runs", file=sys.stderr)
+        return 0
+    for slot in next_slots(job.schedule, now, args.n):
+        print(slot.isoformat())
+    return 0
+
+
+def _upstream(args: argparse.Namespace) -> int:
+    config = _load(args)
+    job = _find_job(config, args.job)
+    if not job.requires or job.schedule is None:
+        print(f"tuisched: job '{job.name}' has no 'requires'", file=sys.stderr)
+        return 0
+    at = _instant(args.at, job, "--at")
+    for name in job.requires:
+        upstream = job if name in (SELF, job.name) else config.jobs[name]
+        slot = None
+        if upstream is job:
+            slot = previous_own_slot(job.schedule, at)
+        elif upstream.schedule is not None:  # validation guarantees it: upstreams have cycles
+            slot = required_slot(job.schedule, upstream.schedule, at)
+        print(f"{upstream.name} {slot.isoformat() if slot is not None else '-'}")
+    return 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from tuisched.runtime.runtime import paused_jobs  # noqa: PLC0415  (keeps light commands light)
+
+    config = _load(args)
+    now = datetime.now(UTC)
+    paused = paused_jobs(config)
+    rows = [_job_row(job, now, paused=job.name in paused) for job in config.jobs.values()]
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2)
+        print()
+    else:
+        _print_table(rows, sys.stdout)
+    return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    if args.no_ui:
+        from tuisched.frontends.headless import run_headless  # noqa: PLC0415  (no Textual headless)
+
+        return run_headless(_config_path(args), log_format=args.log_format)
+    from tuisched.frontends.tui.app import run_console  # noqa: PLC0415  (Textual only for the console)
+
+    return run_console(_config_path(args), read_only=args.read_only)
+
+
+def _history(args: argparse.Namespace) -> int:
+    from tuisched.frontends.history import print_history  # noqa: PLC0415
+
+    config = _load(args)
+    if args.job is not None:
+        _find_job(config, args.job)
+    print_history(config, args.job, args.n, as_json=args.json, out=sys.stdout)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tuisched.runtime.oneshot import run_once  # noqa: PLC0415
+
+    config = _load(args)
+    return run_once(config, _find_job(config, args.job), fire_events=args.fire_events)
+
+
+# --- job rows -------------------------------------------------------------------
+
+
+def _job_row(job: Job, now: datetime, *, paused: bool = False) -> dict[str, object]:
+    scheduled = job.schedule is not None and job.enabled and not paused
+    upcoming = next_slot(job.schedule, now) if job.schedule is not None and scheduled else None
+    return {
+        "name": job.name,
+        "kind": job.kind_name,
+        "schedule": trigger_words(job),
+        "next_run": upcoming.isoformat() if upcoming is not None else None,
+        "state": job_state(job, now, paused=paused),
+        "groups": list(job.groups),
+        "timezone": job.timezone.key,
+        "description": job.description,
+    }
+
+
+def _print_table(rows: list[dict[str, object]], out: TextIO) -> None:
+    columns = ("name", "kind", "state", "next_run", "schedule")
+    table = [[c.upper().replace("_", " ") for c in columns]]
+    table += [[str(row[c] if row[c] is not None else "-") for c in columns] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns) - 1)]
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")

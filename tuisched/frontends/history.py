@@ -1,0 +1,75 @@
+"""`tuisched history`: the newest runs from the history store, as a table or JSON."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TextIO
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.model import Config
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.text import plain_text
+from tuisched.runtime.runtime import has_history, open_history
+
+
+def _iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
+    return moment.astimezone(tz).isoformat() if moment is not None else None
+
+
+def run_as_json(run: RunRecord, tz: ZoneInfo) -> dict[str, object]:
+    """A run as `tuisched history --json` prints it (SPEC R20)."""
+    return {
+        "run_id": run.run_id,
+        "job": run.job,
+        "slot": _iso(run.slot, tz),
+        "trigger": run.trigger.value,
+        "state": run.state.value,
+        "result": run.result.value if run.result else None,
+        "status": run.status,
+        "exit_code": run.exit_code,
+        "queued_at": _iso(run.queued_at, tz),
+        "started_at": _iso(run.started_at, tz),
+        "ended_at": _iso(run.ended_at, tz),
+        "duration": run.duration.total_seconds() if run.duration else None,
+        "reason": run.reason,
+        "node": run.node,
+        "attempt": run.attempt,
+    }
+
+
+def print_history(
+    config: Config, job: str | None, limit: int, *, as_json: bool, out: TextIO
+) -> None:
+    """Print the newest `limit` runs (of `job`, or of every job), newest first."""
+    runs = _recent(config, job, limit)
+    tz = config.settings.timezone
+    if as_json:
+        json.dump([run_as_json(run, tz) for run in runs], out, indent=2)
+        out.write("\n")
+        return
+    rows = [["RUN ID", "JOB", "SLOT", "TRIGGER", "STATE", "RESULT", "TOOK", "STATUS"]]
+    rows += [_row(run, tz) for run in runs]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+
+
+def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
+    if not has_history(config):
+        return []
+    store = open_history(config)
+    try:
+        return store.recent(job, limit)
+    finally:
+        store.close()
+
+
+def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:
+    slot = run.slot.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") if run.slot else "-"
+    took = format_elapsed(run.duration) if run.duration is not None else "-"
+    status = plain_text(run.status or run.reason).replace("\n", " ")[:80]
+    result = run.result.value if run.result else "-"
+    return [run.run_id, run.job, slot, run.trigger.value, run.state.value, result, took, status]

@@ -1,0 +1,171 @@
+"""What the console shows, as plain rows: formatting only, no widgets, no I/O.
+
+Results are shown as a glyph and a word, never by colour alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.model import Job, ManualSchedule
+from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.domain.schedule.describe import trigger_words
+from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.text import plain_text
+
+RESULT_WORDS: dict[RunState, tuple[str, str]] = {
+    RunState.SUCCESS: ("✔", "ok"),
+    RunState.FAILED: ("✘", "failed"),
+    RunState.NOT_STARTED: ("⊘", "not started"),
+    RunState.MISSED: ("◌", "missed"),
+    RunState.ABANDONED: ("?", "abandoned"),
+    RunState.RUNNING: ("▶", "running"),
+    RunState.QUEUED: ("…", "queued"),
+    RunState.WAITING: ("⧗", "waiting"),
+}
+"""Glyph and word for each state; the word alone must be enough."""
+
+
+STOPPED_WORDS: dict[Result, str] = {
+    Result.STOPPED: "■ stopped",
+    Result.SHUTDOWN: "■ shutdown",
+    Result.TIMED_OUT: "✘ timed out",
+}
+"""Results that say more than the state: stopped by a person is not failed."""
+
+
+def result_text(run: RunRecord | None) -> str:
+    """`✔ ok`, `✘ failed`, `■ stopped`... or `-` for a job that never ran."""
+    if run is None:
+        return "-"
+    if run.result in STOPPED_WORDS and run.state is not RunState.SUCCESS:
+        return STOPPED_WORDS[run.result]
+    glyph, word = RESULT_WORDS[run.state]
+    return f"{glyph} {word}"
+
+
+def is_failure(run: RunRecord) -> bool:
+    """A failure of the job itself (not stopped by a person or a shutdown)."""
+    if run.result is Result.LAUNCH_FAILED:
+        return True
+    return run.state is RunState.FAILED and run.result not in (Result.STOPPED, Result.SHUTDOWN)
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """`in 4m`, `in 2h05m`, `3m ago`, `now`, or `-`."""
+    if moment is None:
+        return "-"
+    delta = moment - now
+    seconds = abs(delta.total_seconds())
+    if seconds < 1:
+        return "now"
+    text = _short(timedelta(seconds=seconds))
+    return f"in {text}" if delta.total_seconds() > 0 else f"{text} ago"
+
+
+def _short(span: timedelta) -> str:
+    # Seconds only in the last minute: a row then changes once a minute, not every
+    # second, which keeps an idle console with thousands of jobs from repainting.
+    seconds = int(span.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 10:
+        return f"{hours}h{minutes:02d}m"
+    if hours < 48:
+        return f"{hours}h"
+    return f"{hours // 24}d"
+
+
+def when(moment: datetime | None, now: datetime, tz: ZoneInfo) -> str:
+    """Relative and absolute: `in 4m (09:30)`; the date too when it is not today."""
+    if moment is None:
+        return "-"
+    local = moment.astimezone(tz)
+    days = (local.date() - now.astimezone(tz).date()).days
+    shape = "%H:%M" if days == 0 else "%a %H:%M" if 0 < days < 7 else "%m-%d %H:%M"
+    return f"{relative(moment, now)} ({local.strftime(shape)})"
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """A line of the jobs pane."""
+
+    name: str
+    kind: str
+    schedule: str
+    next_run: str
+    last: str
+    state: str
+    groups: str
+
+
+def job_row(
+    job: Job,
+    *,
+    now: datetime,
+    tz: ZoneInfo,
+    next_fire: datetime | None,
+    last: RunRecord | None,
+    paused: bool,
+    running: int,
+    waiting: int,
+) -> JobRow:
+    """The jobs pane's row for `job`."""
+    if not job.enabled:
+        state = "disabled"
+    elif paused:
+        state = "paused"
+    elif running:
+        state = "running" if running == 1 else f"running ({running})"
+    elif waiting:
+        state = "waiting"
+    elif job.schedule is not None and next_fire is None and job.after is None:
+        state = "manual" if isinstance(job.schedule, ManualSchedule) else "finished"
+    else:
+        state = "active"
+    return JobRow(
+        name=job.name,
+        kind=job.kind_name,
+        schedule=trigger_words(job),
+        next_run=when(next_fire, now, tz),
+        last=result_text(last),
+        state=state,
+        groups=", ".join(job.groups) or "-",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """A line of the running pane."""
+
+    job: str
+    run_id: str
+    pid: str
+    started: str
+    elapsed: str
+    trigger: str
+    last_line: str
+
+
+def run_row(run: RunRecord, *, now: datetime, tz: ZoneInfo, last_line: str) -> RunRow:
+    """The running pane's row for `run` (RUNNING, QUEUED or WAITING)."""
+    started = run.started_at
+    if run.state is RunState.RUNNING and started is not None:
+        began, elapsed = started.astimezone(tz).strftime("%H:%M:%S"), format_elapsed(now - started)
+    else:
+        began, elapsed = RESULT_WORDS[run.state][1], "-"
+    return RunRow(
+        job=run.job,
+        run_id=run.run_id,
+        pid=str(run.pid) if run.pid else "-",
+        started=began,
+        elapsed=elapsed,
+        trigger=run.trigger.value,
+        last_line=plain_text(last_line or run.reason)[:200],
+    )

@@ -1,0 +1,178 @@
+"""The configuration file and the live configuration, kept in step (SPEC R16, R17).
+
+The file is the source of truth. A change through the API is applied to the
+file's text (comments kept), validated as a whole, written atomically, and
+only then applied to the schedule. The file on disk is known by the hash of
+its content: a change noticed on disk whose content is what we wrote is our
+own write; anything else is an offline edit, reported with a diff and
+applied on request (or at once with `settings.auto_reload`). An API change
+is refused while the file holds an offline edit: nothing typed by hand is
+ever overwritten. The last applied change can be undone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from tuisched.domain.bus import EventBus
+from tuisched.domain.config.config import parse_config
+from tuisched.domain.config.diff import ConfigDiff, config_diff
+from tuisched.domain.errors import ConfigError, JobActionError, Problem
+from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
+from tuisched.domain.model import Config
+from tuisched.runtime.document import ConfigDocument, atomic_write
+
+UNDO_DEPTH = 20
+"""Changes that can be undone, newest first."""
+
+
+def backup_path(path: Path) -> Path:
+    """Where the previous version of `path` is kept (`tuisched.yaml.bak`)."""
+    return path.with_name(path.name + ".bak")
+
+
+@dataclass(slots=True)
+class ConfigSource:
+    """Owns the configuration: its file, its live version, and the undo history."""
+
+    path: Path
+    text: str
+    """The file's content as last loaded or written by us."""
+    config: Config
+    apply: Callable[[Config, ConfigDiff, str], None]
+    """Puts a new configuration in force (the schedule); called after the file is written."""
+    bus: EventBus
+    clock: Callable[[], datetime]
+    pending: str | None = None
+    """The file's content when it differs from `text`: an offline edit not applied yet."""
+    _undo: list[str] = field(default_factory=list)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    @classmethod
+    def read(cls, path: Path) -> tuple[str, Config]:
+        """The text and the configuration of `path` (ConfigError if it is not valid)."""
+        path = path.absolute()
+        text = path.read_text(encoding="utf-8")
+        return text, parse_config(text, path)
+
+    @property
+    def can_undo(self) -> bool:
+        """Whether there is a change to undo."""
+        return bool(self._undo)
+
+    # --- the file changed on disk -------------------------------------------------
+
+    def on_disk_text(self, text: str) -> None:
+        """The watcher read the file: note an offline edit, or nothing if it is ours."""
+        if text == self.text:
+            self.pending = None
+            return
+        self.pending = text
+        try:
+            candidate = parse_config(text, self.path)
+        except ConfigError as error:
+            event = ConfigChangedOnDisk(
+                at=self.clock(), path=self.path, diff=None, problems=error.problems
+            )
+        else:
+            diff = config_diff(self.config, candidate, self.clock())
+            event = ConfigChangedOnDisk(at=self.clock(), path=self.path, diff=diff)
+        self.bus.publish(event)
+        if self.config.settings.auto_reload and not event.problems:
+            asyncio.get_running_loop().create_task(self.reload())
+
+    async def reload(self) -> bool:
+        """Apply what the file says now. A file that does not validate changes nothing."""
+        async with self._lock:
+            try:
+                text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
+                config = await asyncio.to_thread(parse_config, text, self.path)
+            except (OSError, UnicodeDecodeError) as error:
+                self._reject(ConfigError([]), reason=str(error))
+                return False
+            except ConfigError as error:
+                self._reject(error)
+                return False
+            self._swap(text, config, "reload", remember=True)
+            return True
+
+    def _reject(self, error: ConfigError, *, reason: str = "") -> None:
+        problems = error.problems or (Problem(file=self.path, line=1, message=reason),)
+        self.bus.publish(ConfigRejected(at=self.clock(), path=self.path, problems=problems))
+
+    # --- changes through the API --------------------------------------------------
+
+    async def edit(self, change: Callable[[ConfigDocument], None]) -> Config:
+        """Apply `change` to the file's text, validate, write atomically, then schedule.
+
+        Raises:
+            JobActionError: the change does not fit (a name exists, or is missing), or
+                the file holds an offline edit that would be overwritten.
+            ConfigError: the resulting configuration is not valid; nothing is written.
+        """
+        async with self._lock:
+            await self._refuse_if_edited_on_disk()
+            document = ConfigDocument(self.text, self.path)
+            change(document)
+            text = document.text()
+            config = await asyncio.to_thread(parse_config, text, self.path)
+            await asyncio.to_thread(atomic_write, self.path, text, backup=backup_path(self.path))
+            self._swap(text, config, "edit", remember=True)
+            return config
+
+    def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
+        """The configuration `change` would give, validated, without writing anything.
+
+        Raises:
+            JobActionError: the change does not fit (a name exists, or is missing).
+            ConfigError: the result would not be valid (each problem located).
+        """
+        document = ConfigDocument(self.text, self.path)
+        change(document)
+        return parse_config(document.text(), self.path)
+
+    async def undo(self) -> Config:
+        """Restore the file and the schedule as they were before the last change.
+
+        Raises:
+            JobActionError: nothing to undo, or the file holds an offline edit.
+        """
+        async with self._lock:
+            if not self._undo:
+                raise JobActionError("there is no change to undo")
+            await self._refuse_if_edited_on_disk()
+            text = self._undo[-1]
+            config = await asyncio.to_thread(parse_config, text, self.path)
+            await asyncio.to_thread(atomic_write, self.path, text, backup=backup_path(self.path))
+            self._undo.pop()
+            self._swap(text, config, "undo", remember=False)
+            return config
+
+    async def _refuse_if_edited_on_disk(self) -> None:
+        try:
+            on_disk = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            on_disk = ""
+        if on_disk != self.text:
+            raise JobActionError(
+                f"{self.path} was changed on disk since it was loaded; reload it "
+                "(or undo the edit by hand) before changing it here, so nothing typed "
+                "by hand is overwritten"
+            )
+
+    def _swap(self, text: str, config: Config, origin: str, *, remember: bool) -> None:
+        if remember:
+            self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
+        diff = config_diff(self.config, config, self.clock())
+        self.text, self.config, self.pending = text, config, None
+        self.apply(config, diff, origin)
+        self.bus.publish(
+            ConfigLoaded(
+                at=self.clock(), path=self.path, jobs=len(config.jobs),
+                groups=len(config.groups), origin=origin, diff=diff,
+            )
+        )  # fmt: skip

@@ -1,0 +1,228 @@
+"""Command jobs: a program in its own session, its output read without deadlock."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from tuisched.domain.model import CommandSpec
+from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.execution.base import (
+    _EOF_GRACE,
+    _KILLED_DRAIN,
+    _NO_PROPS,
+    LaunchError,
+    _cut,
+    _not_started,
+    _resolve,
+    _StopRequest,
+    _within,
+)
+from tuisched.runtime.execution.output import OutputCapture
+
+# --- commands ----------------------------------------------------------------
+
+
+class _PipeProtocol(asyncio.SubprocessProtocol):
+    """Feeds the pipe into the capture; tells when the process exits and the pipe closes.
+
+    Exit and end of pipe are separate events on purpose: a grandchild may keep
+    the pipe open long after the job's own process has exited.
+    """
+
+    def __init__(self, output: OutputCapture, loop: asyncio.AbstractEventLoop) -> None:
+        self._output = output
+        self.exited: asyncio.Future[None] = loop.create_future()
+        self.eof: asyncio.Future[None] = loop.create_future()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        """Output arrived (stdout and stderr share one pipe)."""
+        self._output.write(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        """The last writer closed the pipe."""
+        _resolve(self.eof)
+
+    def process_exited(self) -> None:
+        """The job's own process exited and was reaped."""
+        _resolve(self.exited)
+
+
+class CommandRunner:
+    """Runs an external program in its own session and process group (SPEC R13, R14)."""
+
+    def __init__(
+        self,
+        spec: CommandSpec,
+        *,
+        env: Mapping[str, str],
+        output: OutputCapture,
+        kill_grace: float = 5.0,
+    ) -> None:
+        """Prepare a run of `spec` with exactly the environment `env`."""
+        self._spec = spec
+        self._env = dict(env)
+        self._output = output
+        self._kill_grace = kill_grace
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._protocol: _PipeProtocol | None = None
+        self._pgid: int | None = None
+        self._stop: _StopRequest | None = None
+        self._killer: asyncio.TimerHandle | None = None
+        self._ended = False
+
+    @property
+    def status(self) -> str:
+        """The last line of output so far."""
+        return _cut(self._output.last_line())
+
+    @property
+    def message_data(self) -> Mapping[str, object]:
+        """Always empty: a command has no message data."""
+        return _NO_PROPS
+
+    async def start(self) -> int | None:
+        """Spawn the process; return its pid (also its process group id).
+
+        Raises:
+            LaunchError: Missing program or cwd, not executable, permission denied.
+        """
+        if self._stop is not None:
+            return None
+        argv = self._argv()
+        cwd = self._checked_cwd()
+        loop = asyncio.get_running_loop()
+        try:
+            transport, protocol = await loop.subprocess_exec(
+                lambda: _PipeProtocol(self._output, loop),
+                *argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=cwd,
+                env=self._env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LaunchError(_launch_reason(exc, argv[0], cwd)) from exc
+        self._transport, self._protocol = transport, protocol
+        self._pgid = transport.get_pid()
+        if self._stop is not None:  # stop() came while we were spawning
+            self._apply_stop(self._stop)
+        return self._pgid
+
+    async def wait(self) -> Outcome:
+        """Wait for the process, then for its pipe (briefly), then clean up its group."""
+        if self._transport is None or self._protocol is None:
+            self._output.close()
+            return _not_started(self._stop.result if self._stop else Result.ERROR)
+        try:
+            await asyncio.shield(self._protocol.exited)
+            await self._drain(self._protocol.eof)
+        finally:
+            self._finish()
+        return self._outcome(self._transport.get_returncode())
+
+    def stop(self, result: Result, *, kill: bool = False) -> None:
+        """SIGTERM the group now and SIGKILL it after `kill_grace`; `kill=True` kills at once."""
+        if self._ended or (self._protocol is not None and self._protocol.exited.done()):
+            return
+        if self._stop is None:
+            self._stop = _StopRequest(result, kill)
+        self._stop.kill = self._stop.kill or kill
+        if self._pgid is not None:
+            self._apply_stop(self._stop)
+
+    def _argv(self) -> list[str]:
+        if self._spec.shell is not None:
+            return ["/bin/sh", "-c", self._spec.shell]
+        if not self._spec.argv:
+            raise LaunchError("empty command")
+        return list(self._spec.argv)
+
+    def _checked_cwd(self) -> Path | None:
+        """The cwd, checked here so the reason names it rather than a confusing ENOENT."""
+        cwd = self._spec.cwd
+        if cwd is None:
+            return None
+        if not cwd.exists():
+            raise LaunchError(f"cwd does not exist: {cwd}")
+        if not cwd.is_dir():
+            raise LaunchError(f"cwd is not a directory: {cwd}")
+        return cwd
+
+    def _apply_stop(self, stop: _StopRequest) -> None:
+        if stop.kill:
+            self._signal_group(signal.SIGKILL)
+        elif self._killer is None:
+            self._signal_group(signal.SIGTERM)
+            loop = asyncio.get_running_loop()
+            self._killer = loop.call_later(self._kill_grace, self._signal_group, signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        if self._pgid is None:
+            return
+        # The group may be gone already; after our own exit its id is not reused
+        # while any member lives, so this never hits a stranger's group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._pgid, sig)
+
+    async def _drain(self, eof: asyncio.Future[None]) -> None:
+        """Read the pipe to its end, unless a leftover process keeps it open."""
+        if await _within(eof, _EOF_GRACE):
+            return
+        self._signal_group(signal.SIGKILL)
+        await _within(eof, _KILLED_DRAIN)
+
+    def _finish(self) -> None:
+        """Kill whatever is left in the group, close the pipe and the capture."""
+        self._ended = True
+        if self._killer is not None:
+            self._killer.cancel()
+        self._signal_group(signal.SIGKILL)
+        if self._transport is not None:
+            self._transport.close()
+        self._output.close()
+
+    def _outcome(self, returncode: int | None) -> Outcome:
+        code = -1 if returncode is None else returncode
+        status = _cut(_exit_words(code, self._output.last_line()))
+        if self._stop is not None:
+            return Outcome(
+                state=RunState.FAILED, result=self._stop.result, status=status, exit_code=code
+            )
+        ok = code in self._spec.success_codes
+        return Outcome(
+            state=RunState.SUCCESS if ok else RunState.FAILED,
+            result=Result.COMPLETED,
+            status=status,
+            exit_code=code,
+        )
+
+
+def _exit_words(returncode: int, last_line: str) -> str:
+    """`exit 3: last line`, or `killed by SIGTERM` for a negative return code."""
+    if returncode >= 0:
+        words = f"exit {returncode}"
+    else:
+        try:
+            words = f"killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            words = f"killed by signal {-returncode}"
+    return f"{words}: {last_line}" if last_line else words
+
+
+def _launch_reason(exc: OSError, program: str, cwd: Path | None) -> str:
+    """The operator's words for why spawning failed."""
+    if isinstance(exc, FileNotFoundError):
+        return f"program not found: {program}"
+    if isinstance(exc, PermissionError):
+        if cwd is not None and not os.access(cwd, os.X_OK):
+            return f"permission denied: cwd {cwd}"
+        return f"permission denied: {program}"
+    return f"cannot execute {program}: {exc.strerror or exc}"

@@ -1,0 +1,270 @@
+"""A run's output: captured in bounded memory, shown only as plain text (SPEC R14).
+
+`OutputCapture` takes the raw bytes of one run (stdout and stderr interleaved)
+as they arrive and keeps three things: the first and the last few KiB in memory
+(for the console and the run record), the whole stream in a private file up to
+a cap, and a feed of finished lines for a live view. Every `write()` costs
+O(len(chunk)), whatever was written before, so a job printing 50 MB on one line
+costs neither quadratic time nor unbounded memory.
+
+Lines reach the live view through `plain_text` (`tuisched.domain.text`).
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+import os
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+from tuisched.domain.text import plain_text
+
+__all__ = ["LINE_MAX_CHARS", "OutputCapture", "plain_text"]
+
+_log = logging.getLogger(__name__)
+
+LINE_MAX_CHARS = 1000
+"""Longest line handed to `on_lines`; longer lines arrive in pieces of this size."""
+
+_SEGMENT_BYTES = 4096
+"""Small writes are merged into tail segments of about this size (few objects)."""
+
+
+def _pieces(line: str) -> list[str]:
+    """`line` cut into pieces of at most `LINE_MAX_CHARS` (an empty line stays one line)."""
+    if len(line) <= LINE_MAX_CHARS:
+        return [line]
+    return [line[i : i + LINE_MAX_CHARS] for i in range(0, len(line), LINE_MAX_CHARS)]
+
+
+class _LineSplitter:
+    """Turns a byte stream into finished plain-text lines, holding at most one partial line.
+
+    A line ends at `\\n`, `\\r\\n` or a lone `\\r` (progress bars redraw with
+    `\\r`; each redraw is a line). A partial line longer than `LINE_MAX_CHARS`
+    is released in pieces so it never grows without bound.
+    """
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._pending = ""
+
+    @property
+    def pending(self) -> str:
+        """The partial line not yet released, as plain text."""
+        return plain_text(self._pending)
+
+    def feed(self, chunk: bytes, *, final: bool = False) -> list[str]:
+        """Consume `chunk`; return the lines it finished. `final` flushes everything."""
+        text = self._pending + self._decoder.decode(chunk, final)
+        held = ""
+        if text.endswith("\r") and not final:
+            # It may be the first half of a \r\n split across chunks.
+            text, held = text[:-1], "\r"
+        *complete, rest = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        lines = [piece for line in complete for piece in _pieces(plain_text(line))]
+        while len(rest) > LINE_MAX_CHARS:
+            lines.append(plain_text(rest[:LINE_MAX_CHARS]))
+            rest = rest[LINE_MAX_CHARS:]
+        if final and rest:
+            lines.append(plain_text(rest))
+            rest = ""
+        self._pending = rest + held
+        return lines
+
+
+class _TailBuffer:
+    """The last `size` bytes of a stream, in a deque of segments.
+
+    Appending is O(len(chunk)): whole segments fall off the front, and the
+    one segment that straddles the limit is only cut when the tail is read.
+    """
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._segments: deque[bytearray] = deque()
+        self._held = 0
+
+    def append(self, chunk: bytes) -> None:
+        """Add `chunk` at the end, dropping what falls out of the window."""
+        if len(chunk) >= self._size:
+            self._segments.clear()
+            self._segments.append(bytearray(chunk[-self._size :]))
+            self._held = self._size
+            return
+        if self._segments and len(self._segments[-1]) < _SEGMENT_BYTES:
+            self._segments[-1] += chunk
+        else:
+            self._segments.append(bytearray(chunk))
+        self._held += len(chunk)
+        while self._held - len(self._segments[0]) >= self._size:
+            self._held -= len(self._segments.popleft())
+
+    def data(self) -> bytes:
+        """The last `size` bytes (fewer if less was written)."""
+        joined = b"".join(self._segments)
+        return joined[-self._size :] if self._size else b""
+
+
+class _CappedFile:
+    """The raw output file: private (0600), written up to `cap` bytes, then a marker line.
+
+    Created (with its folder) on the first write: a run that prints nothing
+    costs no file-system work at all.
+    """
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self._path = path
+        self._file: BinaryIO | None = None
+        self._cap = cap
+        self._written = 0
+        self._full = False
+
+    def _open(self) -> BinaryIO:
+        folder = self._path.parent
+        if not folder.is_dir():  # private folders, made only when there is output
+            folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
+        fd = os.open(self._path, flags, 0o600)
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that existed
+        return os.fdopen(fd, "wb")
+
+    def write(self, chunk: bytes) -> None:
+        """Append `chunk`, or what still fits under the cap followed by the marker."""
+        if self._full or not chunk:
+            return
+        if self._file is None:
+            self._file = self._open()
+        room = self._cap - self._written
+        self._file.write(chunk[:room])
+        self._written += min(room, len(chunk))
+        if len(chunk) > room:
+            self._file.write(f"\n[output truncated at {self._cap} bytes]\n".encode())
+            self._full = True
+
+    def close(self) -> None:
+        """Flush and close the file, if there is one."""
+        if self._file is not None:
+            self._file.close()
+
+
+class OutputCapture:
+    """Bounded capture of one run's combined stdout+stderr.
+
+    Not thread-safe: call `write()` and `close()` from one thread (the event
+    loop's, for the runners in `tuisched.runtime.execution`). The readers (`head`,
+    `tail`, `last_line`, `total_bytes`, `truncated`) may be called at any
+    time, before or after `close()`.
+    """
+
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        head_bytes: int = 64 * 1024,
+        tail_bytes: int = 64 * 1024,
+        file_cap: int = 64 * 1024 * 1024,
+        on_lines: Callable[[tuple[str, ...]], None] | None = None,
+    ) -> None:
+        """Start a capture.
+
+        Args:
+            path: File for the full raw output, created (or truncated) with mode
+                0600; its folder must exist. None keeps no file.
+            head_bytes: How many bytes from the start are kept in memory.
+            tail_bytes: How many bytes from the end are kept in memory.
+            file_cap: Bytes written to `path` at most; then one line
+                `[output truncated at N bytes]` is appended and the rest dropped.
+            on_lines: Called synchronously from `write()` and `close()` with the
+                lines each finished, as plain text, each at most
+                `LINE_MAX_CHARS` long. Its exceptions are logged, not raised.
+
+        Raises:
+            OSError: `path` cannot be created.
+        """
+        self._head_bytes = head_bytes
+        self._tail_bytes = tail_bytes
+        self._head = bytearray()
+        self._tail = _TailBuffer(tail_bytes)
+        self._total = 0
+        self._lines = _LineSplitter()
+        self._last_line = ""
+        self._on_lines = on_lines
+        self._file = _CappedFile(path, file_cap) if path is not None else None
+        self._closed = False
+
+    @property
+    def total_bytes(self) -> int:
+        """Bytes written so far, including those no longer kept."""
+        return self._total
+
+    @property
+    def truncated(self) -> bool:
+        """True when the middle of the output was dropped from memory."""
+        return self._total > self._head_bytes + self._tail_bytes
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` was called; later writes are ignored."""
+        return self._closed
+
+    def write(self, chunk: bytes) -> None:
+        """Take the next `chunk` of output. Ignored after `close()`."""
+        if self._closed or not chunk:
+            return
+        self._total += len(chunk)
+        if len(self._head) < self._head_bytes:
+            self._head += chunk[: self._head_bytes - len(self._head)]
+        self._tail.append(chunk)
+        if self._file is not None:
+            self._file.write(chunk)
+        self._release(self._lines.feed(chunk))
+
+    def close(self) -> None:
+        """End the capture: release the last partial line and close the file. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._release(self._lines.feed(b"", final=True))
+        if self._file is not None:
+            self._file.close()
+
+    def head(self) -> str:
+        """The first `head_bytes` of the output, as plain text."""
+        return plain_text(bytes(self._head))
+
+    def tail(self, max_lines: int = 20) -> str:
+        """The last `max_lines` lines kept in the tail buffer, as plain text.
+
+        When the buffer starts inside a line (output longer than `tail_bytes`),
+        that partial first line is left out, unless it is the only line.
+        """
+        data = self._tail.data()
+        if self._total > len(data) and b"\n" in data:
+            data = data[data.index(b"\n") + 1 :]
+        lines = plain_text(data).split("\n")
+        if lines and not lines[-1]:
+            lines.pop()
+        return "\n".join(lines[-max_lines:]) if max_lines > 0 else ""
+
+    def last_line(self) -> str:
+        """The last non-blank line (the partial one too), as plain text; "" if none."""
+        pending = self._lines.pending.strip()
+        return pending[:LINE_MAX_CHARS] if pending else self._last_line
+
+    def _release(self, lines: list[str]) -> None:
+        if not lines:
+            return
+        for line in reversed(lines):
+            if line.strip():
+                self._last_line = line.strip()
+                break
+        if self._on_lines is not None:
+            try:
+                self._on_lines(tuple(lines))
+            except Exception:
+                _log.exception("output line listener failed")

@@ -1,0 +1,335 @@
+"""Python jobs: a callable or a run/stop class, on reused daemon threads."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib
+import inspect
+import queue
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from tuisched.domain.model import PythonSpec
+from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.execution.base import (
+    _NO_PROPS,
+    LaunchError,
+    _cut,
+    _describe,
+    _not_started,
+    _StopRequest,
+)
+from tuisched.runtime.execution.output import OutputCapture
+
+# --- python jobs -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Ending:
+    """How a python job's thread ended, as reported to the loop."""
+
+    error: str | None = None
+    """`ValueError: message` when run() or the callable raised."""
+    abandoned: bool = False
+    """The job did not stop within the grace period; its thread was left running."""
+
+
+def _load(target: str) -> Callable[[], object]:
+    """Import `package.module:attr` (attr may be dotted). Runs in the worker thread."""
+    module_name, sep, attr = target.partition(":")
+    if not sep or not module_name or not attr:
+        raise ImportError("expected 'package.module:attr'")
+    obj: Any = importlib.import_module(module_name)
+    for name in attr.split("."):
+        obj = getattr(obj, name)
+    if not callable(obj):
+        raise TypeError(f"{attr} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def _already_imported_function(target: str) -> Callable[[], object] | None:
+    """`target` if it names a plain function of a module imported already, else None.
+
+    Such a run needs nothing from its worker thread before it runs (no
+    import, no instance), which saves a round trip between threads per run.
+    Anything else (a class, a module not imported yet, a missing attribute)
+    takes the worker-thread path, where failures become launch failures.
+    """
+    module_name, _, attr = target.partition(":")
+    obj: Any = sys.modules.get(module_name)
+    for name in attr.split("."):
+        obj = getattr(obj, name, None)
+    return obj if inspect.isfunction(obj) or inspect.isbuiltin(obj) else None
+
+
+def _prepare(job: Callable[[], object]) -> tuple[object | None, Callable[[], object]]:
+    """The instance (for a class) and what the thread calls: its `run`, or the callable."""
+    if not isinstance(job, type):
+        return None, job
+    instance = job()
+    run = getattr(instance, "run", None)
+    if not callable(run):
+        raise TypeError(f"{job.__name__} has no run() method")
+    return instance, run
+
+
+@dataclass(frozen=True, slots=True)
+class _Link:
+    """The loop's end of one job thread: where the thread's reports land."""
+
+    loop: asyncio.AbstractEventLoop
+    launched: asyncio.Future[object | None]
+    """Resolves to the instance (None for a plain callable), or to a LaunchError."""
+    ending: asyncio.Future[_Ending]
+
+
+class _Workers:
+    """Daemon threads reused across python runs; a new one starts only when none is idle.
+
+    Daemon threads, not an executor's: a job that never returns can neither
+    block interpreter shutdown nor starve other runs (the next run simply
+    gets a new thread). Idle threads end after `IDLE_SECONDS`.
+    """
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._idle = 0
+
+    def submit(self, work: Callable[[], None], name: str) -> None:
+        """Run `work` on an idle thread, or on a new one, naming the thread `name` meanwhile."""
+        with self._lock:
+            reuse = self._idle > 0
+            if reuse:
+                self._idle -= 1  # that thread is promised to this work
+        self._work.put((work, name))
+        if not reuse:
+            threading.Thread(target=self._serve, name="tuisched-job", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                work, name = self._work.get(timeout=self.IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:  # nobody was promised this thread: retire it
+                        self._idle -= 1
+                        return
+                continue
+            thread = threading.current_thread()
+            thread.name = name  # the job's name shows in py-spy, gdb and thread dumps
+            work()  # the work reports its own outcome and never raises
+            thread.name = "tuisched-job"
+            with self._lock:
+                self._idle += 1
+
+
+_WORKERS = _Workers()
+
+
+class PythonRunner:
+    """Runs `package.module:attr` in a daemon thread: a plain callable or a run/stop class.
+
+    The thread is a daemon `threading.Thread`, not an executor worker, so a
+    job that never returns cannot block interpreter shutdown or starve
+    other work. The job's own `print()`s are not captured (they go to the
+    scheduler's stdout); an exception's traceback is written to the output.
+    """
+
+    def __init__(self, spec: PythonSpec, *, output: OutputCapture, kill_grace: float = 5.0) -> None:
+        """Prepare a run of `spec.target`."""
+        self._target = spec.target
+        self._output = output
+        self._kill_grace = kill_grace
+        self._link: _Link | None = None
+        self._launched = False
+        """True once start() has the instance: from then on stop() can reach it."""
+        self._instance: object | None = None
+        self._stop: _StopRequest | None = None
+        self._stop_called = False
+        self._stop_error = ""
+        self._give_up: asyncio.TimerHandle | None = None
+
+    @property
+    def status(self) -> str:
+        """The instance's `status` attribute; "" if it has none or reading it fails."""
+        try:
+            value = getattr(self._instance, "status", "")
+            return _cut(value if isinstance(value, str) else str(value))
+        except Exception:
+            return ""
+
+    @property
+    def message_data(self) -> Mapping[str, object]:
+        """A snapshot of the instance's `message_data` if it is a mapping, else {}."""
+        try:
+            data = getattr(self._instance, "message_data", None)
+            if isinstance(data, Mapping):
+                return MappingProxyType(dict(data))
+        except Exception:  # the job's property raised, or it changed while we copied
+            return _NO_PROPS
+        return _NO_PROPS
+
+    async def start(self) -> int | None:
+        """Import the target (and create the instance) in the worker thread; then run it.
+
+        Raises:
+            LaunchError: The target cannot be imported or instantiated.
+        """
+        if self._stop is not None:
+            return None
+        loop = asyncio.get_running_loop()
+        link = _Link(loop, loop.create_future(), loop.create_future())
+        self._link = link
+        name = f"tuisched-job-{self._target}"
+        function = _already_imported_function(self._target)
+        if function is not None:  # no import, no instance: nothing to wait for
+            self._launched = True
+            _WORKERS.submit(functools.partial(self._thread_call, link, function), name)
+            return None
+        _WORKERS.submit(functools.partial(self._thread_main, link), name)
+        try:
+            self._instance = await link.launched
+        except LaunchError:
+            self._link = None
+            raise
+        self._launched = True
+        if self._stop is not None:  # stop() came while we were importing
+            self._apply_stop(link, self._stop)
+        return None
+
+    async def wait(self) -> Outcome:
+        """Wait for the job to return (or for the grace period after a stop to pass)."""
+        if self._link is None:
+            self._output.close()
+            return _not_started(self._stop.result if self._stop else Result.ERROR)
+        try:
+            ending = await asyncio.shield(self._link.ending)
+        finally:
+            if self._give_up is not None:
+                self._give_up.cancel()
+            self._output.close()
+        return self._outcome(ending)
+
+    def stop(self, result: Result, *, kill: bool = False) -> None:
+        """Call the instance's `stop()`; give up on its thread after `kill_grace`.
+
+        With `kill=True` it gives up at once: a thread cannot be killed, so
+        `wait()` returns while the thread is left running.
+        """
+        link = self._link
+        if link is not None and link.ending.done():
+            return
+        if self._stop is None:
+            self._stop = _StopRequest(result, kill)
+        self._stop.kill = self._stop.kill or kill
+        if link is not None and self._launched:
+            self._apply_stop(link, self._stop)
+        elif link is not None and self._give_up is None:
+            # Still importing (an import can hang): give up on it after the grace period.
+            delay = 0 if self._stop.kill else self._kill_grace
+            self._give_up = link.loop.call_later(delay, self._abandon_launch, link)
+
+    def _apply_stop(self, link: _Link, stop: _StopRequest) -> None:
+        if not self._stop_called:
+            self._stop_called = True
+            self._call_instance_stop()
+        if stop.kill:
+            self._abandon(link)
+        elif self._give_up is None:
+            self._give_up = link.loop.call_later(self._kill_grace, self._abandon, link)
+
+    def _call_instance_stop(self) -> None:
+        stop = getattr(self._instance, "stop", None)
+        if not callable(stop):
+            return
+        try:
+            stop()
+        except Exception as exc:
+            self._stop_error = f"stop() raised {_describe(exc)}"
+
+    def _abandon_launch(self, link: _Link) -> None:
+        self._give_up = None
+        if not link.launched.done():
+            link.launched.set_result(None)
+        self._abandon(link)
+
+    @staticmethod
+    def _abandon(link: _Link) -> None:
+        if not link.ending.done():
+            link.ending.set_result(_Ending(abandoned=True))
+
+    # The worker thread. It touches nothing of ours except through `_cross`.
+
+    def _thread_main(self, link: _Link) -> None:
+        try:
+            instance, call = _prepare(_load(self._target))
+        except BaseException as exc:  # SystemExit at import must not leave start() waiting
+            _cross(link, _report_launch, link, LaunchError(self._launch_reason(exc)))
+            return
+        _cross(link, _report_launch, link, instance)
+        self._thread_call(link, call)
+
+    def _thread_call(self, link: _Link, call: Callable[[], object]) -> None:
+        try:
+            call()
+        except BaseException as exc:  # a job's SystemExit fails the run, not the scheduler
+            text = "".join(traceback.format_exception(exc))
+            _cross(link, self._on_finished, link, _Ending(error=_describe(exc)), text)
+            return
+        _cross(link, self._on_finished, link, _Ending(), "")
+
+    def _launch_reason(self, exc: BaseException) -> str:
+        if isinstance(exc, ImportError | AttributeError):
+            return f"cannot import '{self._target}': {exc}"
+        return f"cannot start '{self._target}': {_describe(exc)}"
+
+    def _on_finished(self, link: _Link, ending: _Ending, traceback_text: str) -> None:
+        """On the loop: the thread returned (maybe long after we gave up on it)."""
+        if link.ending.done():
+            return  # abandoned earlier: the run has already been recorded
+        if traceback_text:
+            self._output.write(traceback_text.encode("utf-8", "replace"))
+        link.ending.set_result(ending)
+
+    def _outcome(self, ending: _Ending) -> Outcome:
+        result = self._stop.result if self._stop is not None else Result.COMPLETED
+        if ending.abandoned:
+            status = f"did not stop within {self._kill_grace:g}s; its thread was left running"
+        elif ending.error is not None:
+            status = ending.error
+        else:
+            status = self.status or ("stopped" if self._stop is not None else "")
+        ok = self._stop is None and ending.error is None and not ending.abandoned
+        return Outcome(
+            state=RunState.SUCCESS if ok else RunState.FAILED,
+            result=result,
+            status=_cut(status),
+            reason=self._stop_error,
+        )
+
+
+def _cross(link: _Link, callback: Callable[..., None], *args: object) -> None:
+    """The one place a job thread hands something to the event loop."""
+    # The scheduler's loop may be closed by the time an abandoned job returns.
+    with contextlib.suppress(RuntimeError):
+        link.loop.call_soon_threadsafe(callback, *args)
+
+
+def _report_launch(link: _Link, instance_or_error: object) -> None:
+    """On the loop: the target was imported (and instantiated), or could not be."""
+    if link.launched.done():
+        return  # start() was cancelled
+    if isinstance(instance_or_error, LaunchError):
+        link.launched.set_exception(instance_or_error)
+    else:
+        link.launched.set_result(instance_or_error)

@@ -1,0 +1,47 @@
+"""The record of what operators did: every action that changes something.
+
+One line per action in `state_dir/actions.log` (0600), appended:
+`2026-05-07T09:30:00+02:00 | root@ops1 (console) | pause | job backup`.
+Run outcomes stay in the audit log; this says who asked for what.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import threading
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.text import plain_text
+
+
+def who(origin: str) -> str:
+    """`user@host (origin)` for the person at this process."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} ({origin})"
+
+
+class ActionLog:
+    """Appends one line per operator action. Safe from any thread."""
+
+    def __init__(self, path: Path, tz: ZoneInfo) -> None:
+        self.path = path
+        self.tz = tz
+        self._lock = threading.Lock()
+
+    def write(self, at: datetime, actor: str, action: str, subject: str) -> None:
+        """Record that `actor` did `action` to `subject` at `at`."""
+        fields = [at.astimezone(self.tz).isoformat(timespec="seconds"), actor, action, subject]
+        line = " | ".join(plain_text(f).replace("\n", " ").replace("|", "¦") for f in fields)
+        with self._lock:
+            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                os.write(descriptor, (line + "\n").encode())
+            finally:
+                os.close(descriptor)

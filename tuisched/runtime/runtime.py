@@ -1,0 +1,420 @@
+"""The runtime: one start order and one stop order for everything a scheduler is.
+
+    start: state dir -> instance lock -> bus -> history -> audit log -> alerts
+           -> close abandoned runs -> engine (pauses, waiting runs, missed slots,
+           then firing) -> dependency triggers -> config watcher -> heartbeat
+    stop:  config watcher -> heartbeat -> dependency triggers -> engine drain
+           -> alerts -> history flush -> audit log -> lock
+
+The headless front end and the console both drive this object unchanged;
+nothing about scheduling or reloading lives in a front end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import socket
+import sys
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from tuisched.domain.bus import EventBus, Subscription
+from tuisched.domain.config.diff import ConfigDiff
+from tuisched.domain.errors import TuischedError
+from tuisched.domain.events import (
+    RunAbandoned,
+    SchedulerStarted,
+    SchedulerStopped,
+    SchedulerStopping,
+)
+from tuisched.domain.model import Config
+from tuisched.domain.runs import Result, RunRecord
+from tuisched.runtime.configsource import ConfigSource
+from tuisched.runtime.engine.engine import Engine, is_paused
+from tuisched.runtime.execution import install_child_watcher, kill_leftovers
+from tuisched.runtime.handlers.actions import ActionLog, who
+from tuisched.runtime.handlers.alerts import AlertHandler
+from tuisched.runtime.handlers.audit import AuditLog
+from tuisched.runtime.handlers.triggers import DependencyTrigger
+from tuisched.runtime.mail import SmtpMailer
+from tuisched.runtime.store import AsyncHistory, HistoryStore, prepare_state_dir
+from tuisched.runtime.watch import ConfigWatcher
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 10.0
+"""How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
+
+
+class AlreadyRunningError(TuischedError):
+    """Another tuisched holds the state directory."""
+
+    def __init__(self, state_dir: Path, pid: int | None) -> None:
+        self.pid = pid
+        who = f"pid {pid}" if pid else "another process"
+        super().__init__(f"tuisched is already running on {state_dir} ({who})")
+
+
+class InstanceLock:
+    """An exclusive lock on a file in the state directory, holding the owner's pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock, or raise AlreadyRunningError naming the holder's pid."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            pid = int(holder) if holder.isdigit() else None
+            raise AlreadyRunningError(self.path.parent, pid) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock back (idempotent). The file stays; its content is stale then."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def add_config_folder_to_path(config: Config) -> None:
+    """Let `python: jobs.backup:run` live beside the configuration file."""
+    folder = str(config.path.parent)
+    if folder not in sys.path:
+        sys.path.append(folder)
+
+
+def paused_jobs(config: Config) -> set[str]:
+    """The jobs paused now (themselves, by a group, or all), from the history database."""
+    if not has_history(config):
+        return set()
+    store = open_history(config)
+    try:
+        pauses = store.pauses()
+    finally:
+        store.close()
+    return {job.name for job in config.jobs.values() if is_paused(job, pauses)}
+
+
+def has_history(config: Config) -> bool:
+    """Whether there is a history to read; a default database that was never made is none.
+
+    Readers check it first so that looking does not create a database.
+    """
+    return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
+
+
+def open_history(config: Config) -> HistoryStore:
+    """The history store the configuration names (default: state_dir/history.db)."""
+    if config.settings.history:
+        return HistoryStore.open(config.settings.history)
+    return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
+
+
+class Runtime:
+    """A scheduler: config, bus, history, audit log and engine, started and stopped as one."""
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        text: str | None = None,
+        bus: EventBus | None = None,
+        clock: Callable[[], datetime] | None = None,
+        kill_grace: float = 5.0,
+    ) -> None:
+        self.config = config
+        self._text = text if text is not None else config.path.read_text(encoding="utf-8")
+        """The configuration file's content that `config` was read from."""
+        self.bus = bus or EventBus()
+        self.source: ConfigSource | None = None
+        self._watcher: ConfigWatcher | None = None
+        self.actor = who("api")
+        """Who the operator actions are recorded as; a front end sets its own."""
+        self._actions = ActionLog(
+            config.settings.state_dir / "actions.log", config.settings.timezone
+        )
+        self.node = socket.gethostname()
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._kill_grace = kill_grace
+        self._lock = InstanceLock(config.settings.state_dir / "tuisched.lock")
+        self._history: AsyncHistory | None = None
+        self._audit: AuditLog | None = None
+        self._engine: Engine | None = None
+        self._triggers: DependencyTrigger | None = None
+        self._alerts: AlertHandler | None = None
+        self._alert_subscriptions: list[Subscription] = []
+        self._retired_alerts: list[AlertHandler] = []
+        """Handlers replaced by a reload that changed `email:`; drained at stop."""
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_file(cls, path: Path, **kwargs: object) -> Runtime:
+        """A runtime for the configuration at `path` (ConfigError if it is not valid)."""
+        text, config = ConfigSource.read(path)
+        return cls(config, text=text, **kwargs)  # type: ignore[arg-type]
+
+    @property
+    def engine(self) -> Engine:
+        """The engine (only after start)."""
+        if self._engine is None:
+            raise TuischedError("the runtime is not started")
+        return self._engine
+
+    @property
+    def history(self) -> AsyncHistory:
+        """The history writer (only after start)."""
+        if self._history is None:
+            raise TuischedError("the runtime is not started")
+        return self._history
+
+    # --- start and stop ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start everything, in order. Raises AlreadyRunningError if the state dir is taken."""
+        settings = self.config.settings
+        prepare_state_dir(settings.state_dir)
+        self._lock.acquire()
+        try:
+            await self._start_parts()
+        except BaseException:
+            await self._unwind()
+            raise
+
+    async def _unwind(self) -> None:
+        """Close whatever a failed start had opened, in reverse order."""
+        if self._engine is not None:
+            await self._engine.drain(0)
+            self._engine = None
+        await self._drain_alerts(0)
+        if self._history is not None:
+            await self._history.close()
+            self._history = None
+        if self._audit is not None:
+            self._audit.close()
+            self._audit = None
+        self._lock.release()
+
+    async def _start_parts(self) -> None:
+        settings = self.config.settings
+        install_child_watcher()
+        self.bus.bind(asyncio.get_running_loop())
+        self._history = AsyncHistory(open_history(self.config))
+        self._history.start()
+        self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
+        self._audit.subscribe(self.bus)
+        self._start_alerts()
+        now = self._clock()
+        down_since = await self._history.call(lambda store: store.last_alive(self.node))
+        await self._close_abandoned(now)
+        add_config_folder_to_path(self.config)
+        self._engine = Engine(
+            self.config, bus=self.bus, history=self._history, node=self.node,
+            output_dir=settings.state_dir / "output", clock=self._clock,
+            kill_grace=self._kill_grace,
+        )  # fmt: skip
+        self._triggers = DependencyTrigger(self._engine, lambda: self.config)
+        self._triggers.subscribe(self.bus)
+        await self._engine.start(down_since=down_since)
+        self.source = ConfigSource(
+            path=self.config.path, text=self._text, config=self.config,
+            apply=self._apply_config, bus=self.bus, clock=self._clock,
+        )  # fmt: skip
+        self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
+        self._watcher.start()
+        await self._mark_alive()
+        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        self.bus.publish(
+            SchedulerStarted(
+                at=now, node=self.node, config_path=self.config.path, jobs=len(self.config.jobs)
+            )
+        )
+
+    async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
+        """Drain (no new runs; running ones get `grace`, then are stopped) and close."""
+        if self._engine is None or self._history is None:
+            return
+        if grace is None:
+            grace = self.config.settings.shutdown_grace.total_seconds()
+        running = len(self._engine.running())
+        self.bus.publish(SchedulerStopping(at=self._clock(), reason=reason, running=running))
+        if self._watcher is not None:
+            await self._watcher.stop()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._heartbeat
+        # Firing stops now: the next start records later slots as MISSED.
+        await self._mark_alive()
+        if self._triggers is not None:
+            self._triggers.stop()
+        await self._engine.drain(grace)
+        await self._drain_alerts(grace)
+        await self._history.close()
+        self.bus.publish(SchedulerStopped(at=self._clock()))
+        self.bus.flush()  # the audit log must see the last runs before it closes
+        if self._audit is not None:
+            self._audit.close()
+        self._lock.release()
+        self._engine = None
+
+    def _start_alerts(self) -> None:
+        if self.config.email is None:
+            return
+        mailer = SmtpMailer(self.config.email.smtp, local_hostname=self.node)
+        self._alerts = AlertHandler(
+            lambda: self.config, mailer, bus=self.bus, hostname=self.node, clock=self._clock
+        )
+        self._alert_subscriptions = self._alerts.subscribe(self.bus)
+
+    async def _drain_alerts(self, grace: float) -> None:
+        """Let the last runs' mails go out (bounded by `grace`), then report what is left."""
+        handlers = [*self._retired_alerts, *([self._alerts] if self._alerts else [])]
+        if not handlers:
+            return
+        self.bus.flush()  # the last conclusions start their mails
+        await asyncio.gather(*(handler.drain(grace) for handler in handlers))
+        self.bus.flush()  # AlertSent / AlertFailed reach the log and the console
+
+    def hurry(self) -> None:
+        """During a drain, stop every run now instead of waiting for the grace period."""
+        if self._engine is not None:
+            self._engine.stop_all(Result.SHUTDOWN, kill=True)
+
+    async def _close_abandoned(self, now: datetime) -> None:
+        assert self._history is not None  # noqa: S101  (called from _start_parts)
+        closed: list[RunRecord] = await self._history.call(
+            lambda store: store.close_abandoned(self.node, now)
+        )
+        if closed:
+            killed = kill_leftovers([run.run_id for run in closed])
+            log.warning(
+                "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
+                len(closed), killed,
+            )  # fmt: skip
+        for run in closed:
+            self.bus.publish(RunAbandoned(at=now, run=run))
+
+    async def _mark_alive(self) -> None:
+        if self._history is not None:
+            at, pid = self._clock(), os.getpid()
+            await self._history.call(lambda store: store.mark_alive(self.node, at, pid))
+
+    async def _beat(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self._mark_alive()
+                if self._engine is not None:  # successes recorded by other processes
+                    await self._engine.waiting_room.recheck()
+            except Exception:
+                log.exception("could not record the heartbeat")
+
+    # --- operations ----------------------------------------------------------------
+
+    async def reload(self) -> bool:
+        """Re-read the configuration file and apply it; a bad one changes nothing."""
+        if self.source is None:
+            return False
+        applied = await self.source.reload()
+        self._record("reload", "applied" if applied else "refused: not valid")
+        return applied
+
+    def _record(self, action: str, subject: str) -> None:
+        try:
+            self._actions.write(self._clock(), self.actor, action, subject)
+        except OSError:
+            log.exception("could not record the action %s %s", action, subject)
+
+    def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
+        """Put `config` in force: the schedule, and the mailer if `email:` changed."""
+        email_changed = config.email != self.config.email
+        self.config = config
+        if self._engine is not None:
+            self._engine.apply(config)
+        if email_changed:
+            for subscription in self._alert_subscriptions:
+                subscription.unsubscribe()  # its mails in flight go on, drained at stop
+            if self._alerts is not None:
+                self._retired_alerts.append(self._alerts)
+            self._alerts = None
+            self._start_alerts()
+
+    # --- changes to the configuration (written to the file first) ------------------
+
+    def _source(self) -> ConfigSource:
+        if self.source is None:
+            raise TuischedError("the runtime is not started")
+        return self.source
+
+    async def add_job(self, name: str, definition: Mapping[str, object]) -> None:
+        """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
+        await self._source().edit(lambda document: document.add_job(name, definition))
+        self._record("add", f"job {name}")
+
+    async def replace_job(self, name: str, definition: Mapping[str, object]) -> None:
+        """Replace a job's definition (UnknownJobError if there is none)."""
+        await self._source().edit(lambda document: document.replace_job(name, definition))
+        self._record("edit", f"job {name}")
+
+    async def delete_job(self, name: str) -> None:
+        """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
+        await self._source().edit(lambda document: document.delete_job(name))
+        self._record("delete", f"job {name}")
+
+    async def add_group(self, name: str, definition: Mapping[str, object]) -> None:
+        """Add a group (JobActionError if the name exists)."""
+        await self._source().edit(lambda document: document.add_group(name, definition))
+        self._record("add", f"group {name}")
+
+    async def replace_group(self, name: str, definition: Mapping[str, object]) -> None:
+        """Replace a group's definition (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.replace_group(name, definition))
+        self._record("edit", f"group {name}")
+
+    async def delete_group(self, name: str) -> None:
+        """Delete a group (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.delete_group(name))
+        self._record("delete", f"group {name}")
+
+    async def undo(self) -> None:
+        """Undo the last change (through the API or a reload): file and schedule."""
+        await self._source().undo()
+        self._record("undo", "the last change")
+
+    def run_now(self, job: str) -> RunRecord:
+        """Queue a manual run of `job`."""
+        run = self.engine.run_now(job)
+        self._record("run now", f"job {job} (run {run.run_id})")
+        return run
+
+    def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+        """Stop a queued, waiting or running run."""
+        self.engine.stop_run(run_id, kill=kill)
+        self._record("kill" if kill else "stop", f"run {run_id}")
+
+    async def pause_job(self, name: str, *, paused: bool = True) -> None:
+        """Pause (or resume) one job; the pause survives a restart."""
+        await self.engine.set_paused("job", name, paused=paused)
+        self._record("pause" if paused else "resume", f"job {name}")
+
+    async def pause_group(self, name: str, *, paused: bool = True) -> None:
+        """Pause (or resume) every job of a group; the pause survives a restart."""
+        await self.engine.set_paused("group", name, paused=paused)
+        self._record("pause" if paused else "resume", f"group {name}")
+
+    async def pause_all(self, *, paused: bool = True) -> None:
+        """Pause (or resume) every job; the pause survives a restart."""
+        await self.engine.set_paused("all", "", paused=paused)
+        self._record("pause" if paused else "resume", "every job")

@@ -1,0 +1,406 @@
+"""The run history in one database, used synchronously from one thread at a time."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from sqlalchemy import (
+    URL,
+    Connection,
+    Engine,
+    Select,
+    create_engine,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+)
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
+
+from tuisched.domain.errors import HistoryError, UnknownRunError
+from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.runtime.store.schema import (
+    _ABANDONABLE,
+    _RUN_COLUMNS,
+    _UNFINISHED,
+    _UPDATE_RUN,
+    ABANDONED_REASON,
+    BUSY_TIMEOUT_MS,
+    SCHEMA_VERSION,
+    _BatchStatement,
+    _record,
+    _row,
+    _update_params,
+    meta,
+    metadata,
+    nodes,
+    pauses,
+    runs,
+)
+from tuisched.runtime.store.statedir import (
+    create_private_file,
+)
+
+# --- the synchronous store --------------------------------------------------------------
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _connection_record: object) -> None:
+    """Per-connection SQLite settings: WAL survives a kill -9 and lets readers in."""
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _create_engine(url: URL) -> Engine:
+    """An engine for `url`; SQLite gets its pragmas, an in-memory one a single connection."""
+    if url.get_backend_name() != "sqlite":
+        return create_engine(url)
+    if url.database in (None, "", ":memory:"):
+        # One shared connection, or every thread would see its own empty database.
+        engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
+    else:
+        engine = create_engine(url)
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+def _cannot_open(where: str, error: Exception) -> HistoryError:
+    """The error to raise for `error`, in the driver's own words without SQLAlchemy's wrapping."""
+    if isinstance(error, ImportError):
+        said = f"its driver is not installed ({error})"
+    elif isinstance(error, DBAPIError) and error.orig is not None:
+        said = str(error.orig)
+    else:
+        said = str(error)
+    return HistoryError(f"cannot open history database {where}: {said}")
+
+
+def _check_schema(connection: Connection, where: str) -> bool:
+    """Whether the schema exists already; refuses one this code does not know.
+
+    Raises:
+        HistoryError: the database was written by a newer (or unknown) tuisched.
+    """
+    if not inspect(connection).has_table(meta.name):
+        return False
+    found = connection.scalar(select(meta.c.value).where(meta.c.key == "schema_version"))
+    if found is None:
+        return False
+    version = int(found) if found.isdigit() else -1
+    if version > SCHEMA_VERSION:
+        raise HistoryError(
+            f"history database {where} has schema version {version}, newer than this "
+            f"tuisched supports ({SCHEMA_VERSION}): upgrade tuisched, or point "
+            "settings.history at another database"
+        )
+    if version != SCHEMA_VERSION:
+        raise HistoryError(f"history database {where} has an unknown schema version {found!r}")
+    return True
+
+
+def _create_schema(engine: Engine, where: str) -> None:
+    """Create the tables (and the version row) unless they are there already."""
+    with engine.begin() as connection:
+        known = _check_schema(connection, where)
+        metadata.create_all(connection)  # also adds tables newer than the file (no-op else)
+        if not known:
+            connection.execute(
+                meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+            )
+
+
+class HistoryStore:
+    """The run history in one database. Synchronous; used from one thread at a time.
+
+    That thread is normally the writer thread of `AsyncHistory`; the CLI uses a
+    store directly. Every method commits before it returns.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        """Wrap an engine whose schema is ready; use `open` or `open_sqlite` instead."""
+        self._engine = engine
+        self._host = socket.gethostname()
+        self._closed = False
+        dialect = engine.dialect
+        self._insert = _BatchStatement.compile(runs.insert(), _RUN_COLUMNS, dialect)
+        keys = [*_RUN_COLUMNS[1:], "b_run_id"]
+        self._update = _BatchStatement.compile(_UPDATE_RUN, keys, dialect)
+
+    @classmethod
+    def open(cls, url: str) -> HistoryStore:
+        """Open the database at `url`, creating the schema if it is missing.
+
+        Raises:
+            HistoryError: the URL is malformed, the database unreachable, or its
+                schema is newer than this version of tuisched knows.
+        """
+        try:
+            parsed = make_url(url)
+        except SQLAlchemyError as error:
+            raise HistoryError("cannot open the history: malformed database URL") from error
+        return cls._open(parsed)
+
+    @classmethod
+    def open_sqlite(cls, path: Path) -> HistoryStore:
+        """Open (or create) the SQLite database at `path`, private to the user.
+
+        The file is created 0600; SQLite gives its -wal and -shm files the same
+        mode. The parent directory must exist (see `prepare_state_dir`).
+
+        Raises:
+            HistoryError: the folder is missing, or `open` failed.
+        """
+        if not path.parent.is_dir():
+            raise HistoryError(f"cannot create the history {path}: folder {path.parent} is missing")
+        try:
+            create_private_file(path)
+        except OSError as error:
+            raise HistoryError(f"cannot create the history {path}: {error.strerror}") from error
+        return cls._open(URL.create("sqlite", database=str(path)))
+
+    @classmethod
+    def _open(cls, url: URL) -> HistoryStore:
+        where = url.render_as_string(hide_password=True)
+        try:
+            engine = _create_engine(url)
+        except (SQLAlchemyError, ImportError) as error:
+            raise _cannot_open(where, error) from error
+        try:
+            _create_schema(engine, where)
+        except SQLAlchemyError as error:
+            engine.dispose()
+            raise _cannot_open(where, error) from error
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _begin(self) -> AbstractContextManager[Connection]:
+        """A transaction, committed when its block ends without an exception."""
+        if self._closed:
+            raise HistoryError("the run history is closed")
+        return self._engine.begin()
+
+    def insert(self, run: RunRecord) -> None:
+        """Add a new run. Raises an IntegrityError if its run_id exists."""
+        self.write_many([run], [])
+
+    def update(self, run: RunRecord) -> None:
+        """Replace the whole row of `run.run_id`.
+
+        Raises:
+            UnknownRunError: no such run.
+        """
+        self.write_many([], [run])
+
+    def write_many(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
+        """Insert `inserts`, then apply `updates` in order, in one transaction.
+
+        All or nothing: if one fails, none is written.
+
+        Raises:
+            UnknownRunError: an update names a run that does not exist.
+            sqlalchemy.exc.IntegrityError: an insert reuses a run_id.
+        """
+        with self._begin() as connection:
+            if inserts:
+                self._insert.execute(connection, map(_row, inserts))
+            if updates:
+                self._apply_updates(connection, updates)
+
+    def _apply_updates(self, connection: Connection, updates: Sequence[RunRecord]) -> None:
+        changed = self._update.execute(connection, map(_update_params, updates))
+        sane = self._engine.dialect.supports_sane_multi_rowcount or len(updates) == 1
+        if sane and changed != len(updates):
+            wanted = {run.run_id for run in updates}
+            found = set(connection.scalars(select(runs.c.run_id).where(runs.c.run_id.in_(wanted))))
+            raise UnknownRunError(sorted(wanted - found))
+
+    def get(self, run_id: str) -> RunRecord | None:
+        """The run with that id, or None."""
+        with self._begin() as connection:
+            row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+        return None if row is None else _record(row)
+
+    def recent(self, job: str | None = None, limit: int = 20) -> list[RunRecord]:
+        """The newest `limit` runs (of `job`, or of every job), newest first.
+
+        Newest means latest `queued_at`; ties go to the greater run_id.
+        """
+        query = select(runs).order_by(runs.c.queued_at.desc(), runs.c.run_id.desc()).limit(limit)
+        if job is not None:
+            query = query.where(runs.c.job == job)
+        return self._records(query)
+
+    def unfinished(self, node: str | None = None) -> list[RunRecord]:
+        """Runs QUEUED, WAITING or RUNNING (on `node`, or anywhere), oldest first."""
+        query = select(runs).where(runs.c.state.in_(_UNFINISHED))
+        if node is not None:
+            query = query.where(runs.c.node == node)
+        return self._records(query.order_by(runs.c.queued_at, runs.c.run_id))
+
+    def _records(self, query: Select[Any]) -> list[RunRecord]:
+        with self._begin() as connection:
+            return [_record(row) for row in connection.execute(query).mappings()]
+
+    def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
+        """Every (job, slot) with a run of any state whose slot is at or after `since`.
+
+        Slots come back as aware UTC datetimes; compare them with
+        `slot.astimezone(UTC)`. Manual runs (no slot) are not included.
+        """
+        query = select(runs.c.job, runs.c.slot).where(runs.c.slot >= since)
+        with self._begin() as connection:
+            return {(job, slot) for job, slot in connection.execute(query)}
+
+    def has_success(self, job: str, slot: datetime) -> bool:
+        """Whether `job` succeeded for `slot` or a later slot (R9).
+
+        A run started by hand counts when it began at or after `slot`: an
+        operator can satisfy a requirement by running the upstream job.
+        """
+        by_slot = runs.c.slot >= slot
+        by_hand = runs.c.slot.is_(None) & (runs.c.started_at >= slot)
+        query = (
+            select(runs.c.run_id)
+            .where(runs.c.job == job, runs.c.state == RunState.SUCCESS.value, by_slot | by_hand)
+            .limit(1)
+        )
+        with self._begin() as connection:
+            return connection.scalar(query) is not None
+
+    def has_run_for(self, job: str, slot: datetime) -> bool:
+        """Whether `job` has any run recorded (in any state) for exactly `slot`."""
+        query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot == slot).limit(1)
+        with self._begin() as connection:
+            return connection.scalar(query) is not None
+
+    def last_runs(self) -> dict[str, RunRecord]:
+        """The newest finished run of every job (by when it ended)."""
+        newest = (
+            select(runs.c.job, func.max(runs.c.ended_at).label("ended"))
+            .where(runs.c.ended_at.is_not(None))
+            .group_by(runs.c.job)
+            .subquery()
+        )
+        query = select(runs).join(
+            newest, (runs.c.job == newest.c.job) & (runs.c.ended_at == newest.c.ended)
+        )
+        return {run.job: run for run in self._records(query)}
+
+    def failures_since(self, since: datetime) -> list[datetime]:
+        """When the runs that failed at or after `since` ended (oldest first).
+
+        A failure is the job's: a FAILED run that was not stopped by an
+        operator or a shutdown, or a run that could not be launched.
+        """
+        own = (Result.COMPLETED.value, Result.TIMED_OUT.value, Result.ERROR.value)
+        failed = (runs.c.state == RunState.FAILED.value) & runs.c.result.in_(own)
+        unlaunched = runs.c.result == Result.LAUNCH_FAILED.value
+        query = (
+            select(runs.c.ended_at)
+            .where(failed | unlaunched, runs.c.ended_at >= since)
+            .order_by(runs.c.ended_at)
+        )
+        with self._begin() as connection:
+            return [ended for (ended,) in connection.execute(query)]
+
+    def pauses(self) -> set[tuple[str, str]]:
+        """Every pause in force, as (kind, name); kind is `job`, `group` or `all`."""
+        with self._begin() as connection:
+            rows = connection.execute(select(pauses.c.kind, pauses.c.name))
+            return {(kind, name) for kind, name in rows}
+
+    def set_pause(self, kind: str, name: str, *, paused: bool, at: datetime) -> None:
+        """Record (or lift) a pause of `name` (a job, a group, or "" for all)."""
+        where = (pauses.c.kind == kind) & (pauses.c.name == name)
+        with self._begin() as connection:
+            connection.execute(pauses.delete().where(where))
+            if paused:
+                connection.execute(pauses.insert().values(kind=kind, name=name, since=at))
+
+    def close_abandoned(self, node: str, now: datetime) -> list[RunRecord]:
+        """Close the runs a dead scheduler on `node` left open, as ABANDONED at `now`.
+
+        RUNNING and QUEUED rows are closed (result `abandoned`, `ended_at` = now,
+        reason `ABANDONED_REASON`); WAITING rows are left alone, as waiting
+        survives a restart. Call it at start, before any new run of `node`.
+
+        Returns:
+            The closed records, oldest first, as they are now stored.
+        """
+        query = select(runs).where(runs.c.node == node, runs.c.state.in_(_ABANDONABLE))
+        with self._begin() as connection:
+            rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
+            closed = [_abandoned(_record(row), now) for row in rows]
+            if closed:
+                self._apply_updates(connection, closed)
+        return closed
+
+    def mark_alive(self, node: str, at: datetime, pid: int) -> None:
+        """Record that `node` (process `pid` on this host) was alive at `at`.
+
+        The first call of a new process (another pid or host) also sets the
+        node's `started_at`. Read `last_alive` before the first call: after it,
+        the previous instance's heartbeat is gone.
+        """
+        with self._begin() as connection:
+            row = connection.execute(select(nodes).where(nodes.c.name == node)).mappings().first()
+            if row is None:
+                values = {"pid": pid, "host": self._host, "started_at": at, "last_alive": at}
+                connection.execute(nodes.insert().values(name=node, **values))
+            elif row["pid"] == pid and row["host"] == self._host:
+                connection.execute(nodes.update().where(nodes.c.name == node).values(last_alive=at))
+            else:
+                values = {"pid": pid, "host": self._host, "started_at": at, "last_alive": at}
+                connection.execute(nodes.update().where(nodes.c.name == node).values(**values))
+
+    def last_alive(self, node: str) -> datetime | None:
+        """When `node` last said it was alive (UTC), or None if it never did."""
+        with self._begin() as connection:
+            found: datetime | None = connection.scalar(
+                select(nodes.c.last_alive).where(nodes.c.name == node)
+            )
+        return found
+
+    def close(self) -> None:
+        """Close every connection. Idempotent; the store cannot be used afterwards."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
+
+
+def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
+    """`run` closed as ABANDONED at `now`."""
+    return replace(
+        run,
+        state=RunState.ABANDONED,
+        result=Result.ABANDONED,
+        ended_at=now,
+        reason=ABANDONED_REASON,
+    )

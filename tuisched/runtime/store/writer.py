@@ -1,0 +1,328 @@
+"""The history behind one writer thread, batched, for the asyncio engine."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from tuisched.domain.errors import HistoryError, UnknownRunError
+from tuisched.domain.runs import RunRecord
+from tuisched.runtime.store.database import (
+    HistoryStore,
+)
+from tuisched.runtime.store.schema import (
+    TRANSIENT_RETRY_PAUSES,
+    T,
+    log,
+)
+
+# --- the writer thread ------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Write:
+    kind: Literal["insert", "update"]
+    run: RunRecord
+    future: asyncio.Future[Any] | None
+    """None for a fire-and-forget update."""
+
+
+@dataclass(slots=True)
+class _Call:
+    fn: Callable[[HistoryStore], Any]
+    future: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Stop:
+    future: asyncio.Future[Any]
+
+
+_Op = _Write | _Call | _Stop
+_Settlement = tuple[asyncio.Future[Any], Any, BaseException | None]
+
+
+def _nothing(_store: HistoryStore) -> None:
+    """A query that does nothing: awaiting it waits for everything queued before."""
+
+
+def _coalesce(writes: Sequence[_Write]) -> tuple[list[RunRecord], list[RunRecord]] | None:
+    """The inserts and updates that leave the rows as `writes` in order would.
+
+    Updates replace whole rows, so only the last state of each run matters, and
+    a run inserted in the same batch is inserted in its last state. None when
+    the batch inserts a run twice (or after updating it): that must fail, in order.
+    """
+    inserts: dict[str, RunRecord] = {}
+    updates: dict[str, RunRecord] = {}
+    for write in writes:
+        run_id = write.run.run_id
+        if write.kind == "update":
+            target = inserts if run_id in inserts else updates
+            target[run_id] = write.run
+        elif run_id in inserts or run_id in updates:
+            return None
+        else:
+            inserts[run_id] = write.run
+    return list(inserts.values()), list(updates.values())
+
+
+def _resolve(settlements: list[_Settlement]) -> None:
+    """Settle futures on their loop; a future whose waiter was cancelled is skipped."""
+    for future, value, error in settlements:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(value)
+        else:
+            future.set_exception(error)
+
+
+def _settle(settlements: list[_Settlement]) -> None:
+    """Hand the settlements to each future's loop, once per loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Settlement]] = {}
+    for settlement in settlements:
+        by_loop.setdefault(settlement[0].get_loop(), []).append(settlement)
+    for loop, batch in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_resolve, batch)
+        except RuntimeError:  # the loop is closed: nobody waits for these any more
+            log.debug("history: %d results dropped, their loop is closed", len(batch))
+
+
+class AsyncHistory:
+    """A `HistoryStore` behind one writer thread, for the asyncio engine.
+
+    Operations are queued in call order; the thread takes every pending one at
+    once, commits the writes in one transaction and then settles the futures
+    on their loop. A write that fails is logged and fails its own future (the
+    batch is retried one write at a time to find it); the thread carries on.
+    Cancelling a task that awaits a write does not cancel the write.
+    """
+
+    def __init__(self, store: HistoryStore) -> None:
+        """Wrap `store`; from now on only the writer thread may use it."""
+        self._store = store
+        self._pending: deque[_Op] = deque()
+        self._tickets = 0
+        """Operations ever enqueued (the ticket of the newest)."""
+        self._done = 0
+        """Tickets up to this one have been processed (written, or failed and logged)."""
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closing: asyncio.Future[Any] | None = None
+
+    def start(self) -> None:
+        """Start the writer thread. Idempotent; operations queued before wait for it."""
+        with self._ready:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._serve, name="tuisched-history", daemon=True
+            )
+        self._thread.start()
+
+    async def insert(self, run: RunRecord) -> None:
+        """Add `run`; returns once committed (so its row exists before its process starts).
+
+        Raises:
+            HistoryError: the history is closed.
+            Exception: whatever the database raised (a duplicate run_id...).
+        """
+        await self._write("insert", run)
+
+    async def update(self, run: RunRecord) -> None:
+        """Replace the row of `run`; returns once committed.
+
+        Raises:
+            UnknownRunError: no such run.
+            HistoryError: the history is closed.
+        """
+        await self._write("update", run)
+
+    def insert_soon(self, run: RunRecord) -> int:
+        """Add `run` without waiting; ordered with every other operation.
+
+        Safe from any thread. A failure is only logged. Returns a ticket:
+        `committed(ticket)` tells when the row is in the database; await
+        `flush()` (or `update` of the same run) before anything depends on it.
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        return self._enqueue(_Write("insert", run, None))
+
+    def committed(self, ticket: int) -> bool:
+        """True once the operation that returned `ticket` has been written."""
+        return self._done >= ticket
+
+    def update_soon(self, run: RunRecord) -> int:
+        """Replace the row of `run` without waiting; ordered with every other operation.
+
+        Safe from any thread. A failure is only logged. Returns a ticket (see
+        `insert_soon`).
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        return self._enqueue(_Write("update", run, None))
+
+    async def call(self, fn: Callable[[HistoryStore], T]) -> T:
+        """The result of `fn(store)`, run on the writer thread after every pending write.
+
+        Raises:
+            HistoryError: the history is closed.
+            Exception: whatever `fn` raised.
+        """
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Call(fn, future))
+        return await future
+
+    async def flush(self) -> None:
+        """Return once everything queued before is committed (or has failed)."""
+        await self.call(_nothing)
+
+    async def close(self) -> None:
+        """Commit everything pending, close the store and end the thread. Idempotent.
+
+        Starts the thread first if it never was, so nothing queued is lost.
+        """
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_future()
+            self._enqueue(_Stop(self._closing))
+            self.start()
+        await asyncio.shield(self._closing)
+        if self._thread is not None:
+            self._thread.join()  # it settled our future as its last act: this is immediate
+
+    async def _write(self, kind: Literal["insert", "update"], run: RunRecord) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Write(kind, run, future))
+        await future
+
+    def _enqueue(self, op: _Op) -> int:
+        with self._ready:
+            if self._closing is not None and not isinstance(op, _Stop):
+                raise HistoryError("the run history is closed")
+            self._pending.append(op)
+            self._tickets += 1
+            self._ready.notify()
+            return self._tickets
+
+    # --- on the writer thread ---
+
+    def _serve(self) -> None:
+        """The writer thread: take every pending operation, process them, until stopped."""
+        while True:
+            with self._ready:
+                while not self._pending:
+                    self._ready.wait()
+                batch = list(self._pending)
+                self._pending.clear()
+                through = self._tickets
+            stopped = self._process(batch)
+            self._done = through  # an int store: atomic, read by the loop thread
+            if stopped:
+                return
+
+    def _process(self, batch: list[_Op]) -> bool:
+        """Run one batch in order; True once the store is closed."""
+        settlements: list[_Settlement] = []
+        writes: list[_Write] = []
+        stopped = False
+        for op in batch:
+            if isinstance(op, _Write):
+                writes.append(op)
+                continue
+            self._commit(writes, settlements)
+            writes = []
+            if isinstance(op, _Call):
+                settlements.append(self._run_call(op))
+            else:
+                settlements.append(self._close_store(op))
+                stopped = True
+        self._commit(writes, settlements)
+        _settle(settlements)
+        return stopped
+
+    def _commit(self, writes: list[_Write], settlements: list[_Settlement]) -> None:
+        """Commit `writes` in one transaction, or one by one if that fails."""
+        if not writes:
+            return
+        merged = _coalesce(writes)
+        if merged is not None and self._commit_merged(*merged):
+            settlements.extend((w.future, None, None) for w in writes if w.future is not None)
+        else:  # find the culprit: one write, one transaction
+            settlements.extend(self._commit_each(writes))
+
+    def _commit_merged(self, inserts: list[RunRecord], updates: list[RunRecord]) -> bool:
+        try:
+            self._store.write_many(inserts, updates)
+        except Exception:
+            log.debug("history: a batch failed, retrying its writes one by one", exc_info=True)
+            return False
+        return True
+
+    def _commit_each(self, writes: list[_Write]) -> Iterable[_Settlement]:
+        for write in writes:
+            error = self._write_one(write)
+            if error is not None:
+                log.error(
+                    "history: could not %s run %s of job %r: %s",
+                    write.kind,
+                    write.run.run_id,
+                    write.run.job,
+                    error,
+                )
+            if write.future is not None:
+                yield write.future, None, error
+
+    def _write_one(self, write: _Write) -> BaseException | None:
+        """Write one run, retrying transient failures (a locked or lost database)."""
+        for pause in (*TRANSIENT_RETRY_PAUSES, None):
+            try:
+                self._upsert(write)
+            except OperationalError as error:
+                if pause is None:
+                    return error
+                log.warning("history: %s; retrying in %ss", error.orig or error, pause)
+                time.sleep(pause)
+            except Exception as error:
+                return error
+            else:
+                return None
+        return None  # pragma: no cover  (the loop always returns)
+
+    def _upsert(self, write: _Write) -> None:
+        """Insert or update, whichever the row needs: the run's latest state must land."""
+        if write.kind == "insert":
+            try:
+                self._store.insert(write.run)
+            except IntegrityError:
+                self._store.update(write.run)
+        else:
+            try:
+                self._store.update(write.run)
+            except UnknownRunError:
+                self._store.insert(write.run)
+
+    def _run_call(self, call: _Call) -> _Settlement:
+        try:
+            return call.future, call.fn(self._store), None
+        except Exception as error:
+            return call.future, None, error
+
+    def _close_store(self, stop: _Stop) -> _Settlement:
+        try:
+            self._store.close()
+        except Exception as error:
+            log.exception("history: closing the store failed")
+            return stop.future, None, error
+        return stop.future, None, None
