@@ -1,25 +1,42 @@
-"""Helpers for console tests: the real app on a real runtime, and bounded waits."""
+"""Helpers for console tests: the real app hosting a real runtime, and bounded waits."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 from textual.pilot import Pilot
 
 from tuisched.domain.config.config import load_config
 from tuisched.frontends.tui.app import TuischedApp
+from tuisched.runtime.control import LocalScheduler
 from tuisched.runtime.runtime import Runtime
+
+_RUNTIMES: WeakKeyDictionary[TuischedApp, Runtime] = WeakKeyDictionary()
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
 """The clock the console shows in tests (the engine keeps real time)."""
 
 
-def make_app(path: Path, *, read_only: bool = False) -> TuischedApp:
-    """The console on a fresh runtime for the configuration at `path`."""
+def make_app(path: Path, *, read_only: bool = False) -> tuple[TuischedApp, Runtime]:
+    """The console hosting a fresh runtime for the configuration at `path`, and the runtime.
+
+    Tests act on the runtime directly to make things happen behind the console's back
+    (a run started elsewhere), and through the console's keys to test the console.
+    """
     runtime = Runtime(load_config(path), kill_grace=0.5)
-    return TuischedApp(runtime, read_only=read_only, clock=lambda: FIXED)
+    scheduler = LocalScheduler(runtime)
+    control = scheduler.control("tester@test (console)")
+    app = TuischedApp(control, scheduler=scheduler, read_only=read_only, clock=lambda: FIXED)
+    _RUNTIMES[app] = runtime
+    return app, runtime
+
+
+def runtime_of(app: TuischedApp) -> Runtime:
+    """The runtime `make_app` made for `app`."""
+    return _RUNTIMES[app]
 
 
 async def until(pilot: Pilot[int], condition: Callable[[], object], within: float = 10) -> None:

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from tuisched.domain.audit import MAX_FIELD, audit_line
 from tuisched.domain.bus import EventBus
 from tuisched.domain.events import (
     RunAbandoned,
@@ -22,7 +23,7 @@ from tuisched.domain.events import (
     SlotMissed,
 )
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
-from tuisched.runtime.handlers.audit import MAX_FIELD, AuditLog, audit_line, read_tail
+from tuisched.runtime.handlers.audit import AuditLog, read_tail
 
 PARIS = ZoneInfo("Europe/Paris")
 SLOT = datetime(2026, 5, 7, 10, 30, tzinfo=UTC)  # 12:30 in Paris

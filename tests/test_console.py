@@ -9,8 +9,9 @@ import pytest
 from textual.widgets import Input
 
 from tuisched.domain.runs import Result
-from tuisched.frontends.tui.app import REFRESH_SECONDS, TuischedApp
+from tuisched.frontends.tui.app import TuischedApp
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tuisched.frontends.tui.screens.main import REFRESH_SECONDS
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.jobs import JobsTable
@@ -39,7 +40,7 @@ def _select(app: object, job: str) -> None:
 
 
 async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         table = app.query_one(JobsTable)
@@ -57,7 +58,7 @@ async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
 
 
 async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         _select(app, "hello")
@@ -65,7 +66,7 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("enter")  # the default button is Cancel
         assert not isinstance(app.screen, ConfirmScreen)
-        assert app.runtime.engine.running() == []
+        assert runtime.engine.running() == []
         await pilot.press("r", "y")
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
@@ -76,25 +77,25 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
 
 
 async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = app.runtime.run_now("blocker")
+        run = runtime.run_now("blocker")
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         assert str(running.get_row(run.run_id)[0]) == "blocker"
         await pilot.press("2", "s", "y")
-        await until(pilot, lambda: app._last.get("blocker") is not None)
-        assert app._last["blocker"].result is Result.STOPPED
+        await until(pilot, lambda: app.state.jobs["blocker"].last is not None)
+        assert app.state.jobs["blocker"].last.result is Result.STOPPED
         await until(pilot, lambda: running.row_count == 0)
-        second = app.runtime.run_now("blocker")
+        second = runtime.run_now("blocker")
         await until(pilot, lambda: running.row_count == 1)
         await pilot.press("2", "ctrl+k", "y")
-        await until(pilot, lambda: app._last["blocker"].run_id == second.run_id)
+        await until(pilot, lambda: app.state.jobs["blocker"].last.run_id == second.run_id)
 
 
 async def test_pause_and_pause_everything(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -111,7 +112,7 @@ async def test_pause_and_pause_everything(tmp_path: Path) -> None:
 
 async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
-    app = make_app(path)
+    app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -126,7 +127,7 @@ async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> 
 
 async def test_the_banner_for_an_offline_edit_and_a_reload(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
-    app = make_app(path)
+    app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -141,7 +142,7 @@ async def test_the_banner_for_an_offline_edit_and_a_reload(tmp_path: Path) -> No
 
 async def test_a_rejected_reload_changes_nothing_and_says_why(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
-    app = make_app(path)
+    app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -157,7 +158,7 @@ async def test_a_rejected_reload_changes_nothing_and_says_why(tmp_path: Path) ->
 
 
 async def test_filter_sort_and_focus_keys(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -178,20 +179,20 @@ async def test_filter_sort_and_focus_keys(tmp_path: Path) -> None:
 
 
 async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
         _select(app, "tick")
         await pilot.press("o")  # sorted by name: tick moves
         assert table.selected_job() == "tick"
-        app.runtime.run_now("hello")
+        runtime.run_now("hello")
         await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
         assert table.selected_job() == "tick"
 
 
 async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS), read_only=True)
+    app, _runtime = make_app(write_config(tmp_path, JOBS), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         for key in ("r", "p", "P", "d", "u", "R"):
@@ -201,10 +202,10 @@ async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
 
 
 async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        app.runtime.run_now("blocker")
+        runtime.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("q")
         assert isinstance(app.screen, QuitScreen)
@@ -213,12 +214,12 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
         assert app.is_running
         await pilot.press("q", "s")  # stop them
         await until(pilot, lambda: not app.is_running)
-    history = app.runtime.config.settings.state_dir / "audit.log"
+    history = runtime.config.settings.state_dir / "audit.log"
     assert " | shutdown | " in history.read_text()
 
 
 async def test_quit_without_runs_just_quits(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         await pilot.press("q")
@@ -228,10 +229,10 @@ async def test_quit_without_runs_just_quits(tmp_path: Path) -> None:
 
 async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_path: Path) -> None:
     jobs = JOBS + "bad: {command: \"echo '[bold]x[/bold] [/oops]'; exit 1\", schedule: manual}\n"
-    app = make_app(write_config(tmp_path, jobs))
+    app, runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
-        app.runtime.run_now("bad")
+        runtime.run_now("bad")
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("bad", "last")) == "✘ failed")
         messages = [n.message for n in app._notifications]
@@ -241,26 +242,26 @@ async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_pat
 
 async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -> None:
     jobs = JOBS + 'other: {python: "tests.engine_jobs:Blocker", schedule: manual}\n'
-    app = make_app(write_config(tmp_path, jobs))
+    app, runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 4)
-        blocker = app.runtime.run_now("blocker")
-        other = app.runtime.run_now("other")
+        blocker = runtime.run_now("blocker")
+        other = runtime.run_now("other")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
         _select(app, "other")  # the jobs pane has the focus: its job's run is meant
         await pilot.press("s")
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.question == f"Stop other (run {other.run_id})?"
         await pilot.press("y")
-        await until(pilot, lambda: "other" in app._last)
+        await until(pilot, lambda: app.state.jobs["other"].last is not None)
         assert str(table.get_cell("other", "last")) == "■ stopped"  # stopped, not failed
         assert "failed/24h 0" in str(app.query_one("#status").render())
-        assert [run.run_id for run in app.runtime.engine.running()] == [blocker.run_id]
+        assert [run.run_id for run in runtime.engine.running()] == [blocker.run_id]
 
 
 async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         _select(app, "tick")
@@ -273,10 +274,10 @@ async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None
 
 
 async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        app.runtime.run_now("blocker")
+        runtime.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("ctrl+q")
         assert isinstance(app.screen, QuitScreen)
@@ -291,20 +292,20 @@ async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Pat
 
 
 async def test_a_state_filter_follows_the_states(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
         await pilot.press("slash", *"running", "enter")
         await until(pilot, lambda: table.row_count == 0)
-        app.runtime.run_now("blocker")
+        runtime.run_now("blocker")
         await until(pilot, lambda: [key.value for key in table.rows] == ["blocker"])
         engine_jobs.GATES["blocker"].set()
         await until(pilot, lambda: table.row_count == 0)
 
 
 async def test_resuming_a_job_under_a_wider_pause_says_why(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -320,7 +321,7 @@ async def test_resuming_a_job_under_a_wider_pause_says_why(tmp_path: Path) -> No
 async def test_the_banner_goes_when_the_file_is_put_back(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
     original = path.read_text()
-    app = make_app(path)
+    app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         path.write_text(original + "  extra: {command: [/bin/true], schedule: manual}\n")
@@ -331,7 +332,7 @@ async def test_the_banner_goes_when_the_file_is_put_back(tmp_path: Path) -> None
 
 
 async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
@@ -342,10 +343,10 @@ async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
 
 
 async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> None:
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = app.runtime.run_now("blocker")
+        run = runtime.run_now("blocker")
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         await until(pilot, lambda: str(running.get_cell(run.run_id, "last_line")) == "blocking")
@@ -364,8 +365,8 @@ async def test_closing_with_events_still_to_show_does_not_fail(
         await asyncio.sleep(REFRESH_SECONDS * 3)
 
     monkeypatch.setattr(TuischedApp, "_close_all", slow_close_all)
-    app = make_app(write_config(tmp_path, JOBS))
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.started)
-        app.runtime.run_now("hello")  # its events wait for the next refresh
+        runtime.run_now("hello")  # its events wait for the next refresh
     assert not app.started  # closed cleanly, and the runtime was stopped

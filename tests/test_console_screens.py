@@ -19,11 +19,10 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static, TabPane
 
 from tuisched.domain.bus import Recorder
-from tuisched.domain.config.config import load_config
 from tuisched.domain.events import RunFinished, RunStarted
 from tuisched.domain.model import CommandSpec, EverySchedule
 from tuisched.frontends.tui.app import TuischedApp
-from tuisched.frontends.tui.screens.detail import JobDetailScreen, read_output_tail
+from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.form import (
@@ -36,8 +35,9 @@ from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.runtime.document import as_text
-from tuisched.runtime.runtime import Runtime
+from tuisched.runtime.execution.output import read_output
 
+from .console_fixtures import make_app, runtime_of
 from .runtime_fixtures import write_config
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
@@ -62,8 +62,8 @@ GROUPS = "groups:\n  nightly:\n    jobs: [export, report]\n"
 def _app(tmp_path: Path, *, read_only: bool = False) -> TuischedApp:
     path = write_config(tmp_path, JOBS)
     path.write_text(path.read_text() + GROUPS)
-    runtime = Runtime(load_config(path), kill_grace=0.5)
-    return TuischedApp(runtime, read_only=read_only, clock=lambda: FIXED)
+    app, _ = make_app(path, read_only=read_only)
+    return app
 
 
 async def _until(pilot: Pilot[int], condition: Callable[[], object], what: str) -> None:
@@ -138,8 +138,8 @@ async def test_enter_opens_the_detail_with_its_tabs_and_next_runs(tmp_path: Path
 async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
-        events = Recorder(app.runtime.bus)
-        run = app.runtime.run_now("heartbeat")
+        events = Recorder(runtime_of(app).bus)
+        run = runtime_of(app).run_now("heartbeat")
         await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
         screen = await _open_detail(pilot, "heartbeat")
         history = screen.query_one("#detail-history", DataTable)
@@ -156,7 +156,7 @@ async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path
 async def test_the_detail_follows_a_running_job_live(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         screen = await _open_detail(pilot, "heartbeat")
-        run = app_of(pilot).runtime.run_now("heartbeat")
+        run = runtime_of(app_of(pilot)).run_now("heartbeat")
         log = screen.query_one("#detail-output", Log)
         await _until(pilot, lambda: log.lines == ["[bold]x[/bold]"], "the live output")
         history = screen.query_one("#detail-history", DataTable)
@@ -188,11 +188,11 @@ async def test_adding_a_job_shows_problems_inline_then_saves(tmp_path: Path) -> 
         await _fill(pilot, {"form-cron": "*/5 * * * *", "form-retries": "2"})
         await pilot.click("#form-save")
         await _confirm(pilot)
-        await _until(pilot, lambda: "tidy" in app.runtime.config.jobs, "the new job")
-        job = app.runtime.config.job("tidy")
+        await _until(pilot, lambda: "tidy" in runtime_of(app).config.jobs, "the new job")
+        job = runtime_of(app).config.job("tidy")
         assert job.retries == 2
         assert job.kind == CommandSpec(argv=("/bin/echo", "yes"))  # an argv, `yes` a word
-        assert "tidy:" in app.runtime.config.path.read_text()
+        assert "tidy:" in runtime_of(app).config.path.read_text()
 
 
 async def test_editing_a_job_keeps_the_keys_the_form_does_not_know(tmp_path: Path) -> None:
@@ -209,13 +209,13 @@ async def test_editing_a_job_keeps_the_keys_the_form_does_not_know(tmp_path: Pat
         await _confirm(pilot)
         await _until(
             pilot,
-            lambda: app.runtime.config.job("report").description == "the nightly report",
+            lambda: runtime_of(app).config.job("report").description == "the nightly report",
             "the edit",
         )
-        job = app.runtime.config.job("report")
+        job = runtime_of(app).config.job("report")
         assert job.requires == ("export",)
         assert job.retry_delay.total_seconds() == 30
-        text = app.runtime.config.path.read_text()
+        text = runtime_of(app).config.path.read_text()
         assert "requires: [export]" in text
         assert "retry_delay: 30s" in text
 
@@ -236,9 +236,9 @@ async def test_help_lists_every_key_hidden_ones_too(tmp_path: Path) -> None:
 async def test_diff_shows_an_offline_edit_and_reloads_it(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
-        source = app.runtime.source
+        source = runtime_of(app).source
         assert source is not None
-        path = app.runtime.config.path
+        path = runtime_of(app).config.path
         edited = path.with_name("edited.yaml")
         edited.write_text(path.read_text().replace("every: 1 hour", "every: 2 hours"))
         edited.replace(path)  # as an editor saves
@@ -253,7 +253,7 @@ async def test_diff_shows_an_offline_edit_and_reloads_it(tmp_path: Path) -> None
         await pilot.press("R")
         await _confirm(pilot)
         await _until(pilot, lambda: source.pending is None, "the reload")
-        schedule = app.runtime.config.job("heartbeat").schedule
+        schedule = runtime_of(app).config.job("heartbeat").schedule
         assert isinstance(schedule, EverySchedule)
         assert schedule.step == 2
 
@@ -270,7 +270,7 @@ async def test_diff_without_an_offline_edit_says_so(tmp_path: Path) -> None:
 async def test_the_palette_runs_a_job_after_a_confirmation(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
-        events = Recorder(app.runtime.bus)
+        events = Recorder(runtime_of(app).bus)
         await pilot.press("ctrl+p")
         await _until(pilot, lambda: isinstance(app.screen, CommandPalette), "the palette")
         await _type(pilot, "run heartbeat")
@@ -304,23 +304,23 @@ async def test_the_group_picker_filters_and_pauses_a_group(tmp_path: Path) -> No
         await _until(pilot, lambda: isinstance(app.screen, GroupPickerScreen), "the picker")
         await pilot.press("p")
         await _confirm(pilot)
-        engine = app.runtime.engine
+        engine = runtime_of(app).engine
         await _until(pilot, lambda: ("group", "nightly") in engine.pauses, "the pause")
-        assert engine.is_paused(app.runtime.config.job("report"))
-        assert not engine.is_paused(app.runtime.config.job("heartbeat"))
+        assert engine.is_paused(runtime_of(app).config.job("report"))
+        assert not engine.is_paused(runtime_of(app).config.job("heartbeat"))
 
 
 async def test_read_only_ignores_add_edit_delete_and_run(tmp_path: Path) -> None:
     async with _app(tmp_path, read_only=True).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
-        before = app.runtime.config.path.read_text()
+        before = runtime_of(app).config.path.read_text()
         for key in ("a", "e", "d", "r"):
             await pilot.press(key)
             await app.workers.wait_for_complete()
             await pilot.pause()
             assert len(app.screen_stack) == 1, key
-        assert app.runtime.engine.running() == []
-        assert app.runtime.config.path.read_text() == before
+        assert runtime_of(app).engine.running() == []
+        assert runtime_of(app).config.path.read_text() == before
 
 
 REPORT = {
@@ -369,8 +369,8 @@ def test_a_malformed_argv_is_a_problem_not_a_shell_command() -> None:
 def test_the_output_tail_drops_a_cut_first_line(tmp_path: Path) -> None:
     path = tmp_path / "run.log"
     path.write_bytes(b"first line\nsecond \x1b[31mred\x1b[0m\n[bold]x[/bold]\n")
-    assert read_output_tail(path, limit=40) == ["second red", "[bold]x[/bold]"]
-    assert read_output_tail(path)[0] == "first line"
+    assert read_output(path, offset=None, limit=40)[0] == ["second red", "[bold]x[/bold]"]
+    assert read_output(path, offset=None, limit=200 * 1024)[0][0] == "first line"
 
 
 async def test_keys_of_the_detail_act_on_its_job(tmp_path: Path) -> None:
@@ -380,7 +380,7 @@ async def test_keys_of_the_detail_act_on_its_job(tmp_path: Path) -> None:
         await _until(pilot, lambda: isinstance(app.screen, JobDetailScreen), "the detail")
         await pilot.press("p")
         await _confirm(pilot)
-        engine = app.runtime.engine
+        engine = runtime_of(app).engine
         await _until(pilot, lambda: ("job", "export") in engine.pauses, "the pause")
         screen = app.screen
         await _until(

@@ -32,7 +32,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def test_main_screen(config: Path) -> None:
-    app = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
@@ -40,7 +40,7 @@ async def test_main_screen(config: Path) -> None:
 
 
 async def test_confirmation_dialog(config: Path) -> None:
-    app = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await pilot.press("d")
@@ -49,7 +49,7 @@ async def test_confirmation_dialog(config: Path) -> None:
 
 
 async def test_help_screen(config: Path) -> None:
-    app = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await pilot.press("question_mark")

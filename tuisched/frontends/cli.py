@@ -8,6 +8,7 @@ configuration. No user error ends in a traceback.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -15,15 +16,17 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
+from zoneinfo import ZoneInfo
 
 from tuisched import __version__
-from tuisched.domain.config.config import SELF, load_config
+from tuisched.domain.config.config import SELF
 from tuisched.domain.config.dependencies import previous_own_slot, required_slot
 from tuisched.domain.config.values import nearest
 from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError
 from tuisched.domain.model import Config, Job
-from tuisched.domain.schedule.describe import job_state, trigger_words
-from tuisched.domain.schedule.slots import localize, next_slot, next_slots
+from tuisched.domain.schedule.slots import localize, next_slots
+from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.runtime.control import OfflineControl, read_config
 
 EX_CONFIG = 78
 DEFAULT_CONFIG = "tuisched.yaml"
@@ -131,7 +134,13 @@ def _config_path(args: argparse.Namespace) -> Path:
 
 
 def _load(args: argparse.Namespace) -> Config:
-    return load_config(_config_path(args))
+    return read_config(_config_path(args))[1]
+
+
+def _offline(args: argparse.Namespace) -> tuple[Config, OfflineControl]:
+    """The configuration, and the seam over what its scheduler left (no scheduler started)."""
+    text, config = read_config(_config_path(args))
+    return config, OfflineControl(config, text, clock=lambda: datetime.now(UTC))
 
 
 def _find_job(config: Config, name: str) -> Job:
@@ -206,12 +215,8 @@ def _upstream(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from tuisched.runtime.runtime import paused_jobs  # noqa: PLC0415  (keeps light commands light)
-
-    config = _load(args)
-    now = datetime.now(UTC)
-    paused = paused_jobs(config)
-    rows = [_job_row(job, now, paused=job.name in paused) for job in config.jobs.values()]
+    _, control = _offline(args)
+    rows = [_job_row(status) for status in asyncio.run(control.jobs())]
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()
@@ -231,12 +236,13 @@ def _console(args: argparse.Namespace) -> int:
 
 
 def _history(args: argparse.Namespace) -> int:
-    from tuisched.frontends.history import print_history  # noqa: PLC0415
+    from tuisched.frontends.history import print_runs  # noqa: PLC0415
 
-    config = _load(args)
+    config, control = _offline(args)
     if args.job is not None:
         _find_job(config, args.job)
-    print_history(config, args.job, args.n, as_json=args.json, out=sys.stdout)
+    runs = asyncio.run(control.history(HistoryQuery(job=args.job, limit=args.n)))
+    print_runs(runs, config.settings.timezone, as_json=args.json, out=sys.stdout)
     return 0
 
 
@@ -250,18 +256,19 @@ def _run(args: argparse.Namespace) -> int:
 # --- job rows -------------------------------------------------------------------
 
 
-def _job_row(job: Job, now: datetime, *, paused: bool = False) -> dict[str, object]:
-    scheduled = job.schedule is not None and job.enabled and not paused
-    upcoming = next_slot(job.schedule, now) if job.schedule is not None and scheduled else None
+def _job_row(status: JobStatus) -> dict[str, object]:
+    upcoming = status.next_fire
     return {
-        "name": job.name,
-        "kind": job.kind_name,
-        "schedule": trigger_words(job),
-        "next_run": upcoming.isoformat() if upcoming is not None else None,
-        "state": job_state(job, now, paused=paused),
-        "groups": list(job.groups),
-        "timezone": job.timezone.key,
-        "description": job.description,
+        "name": status.name,
+        "kind": status.kind,
+        "schedule": status.trigger,
+        "next_run": upcoming.astimezone(ZoneInfo(status.timezone)).isoformat()
+        if upcoming
+        else None,
+        "state": status.state.value,
+        "groups": list(status.groups),
+        "timezone": status.timezone,
+        "description": status.description,
     }
 
 

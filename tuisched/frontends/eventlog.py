@@ -8,7 +8,6 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.events import (
     ConfigChangedOnDisk,
     ConfigLoaded,
@@ -30,7 +29,7 @@ from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 
-log = logging.getLogger("tuisched.domain.events")
+log = logging.getLogger("tuisched.events")
 
 
 def _slot(run: RunRecord, tz: ZoneInfo) -> str:
@@ -101,14 +100,10 @@ def _fields(event: Event) -> dict[str, Any]:
 
 
 class EventLog:
-    """Logs every interesting bus event through `logging` (logger `tuisched.domain.events`)."""
+    """Logs every interesting bus event through `logging` (logger `tuisched.events`)."""
 
     def __init__(self, tz: ZoneInfo) -> None:
         self.tz = tz
-
-    def subscribe(self, bus: EventBus) -> Subscription:
-        """Start logging the events of `bus`."""
-        return bus.subscribe(Event, self.write)
 
     def write(self, event: Event) -> None:
         """Log `event` if it is worth a line."""

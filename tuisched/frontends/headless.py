@@ -13,9 +13,9 @@ import logging
 import signal
 from pathlib import Path
 
-from tuisched.domain.errors import ConfigError
+from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.frontends.eventlog import EventLog, configure_logging
-from tuisched.runtime.runtime import AlreadyRunningError, Runtime
+from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
 EX_OK = 0
 EX_TEMPFAIL = 75
@@ -28,25 +28,26 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
     """Run the scheduler until a signal stops it; return the exit status."""
     configure_logging(log_format)
     try:
-        runtime = Runtime.from_file(config_path)
+        scheduler = LocalScheduler.from_file(config_path)
     except ConfigError as error:
         for problem in error.problems:
             log.error("%s", problem)  # noqa: TRY400  (a report, not a crash: no traceback)
         log.error("not started: the configuration is not valid")  # noqa: TRY400
         return EX_CONFIG
-    configure_logging(log_format, tz=runtime.config.settings.timezone)
-    return asyncio.run(_serve(runtime))
+    configure_logging(log_format, tz=scheduler.timezone)
+    return asyncio.run(_serve(scheduler))
 
 
-async def _serve(runtime: Runtime) -> int:
-    EventLog(runtime.config.settings.timezone).subscribe(runtime.bus)
+async def _serve(scheduler: LocalScheduler) -> int:
+    control = scheduler.control(who("headless"))
+    control.subscribe(EventLog(scheduler.timezone).write)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
 
     def on_stop_signal(name: str) -> None:
         if stopping.is_set():
             log.warning("%s again: stopping every run now", name)
-            runtime.hurry()
+            scheduler.hurry()
         else:
             log.info("%s: draining", name)
             stopping.set()
@@ -54,12 +55,20 @@ async def _serve(runtime: Runtime) -> int:
     # Handlers first: a signal during start-up must drain, not kill.
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_stop_signal, sig.name)
-    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(runtime.reload()))
+    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(_reload(control)))
     try:
-        await runtime.start()
+        await scheduler.start()
     except AlreadyRunningError as error:
         log.error("%s", error)  # noqa: TRY400  (expected; no traceback)
         return EX_TEMPFAIL
     await stopping.wait()
-    await runtime.stop(reason="signal")
+    await scheduler.stop(reason="signal")
     return EX_OK
+
+
+async def _reload(control: SchedulerControl) -> None:
+    """SIGHUP: re-read the configuration (a bad one is refused and logged by the runtime)."""
+    try:
+        await control.reload()
+    except TuischedError as error:
+        log.warning("SIGHUP: %s", error)

@@ -1,17 +1,16 @@
-"""`tuisched history`: the newest runs from the history store, as a table or JSON."""
+"""`tuisched history`: runs from the history, as a table or JSON."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TextIO
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.model import Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
-from tuisched.runtime.runtime import has_history, open_history
 
 
 def _iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
@@ -39,12 +38,8 @@ def run_as_json(run: RunRecord, tz: ZoneInfo) -> dict[str, object]:
     }
 
 
-def print_history(
-    config: Config, job: str | None, limit: int, *, as_json: bool, out: TextIO
-) -> None:
-    """Print the newest `limit` runs (of `job`, or of every job), newest first."""
-    runs = _recent(config, job, limit)
-    tz = config.settings.timezone
+def print_runs(runs: Sequence[RunRecord], tz: ZoneInfo, *, as_json: bool, out: TextIO) -> None:
+    """Print `runs` (newest first) as `tuisched history` does: a table, or JSON."""
     if as_json:
         json.dump([run_as_json(run, tz) for run in runs], out, indent=2)
         out.write("\n")
@@ -55,16 +50,6 @@ def print_history(
     for row in rows:
         cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
         out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
-
-
-def _recent(config: Config, job: str | None, limit: int) -> list[RunRecord]:
-    if not has_history(config):
-        return []
-    store = open_history(config)
-    try:
-        return store.recent(job, limit)
-    finally:
-        store.close()
 
 
 def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import sys
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,7 @@ from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.events import (
+    Event,
     RunAbandoned,
     SchedulerStarted,
     SchedulerStopped,
@@ -34,12 +36,14 @@ from tuisched.domain.events import (
 )
 from tuisched.domain.model import Config
 from tuisched.domain.runs import Result, RunRecord
+from tuisched.domain.views import ConfigEdit, EditAction, EditTarget, SchedulerState
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine, is_paused
 from tuisched.runtime.execution import install_child_watcher, kill_leftovers
 from tuisched.runtime.handlers.actions import ActionLog, who
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
+from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.store import AsyncHistory, HistoryStore, prepare_state_dir
@@ -47,6 +51,8 @@ from tuisched.runtime.watch import ConfigWatcher
 
 log = logging.getLogger(__name__)
 
+IDEMPOTENCY_KEYS = 1000
+"""Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
 HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
 
@@ -141,7 +147,12 @@ class Runtime:
         self.source: ConfigSource | None = None
         self._watcher: ConfigWatcher | None = None
         self.actor = who("api")
-        """Who the operator actions are recorded as; a front end sets its own."""
+        """Who operator actions are recorded as when the caller names nobody."""
+        self.latest = LatestRuns()
+        """Each job's newest finished run and each running run's last line, for front ends."""
+        self.state = SchedulerState.STARTING
+        self._manual_runs: OrderedDict[str, RunRecord] = OrderedDict()
+        """Manual runs by idempotency key, newest last (a double key press makes one run)."""
         self._actions = ActionLog(
             config.settings.state_dir / "actions.log", config.settings.timezone
         )
@@ -179,6 +190,28 @@ class Runtime:
             raise TuischedError("the runtime is not started")
         return self._history
 
+    @property
+    def config_text(self) -> str:
+        """The configuration file's text that the configuration in force was read from."""
+        return self.source.text if self.source is not None else self._text
+
+    def now(self) -> datetime:
+        """The runtime's clock."""
+        return self._clock()
+
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        """Call `callback` with every event published from now on (on the loop thread)."""
+        if after is not None:
+            raise TuischedError("replaying events is not available yet")
+        return self.bus.subscribe(Event, callback)
+
+    def flush_audit(self) -> None:
+        """Write the audit lines of the events delivered so far (before reading the log)."""
+        if self._audit is not None:
+            self._audit.flush()
+
     # --- start and stop ----------------------------------------------------------
 
     async def start(self) -> None:
@@ -210,8 +243,10 @@ class Runtime:
         settings = self.config.settings
         install_child_watcher()
         self.bus.bind(asyncio.get_running_loop())
+        self.latest.subscribe(self.bus)
         self._history = AsyncHistory(open_history(self.config))
         self._history.start()
+        self.latest.merge(await self._history.call(lambda store: store.last_runs()))
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         self._audit.subscribe(self.bus)
         self._start_alerts()
@@ -235,6 +270,7 @@ class Runtime:
         self._watcher.start()
         await self._mark_alive()
         self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        self.state = SchedulerState.RUNNING
         self.bus.publish(
             SchedulerStarted(
                 at=now, node=self.node, config_path=self.config.path, jobs=len(self.config.jobs)
@@ -248,6 +284,7 @@ class Runtime:
         if grace is None:
             grace = self.config.settings.shutdown_grace.total_seconds()
         running = len(self._engine.running())
+        self.state = SchedulerState.STOPPING
         self.bus.publish(SchedulerStopping(at=self._clock(), reason=reason, running=running))
         if self._watcher is not None:
             await self._watcher.stop()
@@ -268,6 +305,7 @@ class Runtime:
             self._audit.close()
         self._lock.release()
         self._engine = None
+        self.state = SchedulerState.STOPPED
 
     def _start_alerts(self) -> None:
         if self.config.email is None:
@@ -323,17 +361,17 @@ class Runtime:
 
     # --- operations ----------------------------------------------------------------
 
-    async def reload(self) -> bool:
+    async def reload(self, *, actor: str | None = None) -> bool:
         """Re-read the configuration file and apply it; a bad one changes nothing."""
         if self.source is None:
             return False
         applied = await self.source.reload()
-        self._record("reload", "applied" if applied else "refused: not valid")
+        self._record("reload", "applied" if applied else "refused: not valid", actor)
         return applied
 
-    def _record(self, action: str, subject: str) -> None:
+    def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
-            self._actions.write(self._clock(), self.actor, action, subject)
+            self._actions.write(self._clock(), actor or self.actor, action, subject)
         except OSError:
             log.exception("could not record the action %s %s", action, subject)
 
@@ -358,63 +396,101 @@ class Runtime:
             raise TuischedError("the runtime is not started")
         return self.source
 
-    async def add_job(self, name: str, definition: Mapping[str, object]) -> None:
+    async def edit(self, edit: ConfigEdit, *, actor: str | None = None) -> None:
+        """Make `edit` (add, replace or delete a job or a group): file first, then schedule."""
+        definition = edit.definition or {}
+        target, action = edit.target, edit.action
+        if target is EditTarget.JOB and action is EditAction.ADD:
+            await self.add_job(edit.name, definition, actor=actor)
+        elif target is EditTarget.JOB and action is EditAction.REPLACE:
+            await self.replace_job(edit.name, definition, actor=actor)
+        elif target is EditTarget.JOB:
+            await self.delete_job(edit.name, actor=actor)
+        elif action is EditAction.ADD:
+            await self.add_group(edit.name, definition, actor=actor)
+        elif action is EditAction.REPLACE:
+            await self.replace_group(edit.name, definition, actor=actor)
+        else:
+            await self.delete_group(edit.name, actor=actor)
+
+    async def add_job(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
         """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
         await self._source().edit(lambda document: document.add_job(name, definition))
-        self._record("add", f"job {name}")
+        self._record("add", f"job {name}", actor)
 
-    async def replace_job(self, name: str, definition: Mapping[str, object]) -> None:
+    async def replace_job(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
         """Replace a job's definition (UnknownJobError if there is none)."""
         await self._source().edit(lambda document: document.replace_job(name, definition))
-        self._record("edit", f"job {name}")
+        self._record("edit", f"job {name}", actor)
 
-    async def delete_job(self, name: str) -> None:
+    async def delete_job(self, name: str, *, actor: str | None = None) -> None:
         """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
         await self._source().edit(lambda document: document.delete_job(name))
-        self._record("delete", f"job {name}")
+        self._record("delete", f"job {name}", actor)
 
-    async def add_group(self, name: str, definition: Mapping[str, object]) -> None:
+    async def add_group(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
         """Add a group (JobActionError if the name exists)."""
         await self._source().edit(lambda document: document.add_group(name, definition))
-        self._record("add", f"group {name}")
+        self._record("add", f"group {name}", actor)
 
-    async def replace_group(self, name: str, definition: Mapping[str, object]) -> None:
+    async def replace_group(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
         """Replace a group's definition (JobActionError if there is none)."""
         await self._source().edit(lambda document: document.replace_group(name, definition))
-        self._record("edit", f"group {name}")
+        self._record("edit", f"group {name}", actor)
 
-    async def delete_group(self, name: str) -> None:
+    async def delete_group(self, name: str, *, actor: str | None = None) -> None:
         """Delete a group (JobActionError if there is none)."""
         await self._source().edit(lambda document: document.delete_group(name))
-        self._record("delete", f"group {name}")
+        self._record("delete", f"group {name}", actor)
 
-    async def undo(self) -> None:
+    async def undo(self, *, actor: str | None = None) -> None:
         """Undo the last change (through the API or a reload): file and schedule."""
         await self._source().undo()
-        self._record("undo", "the last change")
+        self._record("undo", "the last change", actor)
 
-    def run_now(self, job: str) -> RunRecord:
-        """Queue a manual run of `job`."""
+    def run_now(self, job: str, *, key: str | None = None, actor: str | None = None) -> RunRecord:
+        """Queue a manual run of `job`.
+
+        With an idempotency `key`, asking again with the same key returns the
+        run the first request made instead of making another (a double key
+        press, a client retrying after a lost answer).
+        """
+        if key is not None and key in self._manual_runs:
+            return self._manual_runs[key]
         run = self.engine.run_now(job)
-        self._record("run now", f"job {job} (run {run.run_id})")
+        if key is not None:
+            self._manual_runs[key] = run
+            while len(self._manual_runs) > IDEMPOTENCY_KEYS:
+                self._manual_runs.popitem(last=False)
+        self._record("run now", f"job {job} (run {run.run_id})", actor)
         return run
 
-    def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+    def stop_run(self, run_id: str, *, kill: bool = False, actor: str | None = None) -> None:
         """Stop a queued, waiting or running run."""
         self.engine.stop_run(run_id, kill=kill)
-        self._record("kill" if kill else "stop", f"run {run_id}")
+        self._record("kill" if kill else "stop", f"run {run_id}", actor)
 
-    async def pause_job(self, name: str, *, paused: bool = True) -> None:
+    async def pause_job(self, name: str, *, paused: bool = True, actor: str | None = None) -> None:
         """Pause (or resume) one job; the pause survives a restart."""
         await self.engine.set_paused("job", name, paused=paused)
-        self._record("pause" if paused else "resume", f"job {name}")
+        self._record("pause" if paused else "resume", f"job {name}", actor)
 
-    async def pause_group(self, name: str, *, paused: bool = True) -> None:
+    async def pause_group(
+        self, name: str, *, paused: bool = True, actor: str | None = None
+    ) -> None:
         """Pause (or resume) every job of a group; the pause survives a restart."""
         await self.engine.set_paused("group", name, paused=paused)
-        self._record("pause" if paused else "resume", f"group {name}")
+        self._record("pause" if paused else "resume", f"group {name}", actor)
 
-    async def pause_all(self, *, paused: bool = True) -> None:
+    async def pause_all(self, *, paused: bool = True, actor: str | None = None) -> None:
         """Pause (or resume) every job; the pause survives a restart."""
         await self.engine.set_paused("all", "", paused=paused)
-        self._record("pause" if paused else "resume", "every job")
+        self._record("pause" if paused else "resume", "every job", actor)

@@ -1,7 +1,7 @@
 """The command palette's job commands (ctrl+p): run, pause or resume, show a job; pause a group.
 
 Every command goes through the console's own path (a confirmation, then the
-runtime), so the palette can do nothing the keys cannot. With `--read-only`
+control seam), so the palette can do nothing the keys cannot. With `--read-only`
 only "show JOB" is offered.
 """
 
@@ -26,25 +26,24 @@ Command = tuple[str, str, Callable[[], object]]
 
 def job_commands(app: TuischedApp) -> Iterator[Command]:
     """Every command the palette offers now, jobs first, then groups."""
-    runtime = app.runtime
     if not app.started:
         return
-    engine = runtime.engine
-    for name, job in runtime.config.jobs.items():
+    operator, state = app.operator, app.state
+    for name, status in state.jobs.items():
         yield f"show {name}", "open the job's detail", partial(app.show_job, name)
         if app.read_only:
             continue
-        yield f"run {name}", "run the job now", partial(app.ask_run, name)
-        verb = "resume" if engine.is_paused(job) else "pause"
-        yield f"{verb} {name}", f"{verb} the job", partial(app.ask_pause_job, name)
+        yield f"run {name}", "run the job now", partial(operator.run, name)
+        verb = "resume" if status.paused else "pause"
+        yield f"{verb} {name}", f"{verb} the job", partial(operator.pause_job, name)
     if app.read_only:
         return
-    for group in runtime.config.groups:
-        verb = "resume" if ("group", group) in engine.pauses else "pause"
+    for group in state.groups:
+        verb = "resume" if group.paused else "pause"
         yield (
-            f"{verb} group {group}",
+            f"{verb} group {group.name}",
             f"{verb} every job of the group",
-            partial(app.ask_pause_group, group),
+            partial(operator.pause_group, group.name, len(group.jobs), paused=group.paused),
         )
 
 

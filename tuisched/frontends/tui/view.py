@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.model import Job, ManualSchedule
 from tuisched.domain.runs import Result, RunRecord, RunState
-from tuisched.domain.schedule.describe import trigger_words
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
+from tuisched.domain.views import JobState, JobStatus, RunStatus
 
 RESULT_WORDS: dict[RunState, tuple[str, str]] = {
     RunState.SUCCESS: ("✔", "ok"),
@@ -105,38 +104,23 @@ class JobRow:
     groups: str
 
 
-def job_row(
-    job: Job,
-    *,
-    now: datetime,
-    tz: ZoneInfo,
-    next_fire: datetime | None,
-    last: RunRecord | None,
-    paused: bool,
-    running: int,
-    waiting: int,
-) -> JobRow:
-    """The jobs pane's row for `job`."""
-    if not job.enabled:
-        state = "disabled"
-    elif paused:
-        state = "paused"
-    elif running:
-        state = "running" if running == 1 else f"running ({running})"
-    elif waiting:
-        state = "waiting"
-    elif job.schedule is not None and next_fire is None and job.after is None:
-        state = "manual" if isinstance(job.schedule, ManualSchedule) else "finished"
-    else:
-        state = "active"
+def state_text(status: JobStatus) -> str:
+    """The state word of the jobs pane: `running (2)` when more than one run is running."""
+    if status.state is JobState.RUNNING and status.running > 1:
+        return f"running ({status.running})"
+    return status.state.value
+
+
+def job_row(status: JobStatus, *, now: datetime, tz: ZoneInfo) -> JobRow:
+    """The jobs pane's row for a job."""
     return JobRow(
-        name=job.name,
-        kind=job.kind_name,
-        schedule=trigger_words(job),
-        next_run=when(next_fire, now, tz),
-        last=result_text(last),
-        state=state,
-        groups=", ".join(job.groups) or "-",
+        name=status.name,
+        kind=status.kind,
+        schedule=status.trigger,
+        next_run=when(status.next_fire, now, tz),
+        last=result_text(status.last),
+        state=state_text(status),
+        groups=", ".join(status.groups) or "-",
     )
 
 
@@ -153,8 +137,9 @@ class RunRow:
     last_line: str
 
 
-def run_row(run: RunRecord, *, now: datetime, tz: ZoneInfo, last_line: str) -> RunRow:
-    """The running pane's row for `run` (RUNNING, QUEUED or WAITING)."""
+def run_row(status: RunStatus, *, now: datetime, tz: ZoneInfo) -> RunRow:
+    """The running pane's row for a run RUNNING, QUEUED or WAITING."""
+    run = status.run
     started = run.started_at
     if run.state is RunState.RUNNING and started is not None:
         began, elapsed = started.astimezone(tz).strftime("%H:%M:%S"), format_elapsed(now - started)
@@ -167,5 +152,5 @@ def run_row(run: RunRecord, *, now: datetime, tz: ZoneInfo, last_line: str) -> R
         started=began,
         elapsed=elapsed,
         trigger=run.trigger.value,
-        last_line=plain_text(last_line or run.reason)[:200],
+        last_line=plain_text(status.live_status or run.reason)[:200],
     )

@@ -268,3 +268,35 @@ class OutputCapture:
                 self._on_lines(tuple(lines))
             except Exception:
                 _log.exception("output line listener failed")
+
+
+def read_output(
+    path: Path, *, offset: int | None, limit: int, growing: bool = False
+) -> tuple[list[str], int, int]:
+    """Lines of an output file as plain text: from byte `offset`, or its last `limit` bytes.
+
+    Blocking: call it off the event loop. Reads at most `limit` bytes. From the
+    end, a line cut by the window is dropped. When the file is still `growing`
+    (its run is in progress), a last line without its newline is left for the
+    next read.
+
+    Returns:
+        (lines, where they begin, where the next read should begin).
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError when there is none).
+    """
+    with path.open("rb") as file:
+        size = file.seek(0, os.SEEK_END)
+        start = max(0, size - limit) if offset is None else min(max(0, offset), size)
+        file.seek(start)
+        data = file.read(limit)
+    if offset is None and start > 0 and b"\n" in data:
+        cut = data.index(b"\n") + 1
+        data, start = data[cut:], start + cut
+    if growing and not data.endswith(b"\n"):
+        data = data[: data.rfind(b"\n") + 1]
+    lines = plain_text(data).split("\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    return lines, start, start + len(data)

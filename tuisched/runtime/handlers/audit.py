@@ -1,15 +1,8 @@
 """The audit log (SPEC R15): one line per run that ended, for operators and their tools.
 
-Each line has five fields separated by `" | "`::
-
-    job name | launch time | stop time | scheduler result | job status
-
-Times are ISO 8601 with the offset of the scheduler's zone, to the second, and
-`-` where a run has none. Fields never contain a newline, a control character
-or a `|` (replaced by spaces and `¦`), so a line always splits into five.
-
-The file is appended to, private to the user (0600), and reopened when
-logrotate (or anyone) moves it away.
+The line's format is `tuisched.domain.audit.audit_line`. The file is appended
+to, private to the user (0600), and reopened when logrotate (or anyone) moves
+it away.
 """
 
 from __future__ import annotations
@@ -19,67 +12,20 @@ import logging
 import os
 import stat
 import threading
-import unicodedata
-from datetime import datetime
 from pathlib import Path
 from typing import BinaryIO, TextIO
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.audit import audit_line
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.events import RunAbandoned, RunEvent, RunFinished, RunNotStarted, SlotMissed
-from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.runs import RunRecord
 
 log = logging.getLogger(__name__)
 
-SEPARATOR = " | "
-ABSENT = "-"
-"""A field with nothing to say."""
-MAX_FIELD = 1000
-"""Characters kept of a field (a job's last output line can be huge); the cut ends in `…`."""
 
 _AUDITED = (RunFinished, RunNotStarted, RunAbandoned, SlotMissed)
-_NO_LAUNCH = (RunState.NOT_STARTED, RunState.MISSED)
-_BLANKED = frozenset({"Cc", "Zl", "Zp"})
-"""Unicode categories that would break a line: control characters, line and paragraph separators."""
 _READ_BLOCK = 8192
-
-
-def _clean(text: str) -> str:
-    """`text` made safe for one field: no line breaks or control characters, no `|`."""
-    if not text.isprintable() or "|" in text:
-        blanked = (" " if unicodedata.category(char) in _BLANKED else char for char in text)
-        text = "".join(blanked).replace("|", "¦")
-    text = text.strip() or ABSENT
-    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
-
-
-def _time(moment: datetime | None, tz: ZoneInfo) -> str:
-    """`moment` in `tz`, ISO 8601 to the second, or `-`."""
-    return ABSENT if moment is None else moment.astimezone(tz).isoformat(timespec="seconds")
-
-
-def _status(run: RunRecord, tz: ZoneInfo) -> str:
-    """What the job said: its status, else the scheduler's reason; a missed slot names itself."""
-    if run.state is RunState.MISSED and run.slot is not None:
-        return f"missed slot {_time(run.slot, tz)}"
-    return run.status.strip() or run.reason.strip() or ABSENT
-
-
-def audit_line(run: RunRecord, tz: ZoneInfo) -> str:
-    """The audit line of `run`, without a line break.
-
-    A run that never launched (NOT_STARTED, MISSED) has `-` as its launch time
-    even if the engine noted one. The result is `run.result.value`, `-` if unset.
-    """
-    launched = None if run.state in _NO_LAUNCH else run.started_at
-    fields = (
-        run.job,
-        _time(launched, tz),
-        _time(run.ended_at, tz),
-        ABSENT if run.result is None else run.result.value,
-        _status(run, tz),
-    )
-    return SEPARATOR.join(_clean(field) for field in fields)
 
 
 def _open_append(path: Path) -> TextIO:
@@ -207,3 +153,32 @@ def _read_back(handle: BinaryIO, lines: int) -> bytes:
         blocks.append(block)
         breaks += block.count(b"\n")
     return b"".join(reversed(blocks))
+
+
+def read_from(path: Path, offset: int, *, limit: int = 1024 * 1024) -> tuple[list[str], int]:
+    """Whole lines of `path` from byte `offset` on (at most `limit` bytes), and the next offset.
+
+    Blocking: call it off the event loop. A missing file has no lines. A log
+    that was rotated (shorter than `offset`) is read from its start.
+    """
+    try:
+        handle = path.open("rb")
+    except FileNotFoundError:
+        return [], 0
+    with handle:
+        size = handle.seek(0, os.SEEK_END)
+        start = offset if 0 <= offset <= size else 0
+        handle.seek(start)
+        data = handle.read(limit)
+    whole = data.rfind(b"\n") + 1
+    lines = data[:whole].decode("utf-8", errors="replace").split("\n")[:-1] if whole else []
+    return lines, start + whole
+
+
+def tail_and_end(path: Path, lines: int) -> tuple[list[str], int]:
+    """The last `lines` lines of `path` and its size (where a follow-up read begins); blocking."""
+    try:
+        end = path.stat().st_size
+    except FileNotFoundError:
+        return [], 0
+    return read_tail(path, lines), end

@@ -28,6 +28,7 @@ from sqlalchemy.pool import StaticPool
 
 from tuisched.domain.errors import HistoryError, UnknownRunError
 from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.domain.views import HistoryQuery
 from tuisched.runtime.store.schema import (
     _ABANDONABLE,
     _RUN_COLUMNS,
@@ -256,6 +257,26 @@ class HistoryStore:
         if job is not None:
             query = query.where(runs.c.job == job)
         return self._records(query)
+
+    def page(self, query: HistoryQuery) -> list[RunRecord]:
+        """One page of runs matching `query`, newest first (as `recent`)."""
+        select_runs = (
+            select(runs)
+            .order_by(runs.c.queued_at.desc(), runs.c.run_id.desc())
+            .limit(query.limit)
+            .offset(query.offset)
+        )
+        if query.job is not None:
+            select_runs = select_runs.where(runs.c.job == query.job)
+        if query.states:
+            select_runs = select_runs.where(runs.c.state.in_([s.value for s in query.states]))
+        if query.triggers:
+            select_runs = select_runs.where(runs.c.trigger.in_([t.value for t in query.triggers]))
+        if query.since is not None:
+            select_runs = select_runs.where(runs.c.queued_at >= query.since)
+        if query.until is not None:
+            select_runs = select_runs.where(runs.c.queued_at < query.until)
+        return self._records(select_runs)
 
     def unfinished(self, node: str | None = None) -> list[RunRecord]:
         """Runs QUEUED, WAITING or RUNNING (on `node`, or anywhere), oldest first."""

@@ -2,17 +2,17 @@
 
 Everything a job's output contains is shown as plain text: the Log widget never
 reads markup, and history cells are `Text`, never markup strings. The bus is
-heard the way the app hears it: the callback only queues, a timer applies the
-queue a few times a second, the output in one `write_lines` per batch.
+heard the way the main screen hears them: the callback only queues, a timer
+applies the queue a few times a second, the output in one `write_lines` per
+batch. Everything is read through the control seam.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
+from zoneinfo import ZoneInfo
 
 import yaml
 from rich.text import Text
@@ -23,18 +23,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane
 
-from tuisched.domain.bus import Subscription
 from tuisched.domain.errors import TuischedError
-from tuisched.domain.events import RunEvent, RunOutputWritten
-from tuisched.domain.model import Job, ManualSchedule
-from tuisched.domain.runs import RunRecord
-from tuisched.domain.schedule.describe import trigger_words
+from tuisched.domain.events import Event, RunEvent, RunOutputWritten
+from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
-from tuisched.domain.schedule.slots import next_slots
 from tuisched.domain.text import plain_text
-from tuisched.runtime.document import ConfigDocument
-from tuisched.runtime.engine.waiting import requirements_of
-from tuisched.runtime.runtime import Runtime
+from tuisched.domain.views import HistoryQuery
+from tuisched.runtime.control import Subscription
 
 if TYPE_CHECKING:
     from tuisched.frontends.tui.app import TuischedApp
@@ -43,8 +38,6 @@ NEXT_RUNS = 10
 """How many upcoming slots the Next runs tab lists."""
 HISTORY_RUNS = 50
 """How many past runs the History tab lists."""
-OUTPUT_TAIL_BYTES = 200 * 1024
-"""How much of an output file the Output tab reads (its end)."""
 REFRESH_SECONDS = 0.25
 """How often queued output and run events are applied."""
 HISTORY_COLUMNS = ("Run", "Slot", "Trigger", "State", "Result", "Started", "Duration", "Status")
@@ -68,52 +61,20 @@ def definition_yaml(definition: Mapping[str, object]) -> str:
     )  # fmt: skip
 
 
-def next_runs_text(job: Job, now: datetime, *, paused: bool) -> str:
-    """The next slots of `job` (ISO 8601 with offset, in its zone), or why there are none."""
-    if job.after is not None:
-        return f"no slots: runs {trigger_words(job)}"
-    if job.schedule is None or isinstance(job.schedule, ManualSchedule):
-        return "no slots: manual (runs only by hand)"
-    slots = next_slots(job.schedule, now, NEXT_RUNS)
-    lines = [slot.astimezone(job.timezone).isoformat() for slot in slots]
-    notes = []
-    if not job.enabled:
-        notes.append("disabled: these slots will not run")
-    if paused:
-        notes.append("paused: these slots will not run until resumed")
-    if not lines:
-        notes.append("no slots: the schedule has no future slot")
-    return "\n".join([*notes, *lines])
+def _moment(moment: datetime | None, tz: ZoneInfo) -> str:
+    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
-def _moment(moment: datetime | None, job: Job) -> str:
-    return moment.astimezone(job.timezone).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
-
-
-def history_cells(run: RunRecord, job: Job) -> tuple[Text, ...]:
+def history_cells(run: RunRecord, tz: ZoneInfo) -> tuple[Text, ...]:
     """A History row: every cell plain `Text` (a status is job output, never markup)."""
     duration = run.duration
     cells = (
-        run.run_id, _moment(run.slot, job), run.trigger.value, run.state.value,
-        run.result.value if run.result else "-", _moment(run.started_at, job),
+        run.run_id, _moment(run.slot, tz), run.trigger.value, run.state.value,
+        run.result.value if run.result else "-", _moment(run.started_at, tz),
         format_elapsed(duration) if duration is not None else "-",
         plain_text(run.status or run.reason).replace("\n", " ")[:200],
     )  # fmt: skip
     return tuple(Text(cell, no_wrap=True) for cell in cells)
-
-
-def read_output_tail(path: Path, limit: int = OUTPUT_TAIL_BYTES) -> list[str]:
-    """The last `limit` bytes of an output file as plain lines (a cut first line dropped)."""
-    with path.open("rb") as file:
-        size = file.seek(0, 2)
-        file.seek(max(0, size - limit))
-        data = file.read()
-    if size > limit and b"\n" in data:
-        data = data[data.index(b"\n") + 1 :]
-    lines = plain_text(data).split("\n")
-    if lines and not lines[-1]:
-        lines.pop()
-    return lines
 
 
 class JobDetailScreen(Screen[None]):
@@ -126,20 +87,21 @@ class JobDetailScreen(Screen[None]):
         Binding("p", "toggle_pause", "Pause/resume this job"),
     ]
 
-    def __init__(self, runtime: Runtime, job_name: str, clock: Callable[[], datetime]) -> None:
+    def __init__(self, host: TuischedApp, job_name: str) -> None:
         super().__init__()
-        self.runtime = runtime
+        self.host = host
+        self.control = host.control
         self.job_name = job_name
-        self.clock = clock
-        self._job = runtime.config.jobs.get(job_name)
+        self._status = host.state.jobs.get(job_name)
+        self._tz = ZoneInfo(self._status.timezone) if self._status else host.state.timezone
         self._live: str | None = None
         """The run whose output the Output tab follows, if one is running."""
         self._events: list[RunEvent] = []
         self._subscription: Subscription | None = None
 
     def compose(self) -> ComposeResult:
-        job = self._job
-        title = f" {self.job_name}" + (f"  {job.kind_name}  {trigger_words(job)}" if job else "")
+        status = self._status
+        title = f" {self.job_name}" + (f"  {status.kind}  {status.trigger}" if status else "")
         yield Static(Text(title), id="detail-title")
         with TabbedContent(id="detail-tabs"):
             with TabPane("Definition", id="tab-definition"), VerticalScroll():
@@ -151,7 +113,7 @@ class JobDetailScreen(Screen[None]):
             with TabPane("Output", id="tab-output"):
                 yield Static(id="detail-output-source")
                 yield Log(id="detail-output", highlight=False, max_lines=20_000)
-            if job is not None and job.requires:
+            if status is not None and status.requires:
                 with TabPane("Waits for", id="tab-waits"), VerticalScroll():
                     yield Static(id="detail-waits")
         yield Footer()
@@ -159,12 +121,11 @@ class JobDetailScreen(Screen[None]):
     def on_mount(self) -> None:
         self.query_one("#detail-history", DataTable).add_columns(*HISTORY_COLUMNS)
         self._show_definition()
-        self._refresh_live()
-        self._subscription = self.runtime.bus.subscribe(RunEvent, self._on_run_event)
-        self._follow_running()
-        self._load_history()
+        self._refresh_plan()
+        self._subscription = self.control.subscribe(self._on_event)
+        self._start_output()
         self.set_interval(REFRESH_SECONDS, self._apply_output)
-        self.set_interval(1.0, self._refresh_live)
+        self.set_interval(1.0, self._refresh_plan)
 
     def on_unmount(self) -> None:
         if self._subscription is not None:
@@ -173,115 +134,78 @@ class JobDetailScreen(Screen[None]):
     def action_close(self) -> None:
         self.dismiss(None)
 
-    def _host(self) -> TuischedApp:
-        return self.app  # type: ignore[return-value]  # only the console opens this screen
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`--read-only` hides running and pausing."""
-        return not (action in ("run", "toggle_pause") and self._host().read_only)
+        return not (action in ("run", "toggle_pause") and self.host.read_only)
 
     def action_run(self) -> None:
-        self._host().ask_run(self.job_name)
+        self.host.operator.run(self.job_name)
 
     def action_toggle_pause(self) -> None:
-        self._host().ask_pause_job(self.job_name)
+        self.host.operator.pause_job(self.job_name)
 
     # --- tabs -------------------------------------------------------------------------
 
     @work(exclusive=True, group="detail-definition")
     async def _show_definition(self) -> None:
-        """The job as the file says it (loading a big file takes a while: in a thread)."""
-        source = self.runtime.source
-        if source is None:
-            return
-        text, path, name = source.text, source.path, self.job_name
-        definition = await asyncio.to_thread(lambda: ConfigDocument(text, path).job(name))
-        shown = definition_yaml(definition) if definition else f"no job named '{name}'"
+        """The job as the file says it."""
+        definition = await self.control.job_definition(self.job_name)
+        shown = definition_yaml(definition) if definition else f"no job named '{self.job_name}'"
         self.query_one("#detail-definition", Static).update(Text(shown))
 
-    def _refresh_live(self) -> None:
+    @work(exclusive=True, group="detail-plan")
+    async def _refresh_plan(self) -> None:
         """Next runs and what the job waits for: cheap, redone every second."""
-        job = self.runtime.config.jobs.get(self.job_name)
         try:
-            paused = job is not None and self.runtime.engine.is_paused(job)
-        except TuischedError:  # the runtime stopped: the console is closing
+            plan = await self.control.plan(self.job_name, count=NEXT_RUNS, after=self.host.clock())
+        except TuischedError:  # the job was deleted, or the scheduler is stopping
             return
-        if job is None:
-            return
-        now = self.clock()
-        self.query_one("#detail-next", Static).update(Text(next_runs_text(job, now, paused=paused)))
-        if job.requires and self.query("#detail-waits"):
-            self.query_one("#detail-waits", Static).update(Text(self._waits_text(job, now)))
-
-    def _waits_text(self, job: Job, now: datetime) -> str:
-        engine = self.runtime.engine
-        lines: list[str] = []
-        for run in engine.waiting():
-            if run.job == job.name:
-                slot = run.slot.astimezone(job.timezone).isoformat() if run.slot else "manual"
-                lines.append(f"run {run.run_id} (slot {slot}) waits for:")
-                lines += [f"  {need.describe()}" for need in engine.waiting_room.needs(run.run_id)]
-        if lines:
-            return "\n".join(lines)
-        if job.schedule is None:
-            return "no run is waiting"
-        upcoming: list[datetime] = next_slots(job.schedule, now, 1)
-        if not upcoming:
-            return "no run is waiting, and the job has no future slot"
-        needs = requirements_of(self.runtime.config, job, upcoming[0])
-        local = upcoming[0].astimezone(job.timezone).isoformat()
-        head = f"no run is waiting; the slot {local} will need:"
-        return "\n".join([head, *(f"  {need.describe()}" for need in needs)])
+        lines = [*plan.notes, *(slot.isoformat() for slot in plan.slots)]
+        self.query_one("#detail-next", Static).update(Text("\n".join(lines)))
+        if plan.waits and self.query("#detail-waits"):
+            self.query_one("#detail-waits", Static).update(Text("\n".join(plan.waits)))
 
     @work(exclusive=True, group="detail-history")
     async def _load_history(self) -> None:
-        """The last runs, then (when nothing runs) the newest one's output file."""
-        name = self.job_name
-        runs = await self.runtime.history.call(lambda store: store.recent(name, HISTORY_RUNS))
-        job = self.runtime.config.jobs.get(name)
-        if job is None:
-            return
+        """The last runs; then, when nothing runs, the newest one's output."""
+        query = HistoryQuery(job=self.job_name, limit=HISTORY_RUNS)
+        runs = await self.control.history(query)
         table = self.query_one("#detail-history", DataTable)
         table.clear()
         for run in runs:
-            table.add_row(*history_cells(run, job), key=run.run_id)
+            table.add_row(*history_cells(run, self._tz), key=run.run_id)
         if self._live is None:
             await self._show_last_output(runs)
 
     # --- output -----------------------------------------------------------------------
 
-    def _output_path(self, run_id: str) -> Path:
-        state_dir = self.runtime.config.settings.state_dir
-        return state_dir / "output" / self.job_name / f"{run_id}.log"
+    @work(exclusive=True, group="detail-output")
+    async def _start_output(self) -> None:
+        """Show a running run's output so far, then follow it live; else the last run's."""
+        runs = [s.run for s in await self.control.runs() if s.run.job == self.job_name]
+        running = [run for run in runs if run.state is RunState.RUNNING]
+        if running:
+            run = running[-1]
+            self._live = run.run_id
+            self._events = []  # what the file holds now is read below: no line twice
+            chunk = await self.control.output(run.run_id)
+            self._show_source(f"live output of run {run.run_id} (running)")
+            self._write(list(chunk.lines))
+        self._load_history()
 
-    def _follow_running(self) -> None:
-        """Show a running run's output so far (its file), then follow it live."""
-        running = [run for run in self.runtime.engine.running() if run.job == self.job_name]
-        if not running:
-            return
-        run = running[-1]
-        self._live = run.run_id
-        path = self._output_path(run.run_id)
-        # Read on the loop (bounded): the queue starts empty after this, no line twice.
-        lines = read_output_tail(path) if path.exists() else []
-        self._events = []
-        self._show_source(f"live output of run {run.run_id} (running)")
-        self._write(lines)
-
-    async def _show_last_output(self, runs: list[RunRecord]) -> None:
+    async def _show_last_output(self, runs: Sequence[RunRecord]) -> None:
         for run in runs:
             if not run.state.terminal:
                 continue
-            path = self._output_path(run.run_id)
-            if path.exists():
-                lines = await asyncio.to_thread(read_output_tail, path)
+            chunk = await self.control.output(run.run_id)
+            if chunk.source == "file":
                 self._show_source(f"output of the last run, {run.run_id} ({run.state.value})")
-                self._write(lines, replace=True)
-                return
-            if run.output_tail:
+            elif chunk.source == "tail":
                 self._show_source(f"output of the last run, {run.run_id} (tail only)")
-                self._write(plain_text(run.output_tail).split("\n"), replace=True)
-                return
+            else:
+                continue
+            self._write(list(chunk.lines), replace=True)
+            return
         self._show_source("no output recorded")
 
     def _show_source(self, text: str) -> None:
@@ -295,9 +219,9 @@ class JobDetailScreen(Screen[None]):
             log.auto_scroll = log.is_vertical_scroll_end or replace
             log.write_lines(lines)
 
-    def _on_run_event(self, event: RunEvent) -> None:
-        """Bus callback: only queue (applied by `_apply_output`)."""
-        if event.run.job == self.job_name:
+    def _on_event(self, event: Event) -> None:
+        """Event callback: only queue this job's run events (applied by `_apply_output`)."""
+        if isinstance(event, RunEvent) and event.run.job == self.job_name:
             self._events.append(event)
 
     def _apply_output(self) -> None:
@@ -320,11 +244,14 @@ class JobDetailScreen(Screen[None]):
 
     def _conclude_live(self) -> None:
         """A run of the job ended: the history changed, and maybe the followed run."""
-        try:
-            running = {run.run_id for run in self.runtime.engine.running()}
-        except TuischedError:  # the runtime stopped: the console is closing
-            return
-        if self._live is not None and self._live not in running:
+        if self._live is not None and self._live not in self._running_ids():
             self._show_source(f"output of run {self._live} (finished)")
             self._live = None
         self._load_history()
+
+    def _running_ids(self) -> set[str]:
+        return {
+            status.run.run_id
+            for status in self.host.state.runs
+            if status.run.state is RunState.RUNNING
+        }

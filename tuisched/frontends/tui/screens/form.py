@@ -4,15 +4,14 @@ The form knows the common keys (kind, trigger, timeout, retries, priority,
 overlap, description, enabled). Every other key of an edited job (`cwd`,
 `env`, `requires`, `alerts`, `x-` notes...) is carried over untouched, in its
 place. Saving validates the whole configuration the change would give
-(`ConfigSource.preview`, nothing written) and lists every problem under the
+(the control seam's `preview`, nothing written) and lists every problem under the
 form; only a valid definition leaves it, as `(name, definition)`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
@@ -26,9 +25,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static
 
-from tuisched.domain.errors import ConfigError, TuischedError
-from tuisched.runtime.document import ConfigDocument
-from tuisched.runtime.runtime import Runtime
+from tuisched.domain.errors import TuischedError
+from tuisched.domain.views import ConfigEdit
+from tuisched.runtime.control import SchedulerControl
 
 KINDS = ("command", "python", "wait_for")
 TRIGGERS = ("cron", "every", "at", "manual", "after")
@@ -214,12 +213,12 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
 
     def __init__(
         self,
-        runtime: Runtime,
+        control: SchedulerControl,
         name: str | None = None,
         definition: Mapping[str, object] | None = None,
     ) -> None:
         super().__init__()
-        self.runtime = runtime
+        self.control = control
         self.editing = name is not None
         self.original = dict(definition or {})
         self.values = values_from(name, self.original) if name is not None else FormValues()
@@ -313,32 +312,17 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
             return
         save = self.query_one("#form-save", Button)
         save.disabled = True
+        edit = (ConfigEdit.replace_job if self.editing else ConfigEdit.add_job)(name, definition)
         try:
-            problems = await asyncio.to_thread(self._validate, name, definition)
+            problems = await self.control.preview(edit)
+        except TuischedError as error:
+            problems = (str(error),)
         finally:
             save.disabled = False
         if problems:
-            self._show_problems(problems)
+            self._show_problems(list(problems))
         else:
             self.dismiss((name, definition))
-
-    def _validate(self, name: str, definition: dict[str, object]) -> list[str]:
-        """Every problem the change would cause (runs in a thread; writes nothing)."""
-        source = self.runtime.source
-        if source is None:
-            return ["the scheduler is not running"]
-        change: Callable[[ConfigDocument], None] = (
-            (lambda doc: doc.replace_job(name, definition))
-            if self.editing
-            else (lambda doc: doc.add_job(name, definition))
-        )
-        try:
-            source.preview(change)
-        except ConfigError as error:
-            return [str(problem) for problem in error.problems] or [str(error)]
-        except (TuischedError, TypeError) as error:
-            return [str(error)]
-        return []
 
     def _show_problems(self, problems: list[str]) -> None:
         box = self.query_one("#form-problems", Static)

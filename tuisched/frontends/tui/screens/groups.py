@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tuisched.domain.model import Group
+from tuisched.domain.views import GroupStatus
 
 
 class GroupPickerScreen(ModalScreen[tuple[str, str] | None]):
@@ -28,12 +28,9 @@ class GroupPickerScreen(ModalScreen[tuple[str, str] | None]):
         Binding("p", "toggle_pause", "Pause/resume group"),
     ]
 
-    def __init__(
-        self, groups: Mapping[str, Group], paused: set[str], *, read_only: bool = False
-    ) -> None:
+    def __init__(self, groups: Sequence[GroupStatus], *, read_only: bool = False) -> None:
         super().__init__()
-        self.groups = dict(groups)
-        self.paused = paused
+        self.groups = list(groups)
         self.read_only = read_only
 
     def compose(self) -> ComposeResult:
@@ -46,12 +43,9 @@ class GroupPickerScreen(ModalScreen[tuple[str, str] | None]):
         if not self.groups:
             return [Option(Text("no groups in the configuration"), disabled=True)]
         return [
-            Option(Text(f"{name}  ({len(group.jobs)} jobs){self._state(name)}"), id=name)
-            for name, group in self.groups.items()
+            Option(Text(f"{group.name}  ({len(group.jobs)} jobs){_state(group)}"), id=group.name)
+            for group in self.groups
         ]
-
-    def _state(self, name: str) -> str:
-        return "  paused" if name in self.paused else ""
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`--read-only` hides pausing."""
@@ -75,3 +69,7 @@ class GroupPickerScreen(ModalScreen[tuple[str, str] | None]):
 
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+def _state(group: GroupStatus) -> str:
+    return "  paused" if group.paused else ""

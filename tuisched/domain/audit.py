@@ -1,0 +1,66 @@
+"""The audit line of a run (SPEC R15): one line, five fields, safe for any tool to split.
+
+Each line has five fields separated by `" | "`::
+
+    job name | launch time | stop time | scheduler result | job status
+
+Times are ISO 8601 with the offset of the scheduler's zone, to the second, and
+`-` where a run has none. Fields never contain a newline, a control character
+or a `|` (replaced by spaces and `¦`), so a line always splits into five.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import datetime
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.runs import RunRecord, RunState
+
+SEPARATOR = " | "
+ABSENT = "-"
+"""A field with nothing to say."""
+MAX_FIELD = 1000
+"""Characters kept of a field (a job's last output line can be huge); the cut ends in `…`."""
+
+_NO_LAUNCH = (RunState.NOT_STARTED, RunState.MISSED)
+_BLANKED = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories that would break a line: control characters, line and paragraph separators."""
+
+
+def _clean(text: str) -> str:
+    """`text` made safe for one field: no line breaks or control characters, no `|`."""
+    if not text.isprintable() or "|" in text:
+        blanked = (" " if unicodedata.category(char) in _BLANKED else char for char in text)
+        text = "".join(blanked).replace("|", "¦")
+    text = text.strip() or ABSENT
+    return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
+
+
+def _time(moment: datetime | None, tz: ZoneInfo) -> str:
+    """`moment` in `tz`, ISO 8601 to the second, or `-`."""
+    return ABSENT if moment is None else moment.astimezone(tz).isoformat(timespec="seconds")
+
+
+def _status(run: RunRecord, tz: ZoneInfo) -> str:
+    """What the job said: its status, else the scheduler's reason; a missed slot names itself."""
+    if run.state is RunState.MISSED and run.slot is not None:
+        return f"missed slot {_time(run.slot, tz)}"
+    return run.status.strip() or run.reason.strip() or ABSENT
+
+
+def audit_line(run: RunRecord, tz: ZoneInfo) -> str:
+    """The audit line of `run`, without a line break.
+
+    A run that never launched (NOT_STARTED, MISSED) has `-` as its launch time
+    even if the engine noted one. The result is `run.result.value`, `-` if unset.
+    """
+    launched = None if run.state in _NO_LAUNCH else run.started_at
+    fields = (
+        run.job,
+        _time(launched, tz),
+        _time(run.ended_at, tz),
+        ABSENT if run.result is None else run.result.value,
+        _status(run, tz),
+    )
+    return SEPARATOR.join(_clean(field) for field in fields)

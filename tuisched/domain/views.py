@@ -1,0 +1,261 @@
+"""What a front end sees of a scheduler: frozen snapshots the control seam returns.
+
+Every view is a frozen dataclass of plain values (text, numbers, aware
+datetimes, run records), so it can cross a thread or a socket as it is and be
+turned into JSON and back. Views are facts at one moment; the events that
+follow say what changed since.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from tuisched.domain.runs import RunRecord, RunState, Trigger
+
+
+class PauseKind(enum.StrEnum):
+    """What a pause holds: one job, a group's jobs, or every job."""
+
+    JOB = "job"
+    GROUP = "group"
+    ALL = "all"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pause:
+    """One pause in force; `name` is "" for `all`."""
+
+    kind: PauseKind
+    name: str = ""
+
+    def __str__(self) -> str:
+        return "every job" if self.kind is PauseKind.ALL else f"{self.kind} {self.name}"
+
+
+class JobState(enum.StrEnum):
+    """A job's state in one word, most urgent first: what the jobs pane shows."""
+
+    DISABLED = "disabled"
+    PAUSED = "paused"
+    RUNNING = "running"
+    WAITING = "waiting"
+    MANUAL = "manual"
+    """Runs only by hand (`schedule: manual`)."""
+    FINISHED = "finished"
+    """Its schedule has no slot left (`at` past, or `stop` reached)."""
+    ACTIVE = "active"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStatus:
+    """One job as a front end shows it: definition in words, and its live state."""
+
+    name: str
+    kind: str
+    """`command`, `python` or `wait_for`."""
+    trigger: str
+    """What makes it run, in words: `every hour from ...`, `after 'export' succeeds`."""
+    groups: tuple[str, ...] = ()
+    description: str = ""
+    timezone: str = "UTC"
+    state: JobState = JobState.ACTIVE
+    enabled: bool = True
+    scheduled: bool = False
+    """True for a job with slots (`every`, `cron`, `at`); False for manual and `after`."""
+    requires: tuple[str, ...] = ()
+    """The upstream jobs its slots need (R9)."""
+    next_fire: datetime | None = None
+    """When it fires next: None when paused, disabled, finished, manual or `after` a job."""
+    last: RunRecord | None = None
+    """Its newest finished run."""
+    paused_by: tuple[Pause, ...] = ()
+    """The pauses that hold it (its own, its groups', everything); empty when not paused."""
+    running: int = 0
+    waiting: int = 0
+
+    @property
+    def paused(self) -> bool:
+        """Whether any pause holds the job."""
+        return bool(self.paused_by)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupStatus:
+    """A group, its jobs, and whether it is paused as a group."""
+
+    name: str
+    jobs: tuple[str, ...]
+    paused: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStatus:
+    """A run in progress (RUNNING, QUEUED or WAITING) and what it says or waits for."""
+
+    run: RunRecord
+    live_status: str = ""
+    """What it says now: a python job's `status`, else "" (output lines come as events)."""
+    waits_for: tuple[str, ...] = ()
+    """For a WAITING run, each requirement not met yet: `export slot 2026-05-07T01:30:00+02:00`."""
+
+
+class SchedulerState(enum.StrEnum):
+    """Where the scheduler is in its life."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    STOPPING = "stopping"
+    """Draining: no new runs; running ones finish or are stopped."""
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SchedulerStatus:
+    """The scheduler at a glance: what the status line shows."""
+
+    config_path: Path
+    node: str
+    timezone: str
+    """The default zone (`settings.timezone`), an IANA key."""
+    state: SchedulerState
+    jobs: int
+    groups: int
+    running: int
+    queued: int
+    waiting: int
+    pauses: tuple[Pause, ...] = ()
+    offline_edit: bool = False
+    """The file on disk differs from the configuration in force (R17)."""
+    can_undo: bool = False
+    last_seq: int = 0
+    """The sequence number of the newest event published so far."""
+
+    @property
+    def all_paused(self) -> bool:
+        """Whether everything is paused."""
+        return any(pause.kind is PauseKind.ALL for pause in self.pauses)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryQuery:
+    """Which runs of the history to read: newest first, filtered, one page at a time."""
+
+    job: str | None = None
+    limit: int = 20
+    offset: int = 0
+    """Runs to skip (the newest first): `offset=20, limit=20` is the second page."""
+    states: tuple[RunState, ...] = ()
+    """Only these states (all when empty)."""
+    triggers: tuple[Trigger, ...] = ()
+    """Only these triggers (all when empty)."""
+    since: datetime | None = None
+    """Only runs queued at or after this instant."""
+    until: datetime | None = None
+    """Only runs queued before this instant."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputChunk:
+    """A piece of one run's output, as plain text lines (never markup or escapes)."""
+
+    run_id: str
+    job: str
+    lines: tuple[str, ...] = ()
+    offset: int = 0
+    """Where in the output file the lines begin (bytes)."""
+    next_offset: int = 0
+    """Where to read from next time to get only what came since."""
+    source: str = "file"
+    """`file` (the run's output file), `tail` (only the tail the history kept) or `none`."""
+    running: bool = False
+    """True while the run still writes output."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditChunk:
+    """Lines of the audit log (SPEC R15), oldest first."""
+
+    lines: tuple[str, ...] = ()
+    next_offset: int = 0
+    """Where to read from next time (bytes into the log)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingEdit:
+    """An offline edit of the configuration file and what reloading it would do (R17)."""
+
+    present: bool = False
+    """True when the file on disk differs from the configuration in force."""
+    valid: bool = True
+    """False when the file on disk does not validate (reloading would change nothing)."""
+    lines: tuple[str, ...] = ()
+    """The job-level diff, or the problems, ready to show."""
+    summary: str = ""
+    """`+1 -0 ~3 jobs` for a valid edit."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPlan:
+    """A job's upcoming slots and what its next runs need, for the detail view."""
+
+    job: str
+    slots: tuple[datetime, ...] = ()
+    """The next slots (in the job's zone), empty for a job that has none."""
+    notes: tuple[str, ...] = ()
+    """Why the slots will not run or there are none: disabled, paused, manual, after..."""
+    waits: tuple[str, ...] = ()
+    """For a job with `requires`: what its waiting runs (or its next slot) wait for."""
+
+
+class EditAction(enum.StrEnum):
+    """What an edit does to a job or a group of the configuration file."""
+
+    ADD = "add"
+    REPLACE = "replace"
+    DELETE = "delete"
+
+
+class EditTarget(enum.StrEnum):
+    """The section of the configuration file an edit changes."""
+
+    JOB = "job"
+    GROUP = "group"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigEdit:
+    """One change to the configuration file (SPEC R16), checked before it is written.
+
+    `definition` is the job's or group's mapping as the file would hold it
+    (plain values: text, numbers, booleans, lists, mappings); None to delete.
+    """
+
+    action: EditAction
+    target: EditTarget
+    name: str
+    definition: Mapping[str, object] | None = None
+
+    @classmethod
+    def add_job(cls, name: str, definition: Mapping[str, object]) -> ConfigEdit:
+        """Add a job (refused if the name exists)."""
+        return cls(action=EditAction.ADD, target=EditTarget.JOB, name=name, definition=definition)
+
+    @classmethod
+    def replace_job(cls, name: str, definition: Mapping[str, object]) -> ConfigEdit:
+        """Replace a job's definition (refused if there is no such job)."""
+        return cls(
+            action=EditAction.REPLACE, target=EditTarget.JOB, name=name, definition=definition
+        )
+
+    @classmethod
+    def delete_job(cls, name: str) -> ConfigEdit:
+        """Delete a job; a run in progress keeps running."""
+        return cls(action=EditAction.DELETE, target=EditTarget.JOB, name=name)
+
+    def describe(self) -> str:
+        """`add job backup`, for messages and the actions log."""
+        return f"{self.action} {self.target} {self.name}"

@@ -1,0 +1,154 @@
+"""The operator's actions: asked first, then sent through the control seam.
+
+Keys, the command palette and the screens all act through these methods, so
+each action is confirmed the same way (Cancel is the default) and its error
+is shown as a notification, never a traceback. `--read-only` refuses them all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from textual.app import App
+from textual.screen import Screen
+
+from tuisched.domain.errors import ConfigError, TuischedError
+from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.views import ConfigEdit, Pause, PauseKind
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
+from tuisched.frontends.tui.state import ConsoleState
+from tuisched.runtime.control import SchedulerControl
+
+_STARTED_WORDS = {RunState.QUEUED: "started", RunState.WAITING: "waiting"}
+
+
+class _Host(Protocol):
+    """What the operator needs of the app."""
+
+    control: SchedulerControl
+    state: ConsoleState
+    read_only: bool
+
+
+class Operator:
+    """Confirms, then acts; reports the outcome as a notification."""
+
+    def __init__(self, app: App[int], host: _Host) -> None:
+        self._app = app
+        self._host = host
+
+    @property
+    def _control(self) -> SchedulerControl:
+        return self._host.control
+
+    # --- asking --------------------------------------------------------------------
+
+    def confirm(self, question: str, then: Callable[[], Awaitable[object]]) -> None:
+        """Ask `question`; on yes, run `then` in the background. The default is Cancel."""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._app.run_worker(self._act(then), exclusive=False)
+
+        screen: Screen[bool] = ConfirmScreen(question)
+        self._app.push_screen(screen, answered)
+
+    async def _act(self, then: Callable[[], Awaitable[object]]) -> None:
+        try:
+            await then()
+        except ConfigError as error:
+            text = "\n".join(str(problem) for problem in error.problems[:5]) or str(error)
+            self._app.notify(text, severity="error", timeout=10, markup=False)
+        except TuischedError as error:
+            self._app.notify(str(error), severity="error", markup=False)
+
+    # --- the actions -----------------------------------------------------------------
+
+    def run(self, job: str) -> None:
+        """Confirm, then run `job` now (one run however often yes is pressed)."""
+        if self._host.read_only:
+            return
+        key = uuid.uuid4().hex
+
+        async def run_now() -> None:
+            run = await self._control.run_now(job, key=key)
+            self._started(run)
+
+        self.confirm(f"Run {job} now?", run_now)
+
+    def _started(self, run: RunRecord) -> None:
+        word = _STARTED_WORDS.get(run.state) or run.state.value.lower()
+        self._app.notify(f"{run.job}#{run.run_id} {word}", markup=False)
+
+    def stop(self, run: RunRecord, *, kill: bool = False) -> None:
+        """Confirm, then stop `run` (SIGKILL at once with `kill`)."""
+        question = (
+            f"Kill {run.job} (run {run.run_id}) at once with SIGKILL?"
+            if kill
+            else f"Stop {run.job} (run {run.run_id})?"
+        )
+        self.confirm(question, lambda: self._control.stop_run(run.run_id, kill=kill))
+
+    def pause_job(self, job: str) -> None:
+        """Confirm, then pause `job` (or resume it); explain a pause held from above."""
+        status = self._host.state.jobs.get(job)
+        if self._host.read_only or status is None:
+            return
+        own = Pause(kind=PauseKind.JOB, name=job)
+        if status.paused and own not in status.paused_by:
+            self._app.notify(f"{job} is paused because {_cause(status.paused_by)}", markup=False)
+            return
+        paused = own in status.paused_by
+        verb = "Resume" if paused else "Pause"
+        self.confirm(f"{verb} {job}?", lambda: self._control.set_paused(own, paused=not paused))
+
+    def pause_group(self, group: str, jobs: int, *, paused: bool) -> None:
+        """Confirm, then pause every job of `group` (or resume the group if `paused`)."""
+        if self._host.read_only:
+            return
+        verb = "Resume" if paused else "Pause"
+        pause = Pause(kind=PauseKind.GROUP, name=group)
+
+        async def toggle() -> None:
+            await self._control.set_paused(pause, paused=not paused)
+            self._app.notify(f"group {group} {verb.lower()}d", markup=False)
+
+        self.confirm(f"{verb} group {group} (its {jobs} jobs)?", toggle)
+
+    def pause_all(self, *, paused: bool) -> None:
+        """Confirm, then pause every job (or resume everything if `paused`)."""
+        verb = "Resume every job" if paused else "Pause every job"
+        everything = Pause(kind=PauseKind.ALL)
+        self.confirm(f"{verb}?", lambda: self._control.set_paused(everything, paused=not paused))
+
+    def edit(self, question: str, edit: ConfigEdit, done: str) -> None:
+        """Confirm, then write `edit` to the configuration file."""
+
+        async def write() -> None:
+            await self._control.edit(edit)
+            self._app.notify(done, markup=False)
+
+        self.confirm(question, write)
+
+    def undo(self) -> None:
+        """Confirm, then undo the last change."""
+
+        async def undo() -> None:
+            await self._control.undo()
+            self._app.notify("undone", markup=False)
+
+        self.confirm("Undo the last change?", undo)
+
+    def reload(self) -> None:
+        """Confirm, then reload the configuration from disk."""
+        self.confirm("Reload the configuration from disk?", self._control.reload)
+
+
+def _cause(pauses: tuple[Pause, ...]) -> str:
+    """Why a job is paused when it is not paused itself: everything, or a group."""
+    if any(pause.kind is PauseKind.ALL for pause in pauses):
+        return "everything is paused (P resumes)"
+    group = next(pause.name for pause in pauses if pause.kind is PauseKind.GROUP)
+    return f"its group {group} is paused (g resumes it)"

@@ -1,0 +1,240 @@
+"""The main screen's panes kept in step with the scheduler, through the control seam only.
+
+Events are queued as they come (`on_event` only appends); `refresh` applies
+them in one batch a few times a second: the jobs they touched are read again
+by name, the running pane and the status line from fresh snapshots, the audit
+lines formatted here. A burst of thousands of runs costs a few repaints.
+`tick` redoes the relative times once a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from textual.screen import Screen
+from textual.widgets import Input
+
+from tuisched.domain.events import Event
+from tuisched.domain.views import JobStatus, SchedulerState
+from tuisched.frontends.tui.state import Changes, ConsoleState
+from tuisched.frontends.tui.view import JobRow, job_row, result_text, run_row
+from tuisched.frontends.tui.widgets.audit import AuditPane
+from tuisched.frontends.tui.widgets.banner import Banner
+from tuisched.frontends.tui.widgets.jobs import JobsTable
+from tuisched.frontends.tui.widgets.running import RunningTable
+from tuisched.frontends.tui.widgets.status import StatusLine
+from tuisched.runtime.control import SchedulerControl, Subscription
+
+SORTS = ("file order", "name", "state", "next run", "last result")
+"""The jobs pane's orders, in the order `o` cycles through them."""
+_STATE_ORDER = {"running": 0, "waiting": 1, "paused": 2, "active": 3, "manual": 4, "finished": 5}
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+_Row = tuple[JobStatus, JobRow]
+"""A job's status and the row it makes."""
+
+
+class LivePanes:
+    """Reads the scheduler through `control` and shows it on the main screen's panes."""
+
+    def __init__(
+        self,
+        screen: Screen[None],
+        control: SchedulerControl,
+        state: ConsoleState,
+        *,
+        clock: Callable[[], datetime],
+        read_only: bool,
+    ) -> None:
+        self._screen = screen
+        self._control = control
+        self._state = state
+        self._clock = clock
+        self._read_only = read_only
+        self._pending: list[Event] = []
+        self._subscription: Subscription | None = None
+        self._busy = asyncio.Lock()
+        self.sort = 0
+        """Index into SORTS."""
+
+    @property
+    def _shown(self) -> bool:
+        """Whether the panes can be drawn: the console is not closing.
+
+        Textual closes the screens before the app stops the scheduler; a
+        refresh that was waiting for an answer then finds no widgets.
+        """
+        return self._screen.is_attached and self._screen.app.is_running
+
+    def on_event(self, event: Event) -> None:
+        """The one place events are heard: queue them for `refresh`."""
+        self._pending.append(event)
+
+    async def load(self) -> None:
+        """Read everything once (after the scheduler started), then follow its events."""
+        self._subscription = self._control.subscribe(self.on_event)
+        state, now = self._state, self._clock()
+        state.status = await self._control.status()
+        state.take_jobs(await self._control.jobs(), complete=True)
+        state.groups = await self._control.groups()
+        state.runs = await self._control.runs()
+        state.failures = list(await self._control.failures_since(now - timedelta(hours=24)))
+        audit = await self._control.audit()
+        if not self._shown:
+            return
+        self.show_jobs()
+        self._show_runs()
+        self._screen.query_one(AuditPane).add(audit.lines)
+        self._show_status()
+
+    def close(self) -> None:
+        """Stop following the scheduler's events."""
+        if self._subscription is not None:
+            self._subscription.unsubscribe()
+            self._subscription = None
+
+    async def refresh(self) -> None:
+        """Apply the events heard since the last refresh."""
+        if not self._pending or self._busy.locked() or not self._shown:
+            return
+        async with self._busy:
+            events, self._pending = self._pending, []
+            changes = self._state.digest(events)
+            await self._reread(changes)
+            if self._shown:
+                self._show_changes(changes)
+
+    async def _reread(self, changes: Changes) -> None:
+        state = self._state
+        if changes.everything:
+            state.take_jobs(await self._control.jobs(), complete=True)
+            state.groups = await self._control.groups()
+        elif changes.touched:
+            state.take_jobs(await self._control.jobs(changes.touched), complete=False)
+        state.runs = await self._control.runs()
+        state.status = await self._control.status()
+
+    def _show_changes(self, changes: Changes) -> None:
+        screen = self._screen
+        if changes.everything:
+            self.show_jobs()
+        else:
+            self._update_jobs(changes.touched)
+        self._show_runs()
+        screen.query_one(AuditPane).add(changes.audit)
+        banner = screen.query_one(Banner)
+        if changes.hide_banner:
+            banner.hide()
+        if changes.banner is not None:
+            text, error = changes.banner
+            banner.show_message(text, error=error)
+        for notice in changes.notices:
+            screen.notify(notice.text, severity=notice.severity, markup=False)  # type: ignore[arg-type]
+        self._show_status()
+
+    async def tick(self) -> None:
+        """Once a second: the clock, elapsed times, and the next-run texts in view."""
+        if self._busy.locked() or not self._shown:
+            return
+        async with self._busy:
+            state = self._state
+            state.status = await self._control.status()
+            state.runs = await self._control.runs()
+            table = self._screen.query_one(JobsTable)
+            first = int(table.scroll_y)
+            keys = list(table.rows)[first : first + table.size.height]
+            visible = {key.value for key in keys if key.value}
+            if visible:
+                state.take_jobs(await self._control.jobs(visible), complete=False)
+        if not self._shown:
+            return
+        if state.status is not None and not state.status.offline_edit:
+            self._screen.query_one(Banner).hide()  # the file is back to what runs
+        self._show_status()
+        self._show_runs()
+        self._update_jobs(visible)
+
+    # --- the panes -----------------------------------------------------------------
+
+    def show_jobs(self) -> None:
+        """Every job again: sorted, filtered (at start, after a reload, sort or filter)."""
+        table = self._screen.query_one(JobsTable)
+        rows = self._rows(list(self._state.jobs.values()))
+        table.show(self._sorted(rows))
+        table.border_subtitle = f"{table.row_count} of {len(rows)} - sorted by {SORTS[self.sort]}"
+
+    def _rows(self, statuses: list[JobStatus]) -> list[_Row]:
+        now, tz = self._clock(), self._state.timezone
+        return [(status, job_row(status, now=now, tz=tz)) for status in statuses]
+
+    def _sorted(self, rows: list[_Row]) -> list[JobRow]:
+        order = SORTS[self.sort]
+        keys: dict[str, Callable[[_Row], Any]] = {
+            "name": lambda pair: pair[0].name,
+            "state": lambda pair: (_STATE_ORDER.get(pair[0].state.value, 9), pair[0].name),
+            "last result": lambda pair: (not _failed(pair[0]), pair[0].name),
+            "next run": lambda pair: (pair[0].next_fire or _NEVER, pair[0].name),
+        }
+        key = keys.get(order)
+        ordered = sorted(rows, key=key) if key is not None else rows
+        return [row for _, row in ordered]
+
+    def _update_jobs(self, names: set[str]) -> None:
+        statuses = [self._state.jobs[name] for name in names if name in self._state.jobs]
+        if statuses:
+            rows = [row for _, row in self._rows(statuses)]
+            self._screen.query_one(JobsTable).update_rows(rows)
+
+    def _show_runs(self) -> None:
+        now, tz = self._clock(), self._state.timezone
+        rows = [run_row(status, now=now, tz=tz) for status in self._state.runs]
+        self._screen.query_one(RunningTable).show(rows)
+
+    def _show_status(self) -> None:
+        status, now = self._state.status, self._clock()
+        if status is None:
+            return
+        tz = self._state.timezone
+        word = "running" if status.state is SchedulerState.RUNNING else "stopping"
+        if status.all_paused:
+            word = "PAUSED"
+        facts = (
+            f"  {word}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
+            f"jobs {status.jobs}  run {status.running}  "
+            f"failed/24h {self._state.failures_within(now)}"
+            + ("  read-only" if self._read_only else "")
+        )
+        room = max(8, self._screen.size.width - len(facts) - 1)
+        self._screen.query_one(StatusLine).text = " " + fit_path(status.config_path, room) + facts
+
+    def filter(self, text: str) -> None:
+        """Show only the jobs whose name, groups, state or kind contain `text`."""
+        self._screen.query_one(JobsTable).filter_text = text
+        self.show_jobs()
+
+    def clear_filter(self) -> None:
+        """Hide the filter box and show every job again."""
+        search = self._screen.query_one("#filter", Input)
+        if search.display:
+            search.value = ""
+            search.display = False
+            self.filter("")
+
+
+def _failed(status: JobStatus) -> bool:
+    """Whether the job's last run failed (the `last result` order puts those first)."""
+    return result_text(status.last).startswith("✘")
+
+
+def fit_path(path: Path, room: int) -> str:
+    """`path` as short as it reads well: relative to here, `~` for home, cut on the left."""
+    try:
+        text = str(path.relative_to(Path.cwd()))
+    except ValueError:
+        home = str(Path.home())
+        text = "~" + str(path)[len(home) :] if str(path).startswith(home + "/") else str(path)
+    return text if len(text) <= room else "…" + text[len(text) - room + 1 :]

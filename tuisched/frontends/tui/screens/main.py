@@ -1,0 +1,269 @@
+"""The main screen (SPEC R18): status line, banner, jobs, running and audit panes, and their keys.
+
+Every key acts on what the panes show, through the operator (a confirmation,
+then the control seam). The panes are kept in step by `LivePanes`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Input
+
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.views import ConfigEdit
+from tuisched.frontends.tui.panes import SORTS, LivePanes
+from tuisched.frontends.tui.screens.diff import DiffScreen
+from tuisched.frontends.tui.screens.groups import GroupPickerScreen
+from tuisched.frontends.tui.widgets.audit import AuditPane
+from tuisched.frontends.tui.widgets.banner import Banner
+from tuisched.frontends.tui.widgets.jobs import JobsTable
+from tuisched.frontends.tui.widgets.running import RunningTable
+from tuisched.frontends.tui.widgets.status import StatusLine
+
+if TYPE_CHECKING:
+    from tuisched.frontends.tui.app import TuischedApp
+
+REFRESH_SECONDS = 0.25
+"""How often the events heard are applied to the panes."""
+MUTATING = frozenset(
+    {
+        "run_now", "stop_run", "kill_run", "toggle_pause", "toggle_pause_all", "job_form",
+        "edit_file", "delete_job", "undo", "reload",
+    }
+)  # fmt: skip
+"""Actions hidden by `--read-only`."""
+
+
+class MainScreen(Screen[None]):
+    """The console's home: every job, the runs in progress, the audit log."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # The app's own keys first, so the footer reads as on every screen.
+        Binding("q", "app.quit_console", "Quit"),
+        Binding("question_mark", "app.help", "Help"),
+        Binding("r", "run_now", "Run"),
+        Binding("s", "stop_run", "Stop"),
+        Binding("ctrl+k", "kill_run", "Kill", show=False),
+        Binding("p", "toggle_pause", "Pause"),
+        Binding("P", "toggle_pause_all", "Pause all", show=False),
+        Binding("a", "job_form('add')", "Add", show=False),
+        Binding("e", "job_form('edit')", "Edit"),
+        Binding("E", "edit_file", "Edit YAML", show=False),
+        Binding("d", "delete_job", "Delete", show=False),
+        Binding("u", "undo", "Undo", show=False),
+        Binding("slash", "filter", "Filter"),
+        Binding("o", "sort", "Sort", show=False),
+        Binding("R", "reload", "Reload", show=False),
+        Binding("D", "show_diff", "Diff", show=False),
+        Binding("g", "group_view", "Groups", show=False),
+        Binding("escape", "dismiss_banner", "Dismiss", show=False),
+        Binding("1", "focus_pane('jobs')", "Jobs", show=False),
+        Binding("2", "focus_pane('running')", "Running", show=False),
+        Binding("3", "focus_pane('audit')", "Audit", show=False),
+    ]
+
+    def __init__(self, host: TuischedApp) -> None:
+        super().__init__()
+        self.host = host
+        self.panes = LivePanes(
+            self, host.control, host.state, clock=host.clock, read_only=host.read_only
+        )
+
+    def compose(self) -> ComposeResult:
+        yield StatusLine(id="status")
+        banner = Banner(id="banner")
+        banner.display = False
+        yield banner
+        jobs = JobsTable(id="jobs")
+        jobs.border_title = "1 Jobs"
+        yield jobs
+        running = RunningTable(id="running")
+        running.border_title = "2 Running"
+        yield running
+        audit = AuditPane(id="audit")
+        audit.border_title = "3 Audit log"
+        yield audit
+        search = Input(
+            placeholder="filter by name, group or state; enter keeps, esc clears", id="filter"
+        )
+        search.display = False
+        yield search
+        yield Footer()
+
+    async def start(self) -> None:
+        """Read the scheduler once, then keep the panes in step with it."""
+        await self.panes.load()
+        self.set_interval(REFRESH_SECONDS, self.panes.refresh)
+        self.set_interval(1.0, self.panes.tick)
+        self.query_one(JobsTable).focus()
+
+    def on_unmount(self) -> None:
+        self.panes.close()
+
+    def on_screen_suspend(self) -> None:
+        self.refresh_bindings()  # a dialog came on top: the footer offers none of ours
+
+    def on_screen_resume(self) -> None:
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """`--read-only` hides every action that changes something; a dialog on top, all.
+
+        The footer stays in sight under a dialog: it must not offer keys that
+        act on panes the dialog covers.
+        """
+        if self.app.screen is not self:
+            return False
+        return not (self.host.read_only and action in MUTATING)
+
+    # --- selection ------------------------------------------------------------------
+
+    def selected_job(self) -> str | None:
+        """The job under the jobs pane's cursor (and a notice when there is none)."""
+        job = self.query_one(JobsTable).selected_job()
+        if job is None:
+            self.notify("no job selected", severity="warning", markup=False)
+        return job
+
+    def selected_run(self) -> RunRecord | None:
+        """The run under the running pane's cursor when it has the focus, else the
+        selected job's run in progress."""
+        state, running = self.host.state, self.query_one(RunningTable)
+        if running.has_focus:
+            chosen = state.run_of(running.selected_run() or "")
+        else:
+            chosen = state.run_of_job(self.query_one(JobsTable).selected_job() or "")
+        if chosen is None:
+            self.notify("no run of this job in progress (2: the running pane)", markup=False)
+            return None
+        return chosen.run
+
+    # --- actions --------------------------------------------------------------------
+
+    def action_run_now(self) -> None:
+        job = self.selected_job()
+        if job is not None:
+            self.host.operator.run(job)
+
+    def action_stop_run(self) -> None:
+        run = self.selected_run()
+        if run is not None:
+            self.host.operator.stop(run)
+
+    def action_kill_run(self) -> None:
+        run = self.selected_run()
+        if run is not None:
+            self.host.operator.stop(run, kill=True)
+
+    def action_toggle_pause(self) -> None:
+        job = self.selected_job()
+        if job is not None:
+            self.host.operator.pause_job(job)
+
+    def action_toggle_pause_all(self) -> None:
+        status = self.host.state.status
+        self.host.operator.pause_all(paused=status is not None and status.all_paused)
+
+    def action_job_form(self, mode: str) -> None:
+        """`a` adds a job; `e` edits the selected one (its definition read from the file)."""
+        job = None if mode == "add" else self.selected_job()
+        if mode == "add" or job is not None:
+            self.run_worker(self.host.open_form(job), group="job-form", exclusive=True)
+
+    def action_delete_job(self) -> None:
+        job = self.selected_job()
+        status = self.host.state.status
+        if job is not None and status is not None:
+            self.host.operator.edit(
+                f"Delete {job} from {status.config_path.name}?",
+                ConfigEdit.delete_job(job),
+                done=f"{job} deleted",
+            )
+
+    def action_undo(self) -> None:
+        self.host.operator.undo()
+
+    def action_reload(self) -> None:
+        self.host.operator.reload()
+
+    def action_edit_file(self) -> None:
+        """Edit the YAML in $EDITOR; the change shows as an offline edit (R to reload)."""
+        status = self.host.state.status
+        if status is None:
+            return
+        editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
+        with self.app.suspend():
+            subprocess.run([*editor, str(status.config_path)], check=False)  # noqa: S603
+
+    def action_dismiss_banner(self) -> None:
+        self.query_one(Banner).hide()
+        self.panes.clear_filter()
+
+    def action_focus_pane(self, pane: str) -> None:
+        self.query_one(f"#{pane}").focus()
+
+    def action_filter(self) -> None:
+        search = self.query_one("#filter", Input)
+        search.display = True
+        search.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        # Refilling 10,000 rows per key stroke would lag: wait for a pause in typing.
+        value = event.value
+        self.set_timer(0.15, lambda: self._filter_if_still(value), name="filter")
+
+    def _filter_if_still(self, value: str) -> None:
+        if self.query_one("#filter", Input).value == value:
+            self.panes.filter(value)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_kept(self) -> None:
+        self.query_one(JobsTable).focus()
+
+    def action_sort(self) -> None:
+        self.panes.sort = (self.panes.sort + 1) % len(SORTS)
+        self.panes.show_jobs()
+        self.notify(f"sorted by {SORTS[self.panes.sort]}", markup=False)
+
+    def action_show_diff(self) -> None:
+        def closed(reload: bool | None) -> None:
+            if reload and not self.host.read_only:
+                self.host.operator.reload()
+
+        self.app.push_screen(DiffScreen(self.host.control, read_only=self.host.read_only), closed)
+
+    def action_group_view(self) -> None:
+        self.run_worker(self._pick_group(), group="groups", exclusive=True)
+
+    async def _pick_group(self) -> None:
+        groups = await self.host.control.groups()
+
+        def picked(choice: tuple[str, str] | None) -> None:
+            if choice is None:
+                return
+            what, name = choice
+            if what == "toggle":
+                group = next(g for g in groups if g.name == name)
+                self.host.operator.pause_group(name, len(group.jobs), paused=group.paused)
+                return
+            search = self.query_one("#filter", Input)
+            search.value = name  # shown, so that esc clears it as any filter
+            search.display = True
+            self.panes.filter(name)
+            self.query_one(JobsTable).focus()
+
+        self.app.push_screen(GroupPickerScreen(groups, read_only=self.host.read_only), picked)
+
+    @on(DataTable.RowSelected, "#jobs")
+    def _job_chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value is not None:
+            self.host.show_job(event.row_key.value)

@@ -1,0 +1,147 @@
+"""What the console knows of the scheduler, and what a batch of events changes.
+
+No widgets here: `ConsoleState` holds the last snapshots read through the
+control seam (jobs, runs, status), and `digest` turns a batch of events into
+`Changes` (which rows to re-read, audit lines, notices, the banner), so the
+screen applies a burst of thousands of events as one repaint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.audit import audit_line
+from tuisched.domain.events import (
+    AlertFailed,
+    ConfigChangedOnDisk,
+    ConfigLoaded,
+    ConfigRejected,
+    Event,
+    PauseChanged,
+    RunAbandoned,
+    RunEvent,
+    RunFinished,
+    RunNotStarted,
+    RunOutputWritten,
+    SlotMissed,
+)
+from tuisched.domain.views import GroupStatus, JobStatus, RunStatus, SchedulerStatus
+from tuisched.frontends.tui.view import is_failure
+
+_AUDITED = (RunFinished, RunNotStarted, RunAbandoned, SlotMissed)
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A notification to show: plain text and a severity."""
+
+    text: str
+    severity: str = "information"
+
+
+@dataclass(slots=True)
+class Changes:
+    """What a batch of events changed on screen."""
+
+    touched: set[str] = field(default_factory=set)
+    """Jobs whose rows must be read again."""
+    everything: bool = False
+    """Every job must be read again (a reload, a pause)."""
+    audit: list[str] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)
+    banner: tuple[str, bool] | None = None
+    """(text, is an error) to show in the banner."""
+    hide_banner: bool = False
+
+
+@dataclass(slots=True)
+class ConsoleState:
+    """The scheduler as the console last read it."""
+
+    status: SchedulerStatus | None = None
+    jobs: dict[str, JobStatus] = field(default_factory=dict)
+    """Every job, in the file's order."""
+    groups: tuple[GroupStatus, ...] = ()
+    runs: tuple[RunStatus, ...] = ()
+    failures: list[datetime] = field(default_factory=list)
+    """When the job failures of the last 24 hours ended."""
+
+    @property
+    def timezone(self) -> ZoneInfo:
+        """The scheduler's zone (UTC until the first status arrives)."""
+        return ZoneInfo(self.status.timezone if self.status is not None else "UTC")
+
+    def take_jobs(self, statuses: Iterable[JobStatus], *, complete: bool) -> list[JobStatus]:
+        """Keep `statuses`; `complete` when they are every job (the others are gone)."""
+        taken = list(statuses)
+        if complete:
+            self.jobs = {status.name: status for status in taken}
+        else:
+            self.jobs.update((status.name, status) for status in taken)
+        return taken
+
+    def failures_within(self, now: datetime) -> int:
+        """How many job failures ended in the last 24 hours (older ones are forgotten)."""
+        day_ago = now - timedelta(hours=24)
+        self.failures = [at for at in self.failures if at >= day_ago]
+        return len(self.failures)
+
+    def run_of(self, run_id: str) -> RunStatus | None:
+        """The run in progress with that id."""
+        return next((status for status in self.runs if status.run.run_id == run_id), None)
+
+    def run_of_job(self, job: str) -> RunStatus | None:
+        """A run in progress of `job` (the first listed)."""
+        return next((status for status in self.runs if status.run.job == job), None)
+
+    def digest(self, events: Sequence[Event]) -> Changes:
+        """What `events` change, in order."""
+        changes = Changes()
+        tz = self.timezone
+        for event in events:
+            if isinstance(event, RunOutputWritten):
+                continue  # the running pane reads last lines with the runs
+            if isinstance(event, RunEvent):
+                self._run_event(event, changes, tz)
+            else:
+                self._other_event(event, changes)
+        return changes
+
+    def _run_event(self, event: RunEvent, changes: Changes, tz: ZoneInfo) -> None:
+        run = event.run
+        changes.touched.add(run.job)
+        if isinstance(event, _AUDITED):
+            changes.audit.append(audit_line(run, tz))
+        if isinstance(event, RunFinished | RunNotStarted) and is_failure(run):
+            self.failures.append(event.at)
+            words = run.status or run.reason
+            changes.notices.append(Notice(f"{run.job} failed: {words}", "error"))
+
+    def _other_event(self, event: Event, changes: Changes) -> None:
+        match event:
+            case ConfigChangedOnDisk(diff=diff, problems=problems):
+                changes.banner = _disk_banner(event, problems, diff is not None and diff.empty)
+            case ConfigRejected(problems=problems):
+                more = f" (+{len(problems) - 1} more, D)" if len(problems) > 1 else ""
+                changes.banner = (f"reload refused, nothing changed: {problems[0]}{more}", True)
+            case ConfigLoaded():
+                changes.hide_banner, changes.banner, changes.everything = True, None, True
+            case PauseChanged():
+                changes.everything = True
+            case AlertFailed(final=True, job=job, error=error):
+                changes.notices.append(Notice(f"alert for {job} not delivered: {error}", "warning"))
+
+
+def _disk_banner(
+    event: ConfigChangedOnDisk, problems: Sequence[object], layout_only: bool
+) -> tuple[str, bool]:
+    """The banner for an offline edit: what a reload would do, or why it cannot."""
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        return f"config changed on disk, not valid: {problems[0]}{more} - D details", True
+    if layout_only or event.diff is None:
+        return "config file changed on disk (comments or layout only) - R takes it in", False
+    return f"config changed on disk: {event.diff.summary()} - R reload, D diff, esc dismiss", False

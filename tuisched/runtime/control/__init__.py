@@ -1,0 +1,39 @@
+"""The control seam: the only part of the runtime a front end may use.
+
+```
+SchedulerControl     the protocol: queries, commands and events (seam.py)
+├── LocalControl     over a scheduler in this process (local.py)
+└── OfflineControl   over the files a stopped scheduler left (offline.py)
+LocalScheduler       a scheduler hosted by a front end: start, control, stop (host.py)
+```
+
+Front ends import this package and the domain; an import-linter contract
+forbids them the runtime's insides.
+"""
+
+from tuisched.runtime.control.files import read_config
+from tuisched.runtime.control.host import LocalScheduler
+from tuisched.runtime.control.local import LocalControl, SchedulerNotRunningError
+from tuisched.runtime.control.offline import OfflineControl
+from tuisched.runtime.control.seam import (
+    AUDIT_LINES,
+    OUTPUT_CHUNK_BYTES,
+    SchedulerControl,
+    Subscription,
+)
+from tuisched.runtime.handlers.actions import who
+from tuisched.runtime.runtime import AlreadyRunningError
+
+__all__ = [
+    "AUDIT_LINES",
+    "OUTPUT_CHUNK_BYTES",
+    "AlreadyRunningError",
+    "LocalControl",
+    "LocalScheduler",
+    "OfflineControl",
+    "SchedulerControl",
+    "SchedulerNotRunningError",
+    "Subscription",
+    "read_config",
+    "who",
+]

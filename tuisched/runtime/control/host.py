@@ -1,0 +1,58 @@
+"""A scheduler hosted by a front end in its own process: started, steered, stopped.
+
+The console and headless mode host the scheduler they show: they start it,
+steer it through the control seam (`control(actor)`), and stop it. This is
+the one thing a hosting front end sees of the runtime besides the seam.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.views import SchedulerState
+from tuisched.runtime.control.local import LocalControl
+from tuisched.runtime.runtime import Runtime
+
+
+class LocalScheduler:
+    """A scheduler in this process, for the front end that hosts it."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    @classmethod
+    def from_file(cls, path: Path, *, kill_grace: float = 5.0) -> LocalScheduler:
+        """The scheduler of the configuration at `path` (ConfigError if it is not valid)."""
+        return cls(Runtime.from_file(path, kill_grace=kill_grace))
+
+    @property
+    def config_path(self) -> Path:
+        """The configuration file."""
+        return self._runtime.config.path
+
+    @property
+    def timezone(self) -> ZoneInfo:
+        """The scheduler's default zone (`settings.timezone`), for log lines and clocks."""
+        return self._runtime.config.settings.timezone
+
+    @property
+    def state(self) -> SchedulerState:
+        """Where the scheduler is in its life."""
+        return self._runtime.state
+
+    async def start(self) -> None:
+        """Start everything (AlreadyRunningError when the state directory is taken)."""
+        await self._runtime.start()
+
+    async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
+        """Drain and stop (idempotent): no new runs; running ones get `grace` seconds."""
+        await self._runtime.stop(grace=grace, reason=reason)
+
+    def hurry(self) -> None:
+        """During a drain, stop every run now."""
+        self._runtime.hurry()
+
+    def control(self, actor: str) -> LocalControl:
+        """The control seam over this scheduler, recording commands as `actor`."""
+        return LocalControl(self._runtime, actor=actor)

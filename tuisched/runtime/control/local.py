@@ -1,0 +1,331 @@
+"""The control seam in-process: a front end in the same process as the scheduler.
+
+Queries read the live runtime on the loop thread (cheap: in memory) or off it
+(files, the history, parsing a configuration); commands go through the
+runtime's own operations, recorded in the actions log as this control's actor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from pathlib import Path
+
+from tuisched.domain.config.config import parse_config
+from tuisched.domain.config.diff import config_diff
+from tuisched.domain.errors import ConfigError, JobActionError, TuischedError
+from tuisched.domain.events import Event
+from tuisched.domain.model import Config, ManualSchedule
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.describe import job_status, pause_views, plan_notes
+from tuisched.domain.schedule.slots import next_slot, next_slots
+from tuisched.domain.views import (
+    AuditChunk,
+    ConfigEdit,
+    EditAction,
+    EditTarget,
+    GroupStatus,
+    HistoryQuery,
+    JobPlan,
+    JobStatus,
+    OutputChunk,
+    Pause,
+    PauseKind,
+    PendingEdit,
+    RunStatus,
+    SchedulerState,
+    SchedulerStatus,
+)
+from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
+from tuisched.runtime.document import ConfigDocument
+from tuisched.runtime.engine.engine import Engine
+from tuisched.runtime.engine.waiting import requirements_of
+from tuisched.runtime.execution.output import read_output
+from tuisched.runtime.handlers.audit import read_from, tail_and_end
+from tuisched.runtime.runtime import Runtime
+
+_LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
+"""States in which the engine exists and answers."""
+
+
+class SchedulerNotRunningError(TuischedError):
+    """The command needs a running scheduler, and there is none."""
+
+
+class LocalControl:
+    """`SchedulerControl` over a runtime in this process, acting as `actor`."""
+
+    def __init__(self, runtime: Runtime, *, actor: str) -> None:
+        self._runtime = runtime
+        self.actor = actor
+        """Who this control's commands are recorded as: `user@host (console)`."""
+
+    def _engine(self) -> Engine:
+        """The engine, while the scheduler runs or drains."""
+        if self._runtime.state not in _LIVE:
+            raise SchedulerNotRunningError(f"the scheduler is {self._runtime.state}")
+        return self._runtime.engine
+
+    # --- queries ---------------------------------------------------------------
+
+    async def status(self) -> SchedulerStatus:
+        runtime = self._runtime
+        config, state = runtime.config, runtime.state
+        engine = runtime.engine if state in _LIVE else None
+        source = runtime.source
+        return SchedulerStatus(
+            config_path=config.path,
+            node=runtime.node,
+            timezone=config.settings.timezone.key,
+            state=state,
+            jobs=len(config.jobs),
+            groups=len(config.groups),
+            running=len(engine.running()) if engine else 0,
+            queued=len(engine.queued()) if engine else 0,
+            waiting=len(engine.waiting()) if engine else 0,
+            pauses=pause_views(engine.pauses) if engine else (),
+            offline_edit=source is not None and source.pending is not None,
+            can_undo=source is not None and source.can_undo,
+            last_seq=getattr(runtime.bus, "last_seq", 0),
+        )
+
+    async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
+        engine, config = self._engine(), self._runtime.config
+        running = Counter(run.job for run in engine.running())
+        waiting = Counter(run.job for run in engine.waiting())
+        latest, pauses = self._runtime.latest, engine.pauses
+        selected = (
+            config.jobs.values()
+            if names is None
+            else [config.jobs[name] for name in names if name in config.jobs]
+        )
+        return tuple(
+            job_status(
+                job, pauses=pauses, next_fire=engine.next_fire(job.name),
+                last=latest.last_run(job.name), running=running[job.name],
+                waiting=waiting[job.name],
+            )
+            for job in selected
+        )  # fmt: skip
+
+    async def groups(self) -> tuple[GroupStatus, ...]:
+        pauses = self._engine().pauses
+        return tuple(
+            GroupStatus(name=name, jobs=group.jobs, paused=("group", name) in pauses)
+            for name, group in self._runtime.config.groups.items()
+        )
+
+    async def runs(self) -> tuple[RunStatus, ...]:
+        engine, latest = self._engine(), self._runtime.latest
+        room = engine.waiting_room
+        active = [
+            RunStatus(
+                run=run,
+                live_status=latest.last_line(run.run_id) or engine.live_status(run.run_id),
+            )
+            for run in (*engine.running(), *engine.queued())
+        ]
+        waiting = [
+            RunStatus(
+                run=run,
+                waits_for=tuple(need.describe() for need in room.needs(run.run_id)),
+            )
+            for run in engine.waiting()
+        ]
+        return (*active, *waiting)
+
+    async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
+        runs = await self._runtime.history.call(lambda store: store.page(query))
+        return tuple(runs)
+
+    async def failures_since(self, since: datetime) -> tuple[datetime, ...]:
+        found = await self._runtime.history.call(lambda store: store.failures_since(since))
+        return tuple(found)
+
+    async def output(
+        self, run_id: str, *, offset: int | None = None, limit: int = OUTPUT_CHUNK_BYTES
+    ) -> OutputChunk:
+        run = await self._find_run(run_id)
+        running = run.run_id in {r.run_id for r in self._engine().running()}
+        path = self._runtime.config.settings.state_dir / "output" / run.job / f"{run_id}.log"
+        try:
+            lines, start, end = await asyncio.to_thread(
+                read_output, path, offset=offset, limit=limit, growing=running
+            )
+        except FileNotFoundError:
+            lines, start, end = [], 0, 0
+            if not running and run.output_tail:
+                return OutputChunk(
+                    run_id=run_id, job=run.job, source="tail",
+                    lines=tuple(run.output_tail.split("\n")),
+                )  # fmt: skip
+            if not running:
+                return OutputChunk(run_id=run_id, job=run.job, source="none")
+        return OutputChunk(
+            run_id=run_id, job=run.job, lines=tuple(lines), offset=start, next_offset=end,
+            running=running,
+        )  # fmt: skip
+
+    async def _find_run(self, run_id: str) -> RunRecord:
+        engine = self._engine()
+        for run in (*engine.running(), *engine.queued(), *engine.waiting()):
+            if run.run_id == run_id:
+                return run
+        found = await self._runtime.history.call(lambda store: store.get(run_id))
+        if found is None:
+            raise JobActionError(f"no run '{run_id}' in the history")
+        return found
+
+    async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
+        path = self._runtime.config.settings.state_dir / "audit.log"
+        if offset is None:
+            self._runtime.flush_audit()
+            found, end = await asyncio.to_thread(tail_and_end, path, lines)
+        else:
+            found, end = await asyncio.to_thread(read_from, path, offset)
+        return AuditChunk(lines=tuple(found), next_offset=end)
+
+    async def config_text(self) -> str:
+        source = self._runtime.source
+        return source.text if source is not None else self._runtime.config_text
+
+    async def pending_edit(self) -> PendingEdit:
+        source = self._runtime.source
+        pending = source.pending if source is not None else None
+        if source is None or pending is None:
+            return PendingEdit(lines=("no offline edit: the file on disk is what is running",))
+        live, now = self._runtime.config, self._runtime.now()
+        return await asyncio.to_thread(_pending, pending, source.path, live, now)
+
+    async def job_definition(self, name: str) -> Mapping[str, object] | None:
+        text, path = await self.config_text(), self._runtime.config.path
+        return await asyncio.to_thread(lambda: ConfigDocument(text, path).job(name))
+
+    async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
+        engine, config = self._engine(), self._runtime.config
+        job, now = config.job(name), after or self._runtime.now()
+        schedule = job.schedule
+        slots: tuple[datetime, ...] = ()
+        if job.after is None and schedule is not None and not isinstance(schedule, ManualSchedule):
+            found = next_slots(schedule, now, count)
+            slots = tuple(slot.astimezone(job.timezone) for slot in found)
+        notes = plan_notes(job, paused=engine.is_paused(job), slots=len(slots))
+        return JobPlan(job=name, slots=slots, notes=notes, waits=self._waits(name, now))
+
+    def _waits(self, name: str, now: datetime) -> tuple[str, ...]:
+        """What the job's waiting runs wait for, or what its next slot will need."""
+        engine, config = self._engine(), self._runtime.config
+        job = config.job(name)
+        if not job.requires:
+            return ()
+        lines: list[str] = []
+        for run in engine.waiting():
+            if run.job == name:
+                slot = run.slot.astimezone(job.timezone).isoformat() if run.slot else "manual"
+                lines.append(f"run {run.run_id} (slot {slot}) waits for:")
+                lines += [f"  {need.describe()}" for need in engine.waiting_room.needs(run.run_id)]
+        if lines:
+            return tuple(lines)
+        upcoming = next_slot(job.schedule, now) if job.schedule is not None else None
+        if job.schedule is None:
+            return ("no run is waiting",)
+        if upcoming is None:
+            return ("no run is waiting, and the job has no future slot",)
+        needs = requirements_of(config, job, upcoming)
+        local = upcoming.astimezone(job.timezone).isoformat()
+        head = f"no run is waiting; the slot {local} will need:"
+        return (head, *(f"  {need.describe()}" for need in needs))
+
+    async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
+        source = self._runtime.source
+        if source is None:
+            return ("the scheduler is not running",)
+        try:
+            await asyncio.to_thread(source.preview, _change(edit))
+        except ConfigError as error:
+            return tuple(str(problem) for problem in error.problems) or (str(error),)
+        except (TuischedError, TypeError) as error:
+            return (str(error),)
+        return ()
+
+    # --- commands --------------------------------------------------------------
+
+    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
+        self._engine()
+        return self._runtime.run_now(job, key=key, actor=self.actor)
+
+    async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+        self._engine()
+        self._runtime.stop_run(run_id, kill=kill, actor=self.actor)
+
+    async def set_paused(self, pause: Pause, *, paused: bool) -> None:
+        self._engine()
+        runtime, actor = self._runtime, self.actor
+        if pause.kind is PauseKind.JOB:
+            await runtime.pause_job(pause.name, paused=paused, actor=actor)
+        elif pause.kind is PauseKind.GROUP:
+            await runtime.pause_group(pause.name, paused=paused, actor=actor)
+        else:
+            await runtime.pause_all(paused=paused, actor=actor)
+
+    async def edit(self, edit: ConfigEdit) -> None:
+        self._engine()
+        await self._runtime.edit(edit, actor=self.actor)
+
+    async def undo(self) -> None:
+        self._engine()
+        await self._runtime.undo(actor=self.actor)
+
+    async def reload(self) -> bool:
+        self._engine()
+        return await self._runtime.reload(actor=self.actor)
+
+    async def shutdown(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
+        await self._runtime.stop(grace=grace, reason=reason)
+
+    async def hurry(self) -> None:
+        self._runtime.hurry()
+
+    # --- events ----------------------------------------------------------------
+
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        return self._runtime.subscribe(callback, after=after)
+
+
+def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:
+    """The document operation that makes `edit`."""
+    definition = edit.definition or {}
+    name = edit.name
+    operations: dict[tuple[EditTarget, EditAction], Callable[[ConfigDocument], None]] = {
+        (EditTarget.JOB, EditAction.ADD): lambda doc: doc.add_job(name, definition),
+        (EditTarget.JOB, EditAction.REPLACE): lambda doc: doc.replace_job(name, definition),
+        (EditTarget.JOB, EditAction.DELETE): lambda doc: doc.delete_job(name),
+        (EditTarget.GROUP, EditAction.ADD): lambda doc: doc.add_group(name, definition),
+        (EditTarget.GROUP, EditAction.REPLACE): lambda doc: doc.replace_group(name, definition),
+        (EditTarget.GROUP, EditAction.DELETE): lambda doc: doc.delete_group(name),
+    }
+    return operations[edit.target, edit.action]
+
+
+def _pending(text: str, path: Path, live: Config, now: datetime) -> PendingEdit:
+    """What reloading `text` would change (parsing a big file takes a while: in a thread)."""
+    try:
+        candidate = parse_config(text, path)
+    except ConfigError as error:
+        problems = tuple(str(problem) for problem in error.problems) or (str(error),)
+        head = (
+            f"the file on disk does not validate ({len(problems)} problems);"
+            " reloading would change nothing:"
+        )
+        return PendingEdit(present=True, valid=False, lines=(head, *problems))
+    diff = config_diff(live, candidate, now)
+    if diff.empty:
+        lines: tuple[str, ...] = ("the file on disk differs, but no job, group or setting changes",)
+        return PendingEdit(present=True, lines=lines)
+    summary = diff.summary()
+    head = f"reloading would apply: {summary}"
+    return PendingEdit(present=True, lines=(head, "", *diff.lines()), summary=summary)

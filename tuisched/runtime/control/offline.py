@@ -1,0 +1,210 @@
+"""The control seam with no scheduler running: what the files and the history say.
+
+`tuisched jobs` and `tuisched history` read a configuration and the state a
+scheduler left (pauses, runs, output, the audit log) without starting one.
+Every command raises `SchedulerNotRunningError`. Reading never creates a
+history database that was never made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import TypeVar
+
+from tuisched.domain.events import Event
+from tuisched.domain.model import Config, ManualSchedule
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.describe import (
+    holding_pauses,
+    job_status,
+    pause_views,
+    plan_notes,
+)
+from tuisched.domain.schedule.slots import next_slot, next_slots
+from tuisched.domain.views import (
+    AuditChunk,
+    ConfigEdit,
+    GroupStatus,
+    HistoryQuery,
+    JobPlan,
+    JobStatus,
+    OutputChunk,
+    Pause,
+    PendingEdit,
+    RunStatus,
+    SchedulerState,
+    SchedulerStatus,
+)
+from tuisched.runtime.control.local import SchedulerNotRunningError
+from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
+from tuisched.runtime.document import ConfigDocument
+from tuisched.runtime.execution.output import read_output
+from tuisched.runtime.handlers.audit import read_from, tail_and_end
+from tuisched.runtime.runtime import has_history, open_history
+from tuisched.runtime.store import HistoryStore
+
+T = TypeVar("T")
+
+
+class _NoSubscription:
+    """Nothing is ever published without a scheduler."""
+
+    def unsubscribe(self) -> None:
+        """Nothing to stop."""
+
+
+class OfflineControl:
+    """`SchedulerControl` over the files a stopped (or absent) scheduler left."""
+
+    def __init__(self, config: Config, text: str, *, clock: Callable[[], datetime]) -> None:
+        self._config = config
+        self._text = text
+        self._clock = clock
+
+    def _read(self, query: Callable[[HistoryStore], T], empty: T) -> T:
+        """Run `query` on the history (blocking), or `empty` when there is none."""
+        if not has_history(self._config):
+            return empty
+        store = open_history(self._config)
+        try:
+            return query(store)
+        finally:
+            store.close()
+
+    async def _ask(self, query: Callable[[HistoryStore], T], empty: T) -> T:
+        return await asyncio.to_thread(self._read, query, empty)
+
+    async def _pauses(self) -> set[tuple[str, str]]:
+        empty: set[tuple[str, str]] = set()
+        return await self._ask(lambda store: store.pauses(), empty)
+
+    # --- queries ---------------------------------------------------------------
+
+    async def status(self) -> SchedulerStatus:
+        pauses = await self._pauses()
+        return SchedulerStatus(
+            config_path=self._config.path, node="", timezone=self._config.settings.timezone.key,
+            state=SchedulerState.STOPPED, jobs=len(self._config.jobs),
+            groups=len(self._config.groups), running=0, queued=0, waiting=0,
+            pauses=pause_views(pauses),
+        )  # fmt: skip
+
+    async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
+        pauses = await self._pauses()
+        none: dict[str, RunRecord] = {}
+        last = await self._ask(lambda store: store.last_runs(), none)
+        jobs = self._config.jobs
+        selected = jobs.values() if names is None else [jobs[n] for n in names if n in jobs]
+        now = self._clock()
+        statuses = []
+        for job in selected:
+            held = bool(holding_pauses(job, pauses))
+            schedule = job.schedule
+            fires = job.enabled and not held and schedule is not None
+            upcoming = next_slot(schedule, now) if fires and schedule is not None else None
+            statuses.append(
+                job_status(job, pauses=pauses, next_fire=upcoming, last=last.get(job.name))
+            )
+        return tuple(statuses)
+
+    async def groups(self) -> tuple[GroupStatus, ...]:
+        pauses = await self._pauses()
+        return tuple(
+            GroupStatus(name=name, jobs=group.jobs, paused=("group", name) in pauses)
+            for name, group in self._config.groups.items()
+        )
+
+    async def runs(self) -> tuple[RunStatus, ...]:
+        return ()
+
+    async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
+        return tuple(await self._ask(lambda store: store.page(query), []))
+
+    async def failures_since(self, since: datetime) -> tuple[datetime, ...]:
+        return tuple(await self._ask(lambda store: store.failures_since(since), []))
+
+    async def output(
+        self, run_id: str, *, offset: int | None = None, limit: int = OUTPUT_CHUNK_BYTES
+    ) -> OutputChunk:
+        run = await self._ask(lambda store: store.get(run_id), None)
+        if run is None:
+            raise SchedulerNotRunningError(f"no run '{run_id}' in the history")
+        path = self._config.settings.state_dir / "output" / run.job / f"{run_id}.log"
+        try:
+            lines, start, end = await asyncio.to_thread(
+                read_output, path, offset=offset, limit=limit
+            )
+        except FileNotFoundError:
+            source, tail = (
+                ("tail", tuple(run.output_tail.split("\n"))) if run.output_tail else ("none", ())
+            )
+            return OutputChunk(run_id=run_id, job=run.job, source=source, lines=tail)
+        return OutputChunk(
+            run_id=run_id, job=run.job, lines=tuple(lines), offset=start, next_offset=end
+        )
+
+    async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
+        path = self._config.settings.state_dir / "audit.log"
+        if offset is None:
+            found, end = await asyncio.to_thread(tail_and_end, path, lines)
+        else:
+            found, end = await asyncio.to_thread(read_from, path, offset)
+        return AuditChunk(lines=tuple(found), next_offset=end)
+
+    async def config_text(self) -> str:
+        return self._text
+
+    async def pending_edit(self) -> PendingEdit:
+        return PendingEdit()
+
+    async def job_definition(self, name: str) -> Mapping[str, object] | None:
+        text, path = self._text, self._config.path
+        return await asyncio.to_thread(lambda: ConfigDocument(text, path).job(name))
+
+    async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
+        job, now = self._config.job(name), after or self._clock()
+        pauses = await self._pauses()
+        schedule = job.schedule
+        slots: tuple[datetime, ...] = ()
+        if job.after is None and schedule is not None and not isinstance(schedule, ManualSchedule):
+            found = next_slots(schedule, now, count)
+            slots = tuple(slot.astimezone(job.timezone) for slot in found)
+        paused = bool(holding_pauses(job, pauses))
+        notes = plan_notes(job, paused=paused, slots=len(slots))
+        return JobPlan(job=name, slots=slots, notes=notes)
+
+    async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
+        raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
+
+    # --- commands: each needs a running scheduler -------------------------------
+
+    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
+        raise SchedulerNotRunningError(f"running {job} needs a running scheduler")
+
+    async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+        raise SchedulerNotRunningError("no scheduler is running: nothing to stop")
+
+    async def set_paused(self, pause: Pause, *, paused: bool) -> None:
+        raise SchedulerNotRunningError("pausing needs a running scheduler")
+
+    async def edit(self, edit: ConfigEdit) -> None:
+        raise SchedulerNotRunningError("editing through tuisched needs a running scheduler")
+
+    async def undo(self) -> None:
+        raise SchedulerNotRunningError("undo needs a running scheduler")
+
+    async def reload(self) -> bool:
+        raise SchedulerNotRunningError("no scheduler is running: nothing to reload")
+
+    async def shutdown(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
+        raise SchedulerNotRunningError("no scheduler is running: nothing to stop")
+
+    async def hurry(self) -> None:
+        raise SchedulerNotRunningError("no scheduler is running: nothing to stop")
+
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        return _NoSubscription()

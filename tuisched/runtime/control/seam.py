@@ -1,0 +1,169 @@
+"""The control seam: everything a front end may ask of a scheduler, and nothing more.
+
+The console, headless mode and the command line see a scheduler only through
+`SchedulerControl`. Today's implementations are in-process (`LocalControl`,
+over a running runtime) and offline (`OfflineControl`, reading the state a
+stopped scheduler left); one that speaks over a socket implements the same
+protocol, so a front end works unchanged over any of them.
+
+Every method is a coroutine (an answer may cross a socket) and never blocks
+the caller's event loop. Every value crossing the seam is a frozen dataclass
+of plain values from `tuisched.domain` (views, run records, events), so it can
+be turned into JSON and back. Errors are `TuischedError`s: `JobActionError`
+and `UnknownJobError` for a job that does not fit, `ConfigError` for an edit
+that does not validate, `SchedulerNotRunningError` for a command that needs a
+running scheduler.
+
+Events: `subscribe(callback, after=seq)` delivers every event published after
+`seq` (each carries its sequence number), then every new one, in order, on
+the caller's loop: a client that reconnects with the last number it saw misses
+nothing and sees nothing twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from datetime import datetime
+from typing import Protocol
+
+from tuisched.domain.events import Event
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.views import (
+    AuditChunk,
+    ConfigEdit,
+    GroupStatus,
+    HistoryQuery,
+    JobPlan,
+    JobStatus,
+    OutputChunk,
+    Pause,
+    PendingEdit,
+    RunStatus,
+    SchedulerStatus,
+)
+
+OUTPUT_CHUNK_BYTES = 200 * 1024
+"""How much output one `output()` call reads at most."""
+AUDIT_LINES = 200
+"""How many audit lines `audit()` returns from the end of the log."""
+
+
+class Subscription(Protocol):
+    """A handle on an event subscription."""
+
+    def unsubscribe(self) -> None:
+        """Stop delivering events to the callback. Idempotent."""
+
+
+class SchedulerControl(Protocol):
+    """What a front end may ask of a scheduler: queries, commands and events."""
+
+    # --- queries ---------------------------------------------------------------
+
+    async def status(self) -> SchedulerStatus:
+        """The scheduler at a glance."""
+        ...
+
+    async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
+        """Every job (or the named ones that exist), in the file's order."""
+        ...
+
+    async def groups(self) -> tuple[GroupStatus, ...]:
+        """Every group, in the file's order."""
+        ...
+
+    async def runs(self) -> tuple[RunStatus, ...]:
+        """Runs in progress: running, then queued in leaving order, then waiting."""
+        ...
+
+    async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
+        """A page of the run history, newest first."""
+        ...
+
+    async def failures_since(self, since: datetime) -> tuple[datetime, ...]:
+        """When the runs that failed (the job's own failures) since `since` ended."""
+        ...
+
+    async def output(
+        self, run_id: str, *, offset: int | None = None, limit: int = OUTPUT_CHUNK_BYTES
+    ) -> OutputChunk:
+        """A run's output (live or past): from byte `offset`, or its last `limit` bytes."""
+        ...
+
+    async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
+        """The audit log from byte `offset`, or its last `lines` lines."""
+        ...
+
+    async def config_text(self) -> str:
+        """The configuration file's text as in force."""
+        ...
+
+    async def pending_edit(self) -> PendingEdit:
+        """The offline edit of the file, if any, and what reloading it would change."""
+        ...
+
+    async def job_definition(self, name: str) -> Mapping[str, object] | None:
+        """A job's definition as the file writes it (plain values), or None."""
+        ...
+
+    async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
+        """A job's next `count` slots after `after` (default: now), and what its runs wait for."""
+        ...
+
+    async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
+        """Every problem `edit` would cause (empty when it is valid); nothing is written."""
+        ...
+
+    # --- commands --------------------------------------------------------------
+
+    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
+        """Queue a manual run; the same idempotency `key` twice makes one run."""
+        ...
+
+    async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
+        """Stop a queued, waiting or running run (SIGKILL at once with `kill`)."""
+        ...
+
+    async def set_paused(self, pause: Pause, *, paused: bool) -> None:
+        """Pause or resume a job, a group or everything (kept across restarts)."""
+        ...
+
+    async def edit(self, edit: ConfigEdit) -> None:
+        """Write `edit` to the configuration file, then put it in force."""
+        ...
+
+    async def undo(self) -> None:
+        """Undo the last change to the configuration (file and schedule)."""
+        ...
+
+    async def reload(self) -> bool:
+        """Apply the file on disk; False (nothing changed) when it does not validate."""
+        ...
+
+    async def shutdown(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
+        """Drain and stop the scheduler: no new runs; running ones get `grace` seconds."""
+        ...
+
+    async def hurry(self) -> None:
+        """During a drain, stop every run now instead of waiting for the grace period."""
+        ...
+
+    # --- events ----------------------------------------------------------------
+
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        """Call `callback` with every event after `after` (None: from now on), in order."""
+        ...
+
+
+Callback = Callable[[Event], object]
+"""What `subscribe` calls with each event."""
+
+__all__ = [
+    "AUDIT_LINES",
+    "OUTPUT_CHUNK_BYTES",
+    "Callback",
+    "SchedulerControl",
+    "Subscription",
+]
