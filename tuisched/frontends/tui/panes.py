@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from textual.screen import Screen
-from textual.widgets import Input
 
 from tuisched.domain.events import Event
 from tuisched.domain.views import JobStatus, SchedulerState
@@ -215,14 +214,6 @@ class LivePanes:
         """Show only the jobs whose name, groups, state or kind contain `text`."""
         self._screen.query_one(JobsTable).filter_text = text
         self.show_jobs()
-
-    def clear_filter(self) -> None:
-        """Hide the filter box and show every job again."""
-        search = self._screen.query_one("#filter", Input)
-        if search.display:
-            search.value = ""
-            search.display = False
-            self.filter("")
 
 
 def _failed(status: JobStatus) -> bool:

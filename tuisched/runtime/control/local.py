@@ -54,21 +54,17 @@ class SchedulerNotRunningError(TuischedError):
     """The command needs a running scheduler, and there is none."""
 
 
-class LocalControl:
-    """`SchedulerControl` over a runtime in this process, acting as `actor`."""
+class LocalQueries:
+    """`SchedulerQueries` over a runtime in this process."""
 
-    def __init__(self, runtime: Runtime, *, actor: str) -> None:
+    def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
-        self.actor = actor
-        """Who this control's commands are recorded as: `user@host (console)`."""
 
     def _engine(self) -> Engine:
         """The engine, while the scheduler runs or drains."""
         if self._runtime.state not in _LIVE:
             raise SchedulerNotRunningError(f"the scheduler is {self._runtime.state}")
         return self._runtime.engine
-
-    # --- queries ---------------------------------------------------------------
 
     async def status(self) -> SchedulerStatus:
         runtime = self._runtime
@@ -250,7 +246,19 @@ class LocalControl:
             return (str(error),)
         return ()
 
-    # --- commands --------------------------------------------------------------
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        return self._runtime.subscribe(callback, after=after)
+
+
+class LocalControl(LocalQueries):
+    """`SchedulerControl` over a runtime in this process; commands recorded as `actor`."""
+
+    def __init__(self, runtime: Runtime, *, actor: str) -> None:
+        super().__init__(runtime)
+        self.actor = actor
+        """Who this control's commands are recorded as: `user@host (console)`."""
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
         self._engine()
@@ -287,13 +295,6 @@ class LocalControl:
 
     async def hurry(self) -> None:
         self._runtime.hurry()
-
-    # --- events ----------------------------------------------------------------
-
-    def subscribe(
-        self, callback: Callable[[Event], object], *, after: int | None = None
-    ) -> Subscription:
-        return self._runtime.subscribe(callback, after=after)
 
 
 def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:

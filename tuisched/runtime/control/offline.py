@@ -55,8 +55,8 @@ class _NoSubscription:
         """Nothing to stop."""
 
 
-class OfflineControl:
-    """`SchedulerControl` over the files a stopped (or absent) scheduler left."""
+class OfflineQueries:
+    """`SchedulerQueries` over the files a stopped (or absent) scheduler left."""
 
     def __init__(self, config: Config, text: str, *, clock: Callable[[], datetime]) -> None:
         self._config = config
@@ -79,8 +79,6 @@ class OfflineControl:
     async def _pauses(self) -> set[tuple[str, str]]:
         empty: set[tuple[str, str]] = set()
         return await self._ask(lambda store: store.pauses(), empty)
-
-    # --- queries ---------------------------------------------------------------
 
     async def status(self) -> SchedulerStatus:
         pauses = await self._pauses()
@@ -178,7 +176,14 @@ class OfflineControl:
     async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
         raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
 
-    # --- commands: each needs a running scheduler -------------------------------
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        return _NoSubscription()
+
+
+class OfflineControl(OfflineQueries):
+    """`SchedulerControl` with no scheduler running: every command says it needs one."""
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
         raise SchedulerNotRunningError(f"running {job} needs a running scheduler")
@@ -203,8 +208,3 @@ class OfflineControl:
 
     async def hurry(self) -> None:
         raise SchedulerNotRunningError("no scheduler is running: nothing to stop")
-
-    def subscribe(
-        self, callback: Callable[[Event], object], *, after: int | None = None
-    ) -> Subscription:
-        return _NoSubscription()

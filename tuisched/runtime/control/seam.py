@@ -55,10 +55,8 @@ class Subscription(Protocol):
         """Stop delivering events to the callback. Idempotent."""
 
 
-class SchedulerControl(Protocol):
-    """What a front end may ask of a scheduler: queries, commands and events."""
-
-    # --- queries ---------------------------------------------------------------
+class SchedulerQueries(Protocol):
+    """What a front end may read of a scheduler: snapshots, files, and its events."""
 
     async def status(self) -> SchedulerStatus:
         """The scheduler at a glance."""
@@ -114,7 +112,15 @@ class SchedulerControl(Protocol):
         """Every problem `edit` would cause (empty when it is valid); nothing is written."""
         ...
 
-    # --- commands --------------------------------------------------------------
+    def subscribe(
+        self, callback: Callable[[Event], object], *, after: int | None = None
+    ) -> Subscription:
+        """Call `callback` with every event after `after` (None: from now on), in order."""
+        ...
+
+
+class SchedulerCommands(Protocol):
+    """What a front end may change: runs, pauses, the configuration, the scheduler's life."""
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
         """Queue a manual run; the same idempotency `key` twice makes one run."""
@@ -148,13 +154,9 @@ class SchedulerControl(Protocol):
         """During a drain, stop every run now instead of waiting for the grace period."""
         ...
 
-    # --- events ----------------------------------------------------------------
 
-    def subscribe(
-        self, callback: Callable[[Event], object], *, after: int | None = None
-    ) -> Subscription:
-        """Call `callback` with every event after `after` (None: from now on), in order."""
-        ...
+class SchedulerControl(SchedulerQueries, SchedulerCommands, Protocol):
+    """Everything a front end may do with a scheduler: read it, steer it, follow it."""
 
 
 Callback = Callable[[Event], object]
@@ -164,6 +166,8 @@ __all__ = [
     "AUDIT_LINES",
     "OUTPUT_CHUNK_BYTES",
     "Callback",
+    "SchedulerCommands",
     "SchedulerControl",
+    "SchedulerQueries",
     "Subscription",
 ]

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, ClassVar
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.events import ScreenResume, ScreenSuspend
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Input
+from textual.widgets import DataTable, Footer
 
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import ConfigEdit
@@ -24,6 +25,7 @@ from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
+from tuisched.frontends.tui.widgets.filter import FilterBox
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.frontends.tui.widgets.status import StatusLine
@@ -33,12 +35,7 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 0.25
 """How often the events heard are applied to the panes."""
-MUTATING = frozenset(
-    {
-        "run_now", "stop_run", "kill_run", "toggle_pause", "toggle_pause_all", "job_form",
-        "edit_file", "delete_job", "undo", "reload",
-    }
-)  # fmt: skip
+MUTATING = frozenset({"job", "stop_run", "toggle_pause_all", "edit_file", "undo", "reload"})
 """Actions hidden by `--read-only`."""
 
 
@@ -49,15 +46,15 @@ class MainScreen(Screen[None]):
         # The app's own keys first, so the footer reads as on every screen.
         Binding("q", "app.quit_console", "Quit"),
         Binding("question_mark", "app.help", "Help"),
-        Binding("r", "run_now", "Run"),
-        Binding("s", "stop_run", "Stop"),
-        Binding("ctrl+k", "kill_run", "Kill", show=False),
-        Binding("p", "toggle_pause", "Pause"),
+        Binding("r", "job('run')", "Run"),
+        Binding("s", "stop_run(False)", "Stop"),
+        Binding("ctrl+k", "stop_run(True)", "Kill", show=False),
+        Binding("p", "job('pause')", "Pause"),
         Binding("P", "toggle_pause_all", "Pause all", show=False),
-        Binding("a", "job_form('add')", "Add", show=False),
-        Binding("e", "job_form('edit')", "Edit"),
+        Binding("a", "job('add')", "Add", show=False),
+        Binding("e", "job('edit')", "Edit"),
         Binding("E", "edit_file", "Edit YAML", show=False),
-        Binding("d", "delete_job", "Delete", show=False),
+        Binding("d", "job('delete')", "Delete", show=False),
         Binding("u", "undo", "Undo", show=False),
         Binding("slash", "filter", "Filter"),
         Binding("o", "sort", "Sort", show=False),
@@ -91,11 +88,7 @@ class MainScreen(Screen[None]):
         audit = AuditPane(id="audit")
         audit.border_title = "3 Audit log"
         yield audit
-        search = Input(
-            placeholder="filter by name, group or state; enter keeps, esc clears", id="filter"
-        )
-        search.display = False
-        yield search
+        yield FilterBox(id="filter")
         yield Footer()
 
     async def start(self) -> None:
@@ -108,11 +101,10 @@ class MainScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.panes.close()
 
-    def on_screen_suspend(self) -> None:
-        self.refresh_bindings()  # a dialog came on top: the footer offers none of ours
-
-    def on_screen_resume(self) -> None:
-        self.refresh_bindings()
+    @on(ScreenSuspend)
+    @on(ScreenResume)
+    def _covered_or_uncovered(self) -> None:
+        self.refresh_bindings()  # under a dialog, the footer offers none of our keys
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`--read-only` hides every action that changes something; a dialog on top, all.
@@ -148,45 +140,36 @@ class MainScreen(Screen[None]):
 
     # --- actions --------------------------------------------------------------------
 
-    def action_run_now(self) -> None:
+    def action_job(self, verb: str) -> None:
+        """`r` run, `p` pause or resume, `e` edit, `d` delete the selected job; `a` add one."""
+        if verb == "add":
+            self.run_worker(self.host.open_form(None), group="job-form", exclusive=True)
+            return
         job = self.selected_job()
-        if job is not None:
-            self.host.operator.run(job)
+        if job is None:
+            return
+        operator = self.host.operator
+        if verb == "run":
+            operator.run(job)
+        elif verb == "pause":
+            operator.pause_job(job)
+        elif verb == "edit":
+            self.run_worker(self.host.open_form(job), group="job-form", exclusive=True)
+        elif verb == "delete" and self.host.state.status is not None:
+            file = self.host.state.status.config_path.name
+            operator.edit(
+                f"Delete {job} from {file}?", ConfigEdit.delete_job(job), done=f"{job} deleted"
+            )
 
-    def action_stop_run(self) -> None:
+    def action_stop_run(self, kill: bool) -> None:
+        """`s` stops the selected run (SIGTERM, then SIGKILL); `ctrl+k` kills it at once."""
         run = self.selected_run()
         if run is not None:
-            self.host.operator.stop(run)
-
-    def action_kill_run(self) -> None:
-        run = self.selected_run()
-        if run is not None:
-            self.host.operator.stop(run, kill=True)
-
-    def action_toggle_pause(self) -> None:
-        job = self.selected_job()
-        if job is not None:
-            self.host.operator.pause_job(job)
+            self.host.operator.stop(run, kill=kill)
 
     def action_toggle_pause_all(self) -> None:
         status = self.host.state.status
         self.host.operator.pause_all(paused=status is not None and status.all_paused)
-
-    def action_job_form(self, mode: str) -> None:
-        """`a` adds a job; `e` edits the selected one (its definition read from the file)."""
-        job = None if mode == "add" else self.selected_job()
-        if mode == "add" or job is not None:
-            self.run_worker(self.host.open_form(job), group="job-form", exclusive=True)
-
-    def action_delete_job(self) -> None:
-        job = self.selected_job()
-        status = self.host.state.status
-        if job is not None and status is not None:
-            self.host.operator.edit(
-                f"Delete {job} from {status.config_path.name}?",
-                ConfigEdit.delete_job(job),
-                done=f"{job} deleted",
-            )
 
     def action_undo(self) -> None:
         self.host.operator.undo()
@@ -205,27 +188,19 @@ class MainScreen(Screen[None]):
 
     def action_dismiss_banner(self) -> None:
         self.query_one(Banner).hide()
-        self.panes.clear_filter()
+        self.query_one(FilterBox).close()
 
     def action_focus_pane(self, pane: str) -> None:
         self.query_one(f"#{pane}").focus()
 
     def action_filter(self) -> None:
-        search = self.query_one("#filter", Input)
-        search.display = True
-        search.focus()
+        self.query_one(FilterBox).open()
 
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
-        # Refilling 10,000 rows per key stroke would lag: wait for a pause in typing.
-        value = event.value
-        self.set_timer(0.15, lambda: self._filter_if_still(value), name="filter")
+    @on(FilterBox.Applied)
+    def _filtered(self, event: FilterBox.Applied) -> None:
+        self.panes.filter(event.text)
 
-    def _filter_if_still(self, value: str) -> None:
-        if self.query_one("#filter", Input).value == value:
-            self.panes.filter(value)
-
-    @on(Input.Submitted, "#filter")
+    @on(FilterBox.Kept)
     def _filter_kept(self) -> None:
         self.query_one(JobsTable).focus()
 
@@ -255,10 +230,7 @@ class MainScreen(Screen[None]):
                 group = next(g for g in groups if g.name == name)
                 self.host.operator.pause_group(name, len(group.jobs), paused=group.paused)
                 return
-            search = self.query_one("#filter", Input)
-            search.value = name  # shown, so that esc clears it as any filter
-            search.display = True
-            self.panes.filter(name)
+            self.query_one(FilterBox).open(name)  # shown, so that esc clears it as any filter
             self.query_one(JobsTable).focus()
 
         self.app.push_screen(GroupPickerScreen(groups, read_only=self.host.read_only), picked)
