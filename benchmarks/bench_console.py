@@ -43,26 +43,28 @@ async def _measure(n: int) -> dict[str, float]:
     from tuisched.domain.config.config import load_config
     from tuisched.frontends.tui.app import TuischedApp
     from tuisched.frontends.tui.widgets.jobs import JobsTable
+    from tuisched.runtime.control import LocalScheduler
     from tuisched.runtime.runtime import Runtime
 
     with tempfile.TemporaryDirectory(prefix="tuisched-console-") as tmp:
         runtime = Runtime(load_config(_config(Path(tmp), n)))
-        app = TuischedApp(runtime)
+        scheduler = LocalScheduler(runtime)
+        app = TuischedApp(scheduler.control("bench (console)"), scheduler=scheduler)
         applied = 0
-        original = app._apply_events
-
-        def counting() -> None:
-            nonlocal applied
-            if app._pending:
-                applied += 1
-            original()
-
-        app._apply_events = counting  # type: ignore[method-assign]
         t0 = time.perf_counter()
         async with app.run_test(size=(120, 40)) as pilot:
             while app.query_one(JobsTable).row_count < n + 1:
                 await pilot.pause(0.05)
             ready = time.perf_counter() - t0  # runtime start and table fill, from launch
+            panes = app.main.panes
+            original = panes._show_changes
+
+            def counting(changes: object) -> None:
+                nonlocal applied
+                applied += 1  # one batch of events applied to the panes
+                original(changes)  # type: ignore[arg-type]
+
+            panes._show_changes = counting  # type: ignore[method-assign]
 
             async def pulse() -> None:
                 while True:
