@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.errors import ConfigError, JobActionError, UnknownJobError
+from tuisched.domain.errors import ConfigError, JobActionError, UnknownJobError, UnknownRunError
 from tuisched.domain.events import Event, RunFinished, RunStarted, RunWaiting
 from tuisched.domain.runs import Result, RunState, Trigger
 from tuisched.domain.views import (
@@ -153,7 +153,7 @@ async def test_output_of_a_past_run_from_the_end_and_from_an_offset(tmp_path: Pa
         assert rest.lines == ("two", "three")
         assert rest.next_offset == whole.next_offset
         assert (await control.output(run.run_id, offset=whole.next_offset)).lines == ()
-        with pytest.raises(JobActionError, match="no run 'nope'"):
+        with pytest.raises(UnknownRunError, match="no run with id nope"):
             await control.output("nope")
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tuisched.domain.config.config import parse_config
 from tuisched.domain.config.diff import config_diff
-from tuisched.domain.errors import ConfigError, JobActionError, TuischedError
+from tuisched.domain.errors import ConfigError, TuischedError, UnknownRunError
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config, ManualSchedule
 from tuisched.domain.runs import RunRecord
@@ -171,7 +171,7 @@ class LocalQueries:
                 return run
         found = await self._runtime.history.call(lambda store: store.get(run_id))
         if found is None:
-            raise JobActionError(f"no run '{run_id}' in the history")
+            raise UnknownRunError([run_id])
         return found
 
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TypeVar
 
+from tuisched.domain.errors import UnknownRunError
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config, ManualSchedule
 from tuisched.domain.runs import RunRecord
@@ -128,7 +129,7 @@ class OfflineQueries:
     ) -> OutputChunk:
         run = await self._ask(lambda store: store.get(run_id), None)
         if run is None:
-            raise SchedulerNotRunningError(f"no run '{run_id}' in the history")
+            raise UnknownRunError([run_id])
         path = self._config.settings.state_dir / "output" / run.job / f"{run_id}.log"
         try:
             lines, start, end = await asyncio.to_thread(
