@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tuisched.domain.bus import Recorder
 from tuisched.domain.config.config import load_config
 from tuisched.runtime.runtime import Runtime
+
+from .recorder import Recorder
 
 
 def write_config(folder: Path, jobs_yaml: str, *, settings: str = "") -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.bus import EventBus, Recorder
+from tuisched.domain.bus import EventBus
 from tuisched.domain.config.config import load_config
 from tuisched.domain.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
 from tuisched.domain.model import Config, Security, SmtpSettings
@@ -21,6 +21,7 @@ from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
 
+from .recorder import Recorder
 from .smtp_fixtures import (
     HOST,
     Certificates,

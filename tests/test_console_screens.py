@@ -18,7 +18,6 @@ from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static, TabPane
 
-from tuisched.domain.bus import Recorder
 from tuisched.domain.events import RunFinished, RunStarted
 from tuisched.domain.model import CommandSpec, EverySchedule
 from tuisched.frontends.tui.app import TuischedApp
@@ -38,6 +37,7 @@ from tuisched.runtime.document import as_text
 from tuisched.runtime.execution.output import read_output
 
 from .console_fixtures import make_app, runtime_of
+from .recorder import Recorder
 from .runtime_fixtures import write_config
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)

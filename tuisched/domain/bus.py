@@ -1,22 +1,26 @@
-"""The event bus: subscribe by type, publish from any thread, deliver on one loop.
+"""The event bus: subscribe by type, publish from any thread, deliver on one thread, in order.
 
 Threads are crossed here and only here: `publish` may be called from worker
-threads; events are delivered in publication order on the bound asyncio
-loop's thread. A subscriber that raises is logged and never silences the
-others.
+threads; events are delivered in publication order on the thread of the
+`Delivery` the bus is bound to (the runtime binds it to its event loop). A
+subscriber that raises is logged and never silences the others.
+
+Every published event gets a sequence number (`Event.seq`), strictly
+increasing from 1 in delivery order. The bus keeps the most recent events in
+a journal, so a subscriber can start from a given number: it gets every event
+after it and then every new one, with no gap and nothing twice.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from tuisched.domain.errors import EventsLostError
 from tuisched.domain.events import Event
 
 E = TypeVar("E", bound=Event)
@@ -25,7 +29,25 @@ Callback = Callable[[Any], object]
 log = logging.getLogger(__name__)
 
 EVENTS_PER_TURN = 200
-"""Events delivered per loop turn; the rest follow on the next turns."""
+"""Events delivered per turn of the delivering thread; the rest follow on the next turns."""
+JOURNAL_SIZE = 10_000
+"""Events kept for subscribers that start from a sequence number."""
+
+
+class Delivery(Protocol):
+    """Where events are delivered: an event loop's `call_soon_threadsafe` and `call_soon`."""
+
+    def call_soon_threadsafe(self, callback: Callable[[], object], /) -> object:
+        """Run `callback` soon on the delivering thread; callable from any thread."""
+        ...
+
+    def call_soon(self, callback: Callable[[], object], /) -> object:
+        """Run `callback` soon; called on the delivering thread only (cheaper)."""
+        ...
+
+    def is_closed(self) -> bool:
+        """Whether nothing can be delivered there any more."""
+        ...
 
 
 @dataclass(eq=False, slots=True)
@@ -43,51 +65,89 @@ class Subscription:
 
 @dataclass(slots=True)
 class EventBus:
-    """Publish/subscribe by event type (subclasses match their bases)."""
+    """Publish/subscribe by event type (subclasses match their bases), with sequence numbers."""
 
+    journal_size: int = JOURNAL_SIZE
     _subscriptions: list[Subscription] = field(default_factory=list)
     _pending: deque[Event] = field(default_factory=deque)
-    _loop: asyncio.AbstractEventLoop | None = None
+    _journal: deque[Event] = field(default_factory=deque)
+    _delivery: Delivery | None = None
     _drain_scheduled: bool = False
+    _seq: int = 0
+    _delivered: int = 0
+    """The sequence number of the last event delivered."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _tasks: set[asyncio.Task[object]] = field(default_factory=set)
 
-    def bind(self, loop: asyncio.AbstractEventLoop | None) -> None:
-        """Deliver on `loop` from now on (None: deliver at once, in the publisher's thread)."""
-        self._loop = loop
+    def bind(self, delivery: Delivery | None) -> None:
+        """Deliver through `delivery` from now on (None: at once, in the publisher's thread)."""
+        self._delivery = delivery
 
-    def subscribe(self, event_type: type[E], callback: Callable[[E], object]) -> Subscription:
-        """Call `callback(event)` for every published `event_type` (or subclass).
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the newest event published so far (0 before any)."""
+        return self._seq
 
-        A coroutine function is run as a task on the loop.
+    def subscribe(
+        self, event_type: type[E], callback: Callable[[E], object], *, after: int | None = None
+    ) -> Subscription:
+        """Call `callback(event)` for every `event_type` (or subclass) delivered from now on.
+
+        With `after`, first call it with the journal's events after that
+        sequence number, then with every new one. Call it on the delivering
+        thread when `after` is given: replay and subscription are then one step.
+
+        Raises:
+            EventsLostError: some events after `after` are no longer in the journal.
         """
         subscription = Subscription(self, event_type, callback)
+        if after is not None:
+            for event in self.since(after):
+                if isinstance(event, event_type):
+                    self._call(callback, event)
         with self._lock:
             self._subscriptions = [*self._subscriptions, subscription]
         return subscription
+
+    def since(self, after: int) -> list[Event]:
+        """The delivered events after sequence number `after`, oldest first.
+
+        Raises:
+            EventsLostError: some of them were already dropped from the journal.
+        """
+        journal = self._journal
+        if after >= self._delivered:
+            return []
+        oldest = journal[0].seq if journal else self._delivered + 1
+        if after + 1 < oldest:
+            raise EventsLostError(after, oldest)
+        return [event for event in journal if event.seq > after]
 
     def _remove(self, subscription: Subscription) -> None:
         with self._lock:
             self._subscriptions = [s for s in self._subscriptions if s is not subscription]
 
     def publish(self, event: Event) -> None:
-        """Queue `event` for delivery; safe from any thread."""
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            self._deliver(event)
-            return
+        """Number `event` and queue it for delivery; safe from any thread."""
+        delivery = self._delivery
+        direct = delivery is None or delivery.is_closed()
         with self._lock:
+            self._seq += 1
+            # Stamped once, before any subscriber can see the event: its one write.
+            object.__setattr__(event, "seq", self._seq)
             self._pending.append(event)
-            if self._drain_scheduled:
-                return
-            self._drain_scheduled = True
-        try:
-            loop.call_soon_threadsafe(self._drain)
-        except RuntimeError:  # the loop closed meanwhile: deliver here rather than drop
-            self._drain()
+            schedule = not direct and not self._drain_scheduled
+            self._drain_scheduled = self._drain_scheduled or schedule
+        if direct:
+            self._drain(limit=None)
+        elif schedule:
+            assert delivery is not None  # noqa: S101  (not direct)
+            try:
+                delivery.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop closed meanwhile: deliver here rather than drop
+                self._drain(limit=None)
 
     def flush(self) -> None:
-        """Deliver every queued event now. Call it on the loop's thread."""
+        """Deliver every queued event now. Call it on the delivering thread."""
         self._drain(limit=None)
 
     def _drain(self, limit: int | None = EVENTS_PER_TURN) -> None:
@@ -97,74 +157,28 @@ class EventBus:
             more = bool(self._pending)
             self._drain_scheduled = more
         for event in events:
+            self._record(event)
             self._deliver(event)
-        if more and self._loop is not None:
-            # A burst is delivered over several loop turns, so nothing waits behind it long.
-            self._loop.call_soon(self._drain)
+        delivery = self._delivery
+        if more and delivery is not None:
+            # A burst is delivered over several turns, so nothing waits behind it long.
+            delivery.call_soon(self._drain)
+
+    def _record(self, event: Event) -> None:
+        journal = self._journal
+        journal.append(event)
+        if len(journal) > self.journal_size:
+            journal.popleft()
+        self._delivered = event.seq
 
     def _deliver(self, event: Event) -> None:
         for subscription in self._subscriptions:
             if isinstance(event, subscription.event_type):
                 self._call(subscription.callback, event)
 
-    def _call(self, callback: Callback, event: Event) -> None:
+    @staticmethod
+    def _call(callback: Callback, event: Event) -> None:
         try:
-            result = callback(event)
-            if inspect.iscoroutine(result):
-                self._spawn(result)
+            callback(event)
         except Exception:
             log.exception("event subscriber %r failed on %s", callback, type(event).__name__)
-
-    def _spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            coroutine.close()  # no loop to run it on: drop it cleanly, and say so
-            log.error("event subscriber %r needs a running loop; event dropped", coroutine)  # noqa: TRY400
-            return
-        task = loop.create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[object]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("event subscriber task failed", exc_info=task.exception())
-
-
-class Recorder:
-    """Records every event of a bus; tests await the ones they expect.
-
-    The in-memory twin of a subscriber: `await recorder.wait_for(RunFinished,
-    lambda e: e.run.job == "backup")` returns the first match, past or future.
-    """
-
-    def __init__(self, bus: EventBus) -> None:
-        self.events: list[Event] = []
-        self._changed = asyncio.Event()
-        self.subscription = bus.subscribe(Event, self._record)
-
-    def _record(self, event: Event) -> None:
-        self.events.append(event)
-        self._changed.set()
-
-    def of(self, event_type: type[E]) -> list[E]:
-        """Every recorded event of `event_type`."""
-        return [e for e in self.events if isinstance(e, event_type)]
-
-    async def wait_for(
-        self,
-        event_type: type[E],
-        predicate: Callable[[E], bool] = lambda _: True,
-        *,
-        count: int = 1,
-        within: float = 10,
-    ) -> list[E]:
-        """The first `count` matching events, waiting up to `within` seconds for them."""
-        async with asyncio.timeout(within):
-            while True:
-                found = [e for e in self.of(event_type) if predicate(e)]
-                if len(found) >= count:
-                    return found[:count]
-                self._changed.clear()
-                await self._changed.wait()

@@ -2,15 +2,28 @@
 
 ```
 TuischedError
-├── ConfigError            a configuration was rejected; carries every Problem found
-├── ScheduleError          a schedule cannot be built or evaluated (ValueError too)
-│   └── CronError          a cron expression is malformed
-└── JobActionError         add/modify/delete/run named a job that does not fit
-    └── UnknownJobError    no job by that name (LookupError too)
+├── ConfigError                a configuration was rejected; carries every Problem found
+├── ScheduleError              a schedule cannot be built or evaluated (ValueError too)
+│   └── CronError              a cron expression is malformed
+├── TemplateError              an alert template cannot be read or rendered
+├── JobActionError             add/modify/delete/run named a job that does not fit
+│   └── UnknownJobError        no job by that name (LookupError too)
+├── LaunchError                a run could not start (its reason is the message)
+├── MailError                  an alert mail could not be delivered
+├── StateError                 the state directory or what it holds cannot be used
+│   ├── AlreadyRunningError    another scheduler holds the state directory
+│   └── HistoryError           the history database cannot be opened or written
+│       └── UnknownRunError    no run by that id (LookupError too)
+├── ControlError               a front end's request cannot be answered
+│   ├── SchedulerNotRunningError   it needs a running scheduler, and none runs
+│   └── EventsLostError        events after that number are no longer kept (LookupError too)
+└── WireError                  a message cannot be turned back into an event or a view
 ```
 
-Front ends catch `TuischedError` and show its message; anything else is a bug
-and keeps its traceback.
+Errors of the libraries underneath (sqlite, YAML, Jinja2, the file system)
+are translated where they happen, into one of these with the cause chained.
+Front ends catch `TuischedError` and show its message in one line; anything
+else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -64,6 +77,16 @@ class CronError(ScheduleError):
     """A cron expression is malformed; the message says which field and why."""
 
 
+class TemplateError(TuischedError):
+    """An alert template cannot be rendered; the message says where and why."""
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        """`line` is the line within the template, when known."""
+        self.line = line
+        self.reason = message
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+
+
 class JobActionError(TuischedError):
     """An action named a job that does not fit (exists already, or is missing)."""
 
@@ -76,7 +99,28 @@ class UnknownJobError(JobActionError, LookupError):
         super().__init__(f"no job named '{name}'")
 
 
-class HistoryError(TuischedError):
+class LaunchError(TuischedError):
+    """A run could not start; the message is the reason shown to the operator."""
+
+
+class MailError(TuischedError):
+    """An alert mail could not be delivered; the message says why (never the password)."""
+
+
+class StateError(TuischedError):
+    """The state directory, or a file in it, cannot be used; the message names the path."""
+
+
+class AlreadyRunningError(StateError):
+    """Another tuisched holds the state directory."""
+
+    def __init__(self, state_dir: Path, pid: int | None) -> None:
+        self.pid = pid
+        who = f"pid {pid}" if pid else "another process"
+        super().__init__(f"tuisched is already running on {state_dir} ({who})")
+
+
+class HistoryError(StateError):
     """The history database cannot be opened, or a write was refused."""
 
 
@@ -86,3 +130,26 @@ class UnknownRunError(HistoryError, LookupError):
     def __init__(self, run_ids: Iterable[str]) -> None:
         self.run_ids = tuple(run_ids)
         super().__init__(f"no run with id {', '.join(self.run_ids)} in the history")
+
+
+class ControlError(TuischedError):
+    """A front end's request to a scheduler cannot be answered."""
+
+
+class SchedulerNotRunningError(ControlError):
+    """The request needs a running scheduler, and there is none."""
+
+
+class EventsLostError(ControlError, LookupError):
+    """Events after the asked sequence number are no longer kept: re-read a snapshot."""
+
+    def __init__(self, after: int, oldest: int) -> None:
+        self.after = after
+        self.oldest = oldest
+        super().__init__(
+            f"events {after + 1}-{oldest - 1} are no longer kept (the oldest kept is {oldest})"
+        )
+
+
+class WireError(TuischedError, ValueError):
+    """Data cannot be turned back into an event or a view; the message says where."""

@@ -1,7 +1,9 @@
 """Every event tuisched publishes: immutable facts, named in the past tense.
 
 Events carry copies of the data (a `RunRecord` is frozen), never live
-objects, so any thread may read them.
+objects, so any thread may read them, and they turn into JSON and back
+(`tuisched.domain.wire`). The bus stamps each with its sequence number when it
+publishes it; nothing else ever changes an event.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ class Event:
     """Base of all events; `at` is when it happened."""
 
     at: datetime
+    seq: int = 0
+    """The event's number in its bus's order, from 1 (0 until the bus publishes it)."""
 
 
 # --- the scheduler --------------------------------------------------------------

@@ -26,7 +26,7 @@ from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
 from typing import Protocol
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import MailError
 from tuisched.domain.model import Security, SmtpSettings
 
 log = logging.getLogger(__name__)
@@ -34,10 +34,6 @@ log = logging.getLogger(__name__)
 MAX_SUBJECT = 200
 """Characters kept of a subject; a longer one ends in `…`."""
 _HIDDEN = "***"
-
-
-class MailError(TuischedError):
-    """A mail could not be delivered; the message never holds a secret."""
 
 
 class Mailer(Protocol):

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import AlreadyRunningError, TuischedError
 from tuisched.domain.events import (
     Event,
     RunAbandoned,
@@ -55,15 +55,6 @@ IDEMPOTENCY_KEYS = 1000
 """Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
 HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
-
-
-class AlreadyRunningError(TuischedError):
-    """Another tuisched holds the state directory."""
-
-    def __init__(self, state_dir: Path, pid: int | None) -> None:
-        self.pid = pid
-        who = f"pid {pid}" if pid else "another process"
-        super().__init__(f"tuisched is already running on {state_dir} ({who})")
 
 
 class InstanceLock:
@@ -202,10 +193,12 @@ class Runtime:
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
-        """Call `callback` with every event published from now on (on the loop thread)."""
-        if after is not None:
-            raise TuischedError("replaying events is not available yet")
-        return self.bus.subscribe(Event, callback)
+        """Call `callback` with every event after sequence number `after` (None: from now on).
+
+        Call it on the loop thread. Raises EventsLostError when events after
+        `after` are no longer kept.
+        """
+        return self.bus.subscribe(Event, callback, after=after)
 
     def flush_audit(self) -> None:
         """Write the audit lines of the events delivered so far (before reading the log)."""

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import TemplateError
+
+__all__ = [
+    "CUT_MARKER",
+    "MAX_POWER_BITS",
+    "MAX_PRODUCT",
+    "MAX_RENDERED_BYTES",
+    "MAX_TEMPLATE_BYTES",
+    "TemplateError",
+]
 
 MAX_TEMPLATE_BYTES = 64 * 1024
 """Largest template source accepted."""
@@ -16,13 +25,3 @@ MAX_POWER_BITS = 4096
 
 _TEMPLATE_FILE = "<template>"
 """The file name Jinja gives frames of a template compiled from a string."""
-
-
-class TemplateError(TuischedError):
-    """An alert template cannot be rendered; the message says where and why."""
-
-    def __init__(self, message: str, *, line: int | None = None) -> None:
-        """`line` is the line within the template, when known."""
-        self.line = line
-        self.reason = message
-        super().__init__(f"line {line}: {message}" if line is not None else message)

@@ -11,9 +11,10 @@ Front ends import this package and the domain; an import-linter contract
 forbids them the runtime's insides.
 """
 
+from tuisched.domain.errors import AlreadyRunningError, SchedulerNotRunningError
 from tuisched.runtime.control.files import read_config
 from tuisched.runtime.control.host import LocalScheduler
-from tuisched.runtime.control.local import LocalControl, SchedulerNotRunningError
+from tuisched.runtime.control.local import LocalControl
 from tuisched.runtime.control.offline import OfflineControl
 from tuisched.runtime.control.seam import (
     AUDIT_LINES,
@@ -22,7 +23,6 @@ from tuisched.runtime.control.seam import (
     Subscription,
 )
 from tuisched.runtime.handlers.actions import who
-from tuisched.runtime.runtime import AlreadyRunningError
 
 __all__ = [
     "AUDIT_LINES",

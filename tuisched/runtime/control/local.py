@@ -15,7 +15,12 @@ from pathlib import Path
 
 from tuisched.domain.config.config import parse_config
 from tuisched.domain.config.diff import config_diff
-from tuisched.domain.errors import ConfigError, TuischedError, UnknownRunError
+from tuisched.domain.errors import (
+    ConfigError,
+    SchedulerNotRunningError,
+    TuischedError,
+    UnknownRunError,
+)
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config, ManualSchedule
 from tuisched.domain.runs import RunRecord
@@ -48,10 +53,6 @@ from tuisched.runtime.runtime import Runtime
 
 _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
 """States in which the engine exists and answers."""
-
-
-class SchedulerNotRunningError(TuischedError):
-    """The command needs a running scheduler, and there is none."""
 
 
 class LocalQueries:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TypeVar
 
-from tuisched.domain.errors import UnknownRunError
+from tuisched.domain.errors import SchedulerNotRunningError, UnknownRunError
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config, ManualSchedule
 from tuisched.domain.runs import RunRecord
@@ -38,7 +38,6 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
-from tuisched.runtime.control.local import SchedulerNotRunningError
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.execution.output import read_output

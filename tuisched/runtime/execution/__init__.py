@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
 from tuisched.runtime.execution.base import (
     STATUS_MAX_CHARS,
-    LaunchError,
     Runner,
     install_child_watcher,
 )

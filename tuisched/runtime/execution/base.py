@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Protocol
 
-from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import Outcome, Result, RunState
 
 STATUS_MAX_CHARS = 200
@@ -29,10 +28,6 @@ _RECHECK_MS = 5000
 the moment between the first check and the watch starting, and covers events
 lost in directories created while being watched. It is a safety net, not a poll."""
 _NO_PROPS: Mapping[str, object] = MappingProxyType({})
-
-
-class LaunchError(TuischedError):
-    """A run could not start; the message is the reason shown to the operator."""
 
 
 class Runner(Protocol):

@@ -10,13 +10,13 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
+from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import CommandSpec
 from tuisched.domain.runs import Outcome, Result, RunState
 from tuisched.runtime.execution.base import (
     _EOF_GRACE,
     _KILLED_DRAIN,
     _NO_PROPS,
-    LaunchError,
     _cut,
     _not_started,
     _resolve,

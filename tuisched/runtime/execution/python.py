@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunState
 from tuisched.runtime.execution.base import (
     _NO_PROPS,
-    LaunchError,
     _cut,
     _describe,
     _not_started,
