@@ -18,9 +18,13 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy.exc import IntegrityError
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import (
+    DuplicateRunError,
+    HistoryUnavailableError,
+    StateError,
+    TuischedError,
+)
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.store import (
     ABANDONED_REASON,
@@ -145,7 +149,7 @@ def test_update_of_an_unknown_run_raises(store: HistoryStore) -> None:
 
 def test_duplicate_insert_raises(store: HistoryStore) -> None:
     store.insert(make_run("r1"))
-    with pytest.raises(IntegrityError):
+    with pytest.raises(DuplicateRunError, match="the history refused a run: UNIQUE"):
         store.insert(make_run("r1"))
 
 
@@ -407,14 +411,14 @@ def test_prepare_state_dir_refuses_a_folder_of_another_user(
     state = tmp_path / "state"
     state.mkdir(mode=0o755)
     monkeypatch.setattr(os, "geteuid", lambda: state.stat().st_uid + 1)
-    with pytest.raises(HistoryError, match="belongs to another user"):
+    with pytest.raises(StateError, match="belongs to another user"):
         prepare_state_dir(state)
 
 
 def test_prepare_state_dir_refuses_a_file(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.write_text("")
-    with pytest.raises(HistoryError, match="not a directory"):
+    with pytest.raises(StateError, match="not a directory"):
         prepare_state_dir(state)
 
 
@@ -532,13 +536,11 @@ def test_the_latest_state_lands_whether_the_row_exists_or_not(db_path: Path) -> 
 
 
 def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from sqlalchemy.exc import OperationalError
-
     import tuisched.runtime.store.writer
 
     monkeypatch.setattr(tuisched.runtime.store.writer, "TRANSIENT_RETRY_PAUSES", (0, 0))
     # The batch fails, then the write alone fails twice more before the database frees up.
-    failures = iter([OperationalError("INSERT", {}, Exception("database is locked"))] * 3)
+    failures = iter([HistoryUnavailableError("history database: database is locked")] * 3)
     real_write_many = HistoryStore.write_many
 
     def flaky(store: HistoryStore, inserts: list[RunRecord], updates: list[RunRecord]) -> None:

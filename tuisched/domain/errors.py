@@ -13,6 +13,8 @@ TuischedError
 ├── StateError                 the state directory or what it holds cannot be used
 │   ├── AlreadyRunningError    another scheduler holds the state directory
 │   └── HistoryError           the history database cannot be opened or written
+│       ├── HistoryUnavailableError  locked or unreachable for now: worth retrying
+│       ├── DuplicateRunError  a run id is already in the history
 │       └── UnknownRunError    no run by that id (LookupError too)
 ├── ControlError               a front end's request cannot be answered
 │   ├── SchedulerNotRunningError   it needs a running scheduler, and none runs
@@ -122,6 +124,14 @@ class AlreadyRunningError(StateError):
 
 class HistoryError(StateError):
     """The history database cannot be opened, or a write was refused."""
+
+
+class HistoryUnavailableError(HistoryError):
+    """The history database is locked or unreachable for now; the operation may be retried."""
+
+
+class DuplicateRunError(HistoryError):
+    """A run id is already in the history (a new run cannot reuse it)."""
 
 
 class UnknownRunError(HistoryError, LookupError):

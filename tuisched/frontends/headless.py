@@ -2,8 +2,9 @@
 
 SIGTERM/SIGINT drain (no new runs; running ones get `shutdown_grace`, then
 are stopped and recorded); a second one stops the runs at once. SIGHUP
-re-reads the configuration. Exit codes: 0 after a clean drain, 75 when
-another instance holds the state directory, 78 on a bad configuration.
+re-reads the configuration. Exit codes: 0 after a clean drain, 73 when the
+state directory cannot be used, 75 when another instance holds it, 78 on a
+bad configuration.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import logging
 import signal
 from pathlib import Path
 
-from tuisched.domain.errors import ConfigError, TuischedError
+from tuisched.domain.errors import ConfigError, StateError, TuischedError
 from tuisched.frontends.eventlog import EventLog, configure_logging
 from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
 EX_OK = 0
+EX_SOFTWARE = 70
+EX_CANTCREAT = 73
+"""The state directory (or a file in it) cannot be created or used."""
 EX_TEMPFAIL = 75
 EX_CONFIG = 78
 
@@ -61,6 +65,12 @@ async def _serve(scheduler: LocalScheduler) -> int:
     except AlreadyRunningError as error:
         log.error("%s", error)  # noqa: TRY400  (expected; no traceback)
         return EX_TEMPFAIL
+    except StateError as error:
+        log.error("not started: %s", error)  # noqa: TRY400  (a report, not a crash)
+        return EX_CANTCREAT
+    except TuischedError as error:
+        log.error("not started: %s", error)  # noqa: TRY400
+        return EX_SOFTWARE
     await stopping.wait()
     await scheduler.stop(reason="signal")
     return EX_OK

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import socket
@@ -26,7 +25,7 @@ from pathlib import Path
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
-from tuisched.domain.errors import AlreadyRunningError, TuischedError
+from tuisched.domain.errors import TuischedError
 from tuisched.domain.events import (
     Event,
     RunAbandoned,
@@ -46,7 +45,7 @@ from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
-from tuisched.runtime.store import AsyncHistory, HistoryStore, prepare_state_dir
+from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.watch import ConfigWatcher
 
 log = logging.getLogger(__name__)
@@ -55,34 +54,6 @@ IDEMPOTENCY_KEYS = 1000
 """Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
 HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
-
-
-class InstanceLock:
-    """An exclusive lock on a file in the state directory, holding the owner's pid."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self) -> None:
-        """Take the lock, or raise AlreadyRunningError naming the holder's pid."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip()
-            os.close(fd)
-            pid = int(holder) if holder.isdigit() else None
-            raise AlreadyRunningError(self.path.parent, pid) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-
-    def release(self) -> None:
-        """Give the lock back (idempotent). The file stays; its content is stale then."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 def add_config_folder_to_path(config: Config) -> None:

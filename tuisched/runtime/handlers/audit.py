@@ -18,6 +18,7 @@ from zoneinfo import ZoneInfo
 
 from tuisched.domain.audit import audit_line
 from tuisched.domain.bus import EventBus, Subscription
+from tuisched.domain.errors import StateError
 from tuisched.domain.events import RunAbandoned, RunEvent, RunFinished, RunNotStarted, SlotMissed
 from tuisched.domain.runs import RunRecord
 
@@ -59,11 +60,18 @@ class AuditLog:
     """
 
     def __init__(self, path: Path, tz: ZoneInfo) -> None:
-        """Open (or create, 0600) `path` for appending; times are written in `tz`."""
+        """Open (or create, 0600) `path` for appending; times are written in `tz`.
+
+        Raises:
+            StateError: the file cannot be opened.
+        """
         self.path = path
         self.tz = tz
         self._lock = threading.Lock()
-        self._file: TextIO | None = _open_append(path)
+        try:
+            self._file: TextIO | None = _open_append(path)
+        except OSError as error:
+            raise StateError(f"cannot open the audit log {path}: {error.strerror}") from error
         self._opened = os.fstat(self._file.fileno())
         self._pending: list[str] = []
         """Lines from bus events, written together once per loop turn."""

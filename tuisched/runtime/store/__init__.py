@@ -14,17 +14,14 @@ Two layers:
 The state directory helpers live here too: `prepare_state_dir` makes the folder
 private to the user (0700), and the files created in it are 0600 (SPEC R20a).
 
-```
-TuischedError
-└── HistoryError          the history database cannot be opened or written
-    └── UnknownRunError   no run by that id (LookupError too)
-```
+Errors of the database never leave the store raw: they become HistoryError
+and its subclasses (`tuisched.domain.errors` draws the tree).
 """
 
 from tuisched.domain.errors import HistoryError, UnknownRunError
 from tuisched.runtime.store.database import HistoryStore
 from tuisched.runtime.store.schema import ABANDONED_REASON, SCHEMA_VERSION, UTCDateTime
-from tuisched.runtime.store.statedir import create_private_file, prepare_state_dir
+from tuisched.runtime.store.statedir import InstanceLock, create_private_file, prepare_state_dir
 from tuisched.runtime.store.writer import AsyncHistory
 
 __all__ = [
@@ -33,6 +30,7 @@ __all__ = [
     "AsyncHistory",
     "HistoryError",
     "HistoryStore",
+    "InstanceLock",
     "UTCDateTime",
     "UnknownRunError",
     "create_private_file",

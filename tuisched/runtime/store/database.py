@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -23,10 +23,15 @@ from sqlalchemy import (
     make_url,
     select,
 )
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from tuisched.domain.errors import HistoryError, UnknownRunError
+from tuisched.domain.errors import (
+    DuplicateRunError,
+    HistoryError,
+    HistoryUnavailableError,
+    UnknownRunError,
+)
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.views import HistoryQuery
 from tuisched.runtime.store.schema import (
@@ -77,6 +82,13 @@ def _create_engine(url: URL) -> Engine:
         engine = create_engine(url)
     event.listen(engine, "connect", _sqlite_pragmas)
     return engine
+
+
+def _said(error: SQLAlchemyError) -> str:
+    """What the database driver said, without SQLAlchemy's wrapping and SQL text."""
+    if isinstance(error, DBAPIError) and error.orig is not None:
+        return str(error.orig)
+    return str(error).split("\n", 1)[0]
 
 
 def _cannot_open(where: str, error: Exception) -> HistoryError:
@@ -201,14 +213,29 @@ class HistoryStore:
     ) -> None:
         self.close()
 
-    def _begin(self) -> AbstractContextManager[Connection]:
-        """A transaction, committed when its block ends without an exception."""
+    @contextlib.contextmanager
+    def _begin(self) -> Iterator[Connection]:
+        """A transaction, committed when its block ends without an exception.
+
+        The database's errors leave the store translated (the cause chained):
+        a reused run id is a DuplicateRunError, a locked or unreachable
+        database a HistoryUnavailableError (worth retrying), anything else a
+        HistoryError.
+        """
         if self._closed:
             raise HistoryError("the run history is closed")
-        return self._engine.begin()
+        try:
+            with self._engine.begin() as connection:
+                yield connection
+        except IntegrityError as error:
+            raise DuplicateRunError(f"the history refused a run: {_said(error)}") from error
+        except OperationalError as error:
+            raise HistoryUnavailableError(f"history database: {_said(error)}") from error
+        except SQLAlchemyError as error:
+            raise HistoryError(f"history database: {_said(error)}") from error
 
     def insert(self, run: RunRecord) -> None:
-        """Add a new run. Raises an IntegrityError if its run_id exists."""
+        """Add a new run. Raises DuplicateRunError if its run_id exists."""
         self.write_many([run], [])
 
     def update(self, run: RunRecord) -> None:
@@ -226,7 +253,8 @@ class HistoryStore:
 
         Raises:
             UnknownRunError: an update names a run that does not exist.
-            sqlalchemy.exc.IntegrityError: an insert reuses a run_id.
+            DuplicateRunError: an insert reuses a run_id.
+            HistoryUnavailableError: the database is locked or unreachable (retry).
         """
         with self._begin() as connection:
             if inserts:

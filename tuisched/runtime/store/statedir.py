@@ -1,12 +1,13 @@
-"""The state directory: private to the user (0700), its files 0600."""
+"""The state directory: private to the user (0700), its files 0600, one scheduler at a time."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 from pathlib import Path
 
-from tuisched.domain.errors import HistoryError
+from tuisched.domain.errors import AlreadyRunningError, StateError
 
 # --- the state directory ------------------------------------------------------------
 
@@ -18,17 +19,26 @@ def prepare_state_dir(path: Path) -> None:
     another user is refused: whoever owns it could read or replace the history.
 
     Raises:
-        HistoryError: `path` is not a directory, or it belongs to another user.
+        StateError: `path` cannot be created or made private, is not a
+            directory, or belongs to another user.
     """
+    try:
+        _prepare(path)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise StateError(f"cannot use the state directory {path}: {reason}") from error
+
+
+def _prepare(path: Path) -> None:
     for folder in reversed([path, *path.parents]):
         if not folder.exists():
             folder.mkdir(mode=0o700)
             folder.chmod(0o700)  # the umask may have taken bits away, never added any
     info = path.stat()
     if not stat.S_ISDIR(info.st_mode):
-        raise HistoryError(f"state directory {path} is not a directory")
+        raise StateError(f"state directory {path} is not a directory")
     if info.st_uid != os.geteuid():
-        raise HistoryError(f"state directory {path} belongs to another user (uid {info.st_uid})")
+        raise StateError(f"state directory {path} belongs to another user (uid {info.st_uid})")
     if stat.S_IMODE(info.st_mode) != 0o700:
         path.chmod(0o700)
 
@@ -46,3 +56,43 @@ def create_private_file(path: Path) -> None:
             os.fchmod(fd, 0o600)
     finally:
         os.close(fd)
+
+
+class InstanceLock:
+    """An exclusive lock on a file in the state directory, holding the owner's pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        """Take the lock.
+
+        Raises:
+            AlreadyRunningError: another process holds it (its pid is named).
+            StateError: the lock file cannot be opened or written.
+        """
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as error:
+            raise StateError(f"cannot open the lock {self.path}: {error.strerror}") from error
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            pid = int(holder) if holder.isascii() and holder.isdigit() else None
+            raise AlreadyRunningError(self.path.parent, pid) from None
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as error:
+            os.close(fd)
+            raise StateError(f"cannot write the lock {self.path}: {error.strerror}") from error
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the lock back (idempotent). The file stays; its content is stale then."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

@@ -10,9 +10,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy.exc import IntegrityError, OperationalError
-
-from tuisched.domain.errors import HistoryError, UnknownRunError
+from tuisched.domain.errors import (
+    DuplicateRunError,
+    HistoryError,
+    HistoryUnavailableError,
+    UnknownRunError,
+)
 from tuisched.domain.runs import RunRecord
 from tuisched.runtime.store.database import (
     HistoryStore,
@@ -134,7 +137,7 @@ class AsyncHistory:
 
         Raises:
             HistoryError: the history is closed.
-            Exception: whatever the database raised (a duplicate run_id...).
+            HistoryError: the database refused or failed the write.
         """
         await self._write("insert", run)
 
@@ -289,10 +292,10 @@ class AsyncHistory:
         for pause in (*TRANSIENT_RETRY_PAUSES, None):
             try:
                 self._upsert(write)
-            except OperationalError as error:
+            except HistoryUnavailableError as error:
                 if pause is None:
                     return error
-                log.warning("history: %s; retrying in %ss", error.orig or error, pause)
+                log.warning("history: %s; retrying in %ss", error, pause)
                 time.sleep(pause)
             except Exception as error:
                 return error
@@ -305,7 +308,7 @@ class AsyncHistory:
         if write.kind == "insert":
             try:
                 self._store.insert(write.run)
-            except IntegrityError:
+            except DuplicateRunError:
                 self._store.update(write.run)
         else:
             try:
