@@ -25,6 +25,7 @@ from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
 from tuisched.runtime.document import ConfigDocument, atomic_write
+from tuisched.runtime.threads import Lane, in_thread
 
 UNDO_DEPTH = 20
 """Changes that can be undone, newest first."""
@@ -89,8 +90,8 @@ class ConfigSource:
         """Apply what the file says now. A file that does not validate changes nothing."""
         async with self._lock:
             try:
-                text = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
-                config = await asyncio.to_thread(parse_config, text, self.path)
+                text = await in_thread(Lane.CONFIG, self.path.read_text, encoding="utf-8")
+                config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
             except (OSError, UnicodeDecodeError) as error:
                 self._reject(ConfigError([]), reason=str(error))
                 return False
@@ -119,8 +120,10 @@ class ConfigSource:
             document = ConfigDocument(self.text, self.path)
             change(document)
             text = document.text()
-            config = await asyncio.to_thread(parse_config, text, self.path)
-            await asyncio.to_thread(atomic_write, self.path, text, backup=backup_path(self.path))
+            config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
+            await in_thread(
+                Lane.CONFIG, atomic_write, self.path, text, backup=backup_path(self.path)
+            )
             self._swap(text, config, "edit", remember=True)
             return config
 
@@ -146,15 +149,21 @@ class ConfigSource:
                 raise JobActionError("there is no change to undo")
             await self._refuse_if_edited_on_disk()
             text = self._undo[-1]
-            config = await asyncio.to_thread(parse_config, text, self.path)
-            await asyncio.to_thread(atomic_write, self.path, text, backup=backup_path(self.path))
+            config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
+            await in_thread(
+                Lane.CONFIG, atomic_write, self.path, text, backup=backup_path(self.path)
+            )
             self._undo.pop()
             self._swap(text, config, "undo", remember=False)
             return config
 
+    async def _write(self, text: str) -> None:
+        """Write `text` to the file atomically, the previous version kept as the backup."""
+        await in_thread(Lane.CONFIG, atomic_write, self.path, text, backup=backup_path(self.path))
+
     async def _refuse_if_edited_on_disk(self) -> None:
         try:
-            on_disk = await asyncio.to_thread(self.path.read_text, encoding="utf-8")
+            on_disk = await in_thread(Lane.CONFIG, self.path.read_text, encoding="utf-8")
         except (OSError, UnicodeDecodeError):
             on_disk = ""
         if on_disk != self.text:

@@ -28,6 +28,7 @@ from typing import Protocol
 
 from tuisched.domain.errors import MailError
 from tuisched.domain.model import Security, SmtpSettings
+from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +185,7 @@ class SmtpMailer:
             MailError: the credentials are missing, or the server could not be
                 reached, refused the login or every recipient, or went away.
         """
-        await asyncio.to_thread(self._send, message)
+        await in_thread(Lane.MAIL, self._send, message)
 
     def _send(self, message: EmailMessage) -> None:
         login = _read_login(self._smtp, self._env)

@@ -7,7 +7,6 @@ runtime's own operations, recorded in the actions log as this control's actor.
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
@@ -50,6 +49,7 @@ from tuisched.runtime.engine.waiting import requirements_of
 from tuisched.runtime.execution.output import read_output
 from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.runtime import Runtime
+from tuisched.runtime.threads import Lane, in_thread
 
 _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
 """States in which the engine exists and answers."""
@@ -148,8 +148,8 @@ class LocalQueries:
         running = run.run_id in {r.run_id for r in self._engine().running()}
         path = self._runtime.config.settings.state_dir / "output" / run.job / f"{run_id}.log"
         try:
-            lines, start, end = await asyncio.to_thread(
-                read_output, path, offset=offset, limit=limit, growing=running
+            lines, start, end = await in_thread(
+                Lane.FILES, read_output, path, offset=offset, limit=limit, growing=running
             )
         except FileNotFoundError:
             lines, start, end = [], 0, 0
@@ -179,9 +179,9 @@ class LocalQueries:
         path = self._runtime.config.settings.state_dir / "audit.log"
         if offset is None:
             self._runtime.flush_audit()
-            found, end = await asyncio.to_thread(tail_and_end, path, lines)
+            found, end = await in_thread(Lane.FILES, tail_and_end, path, lines)
         else:
-            found, end = await asyncio.to_thread(read_from, path, offset)
+            found, end = await in_thread(Lane.FILES, read_from, path, offset)
         return AuditChunk(lines=tuple(found), next_offset=end)
 
     async def config_text(self) -> str:
@@ -194,11 +194,11 @@ class LocalQueries:
         if source is None or pending is None:
             return PendingEdit(lines=("no offline edit: the file on disk is what is running",))
         live, now = self._runtime.config, self._runtime.now()
-        return await asyncio.to_thread(_pending, pending, source.path, live, now)
+        return await in_thread(Lane.CONFIG, _pending, pending, source.path, live, now)
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
         text, path = await self.config_text(), self._runtime.config.path
-        return await asyncio.to_thread(lambda: ConfigDocument(text, path).job(name))
+        return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
         engine, config = self._engine(), self._runtime.config
@@ -240,7 +240,7 @@ class LocalQueries:
         if source is None:
             return ("the scheduler is not running",)
         try:
-            await asyncio.to_thread(source.preview, _change(edit))
+            await in_thread(Lane.CONFIG, source.preview, _change(edit))
         except ConfigError as error:
             return tuple(str(problem) for problem in error.problems) or (str(error),)
         except (TuischedError, TypeError) as error:

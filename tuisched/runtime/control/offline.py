@@ -8,7 +8,6 @@ history database that was never made.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TypeVar
@@ -44,6 +43,7 @@ from tuisched.runtime.execution.output import read_output
 from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
+from tuisched.runtime.threads import Lane, in_thread
 
 T = TypeVar("T")
 
@@ -74,7 +74,7 @@ class OfflineQueries:
             store.close()
 
     async def _ask(self, query: Callable[[HistoryStore], T], empty: T) -> T:
-        return await asyncio.to_thread(self._read, query, empty)
+        return await in_thread(Lane.FILES, self._read, query, empty)
 
     async def _pauses(self) -> set[tuple[str, str]]:
         empty: set[tuple[str, str]] = set()
@@ -131,8 +131,8 @@ class OfflineQueries:
             raise UnknownRunError([run_id])
         path = self._config.settings.state_dir / "output" / run.job / f"{run_id}.log"
         try:
-            lines, start, end = await asyncio.to_thread(
-                read_output, path, offset=offset, limit=limit
+            lines, start, end = await in_thread(
+                Lane.FILES, read_output, path, offset=offset, limit=limit
             )
         except FileNotFoundError:
             source, tail = (
@@ -146,9 +146,9 @@ class OfflineQueries:
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
         path = self._config.settings.state_dir / "audit.log"
         if offset is None:
-            found, end = await asyncio.to_thread(tail_and_end, path, lines)
+            found, end = await in_thread(Lane.FILES, tail_and_end, path, lines)
         else:
-            found, end = await asyncio.to_thread(read_from, path, offset)
+            found, end = await in_thread(Lane.FILES, read_from, path, offset)
         return AuditChunk(lines=tuple(found), next_offset=end)
 
     async def config_text(self) -> str:
@@ -159,7 +159,7 @@ class OfflineQueries:
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
         text, path = self._text, self._config.path
-        return await asyncio.to_thread(lambda: ConfigDocument(text, path).job(name))
+        return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
         job, now = self._config.job(name), after or self._clock()

@@ -20,6 +20,7 @@ from tuisched.runtime.execution.base import (
     _not_started,
 )
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.threads import Lane, in_thread
 
 # --- wait_for sensors ----------------------------------------------------------
 
@@ -111,7 +112,7 @@ class WaitForRunner:
             self._stop_event.set()
 
     async def _watch(self, stop_event: asyncio.Event) -> str | None:
-        found = await asyncio.to_thread(_first_match, self._pattern)
+        found = await in_thread(Lane.SENSORS, _first_match, self._pattern)
         if found is not None or stop_event.is_set():
             return found
         root, recursive = watch_root(self._pattern)
@@ -125,7 +126,7 @@ class WaitForRunner:
             rust_timeout=_RECHECK_MS,
             yield_on_timeout=True,
         ):
-            found = await asyncio.to_thread(_first_match, self._pattern)
+            found = await in_thread(Lane.SENSORS, _first_match, self._pattern)
             if found is not None:
                 return found
         return None

@@ -38,6 +38,7 @@ from tuisched.domain.templates import (
     render,
 )
 from tuisched.runtime.mail import Mailer, build_message
+from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
 
@@ -208,7 +209,7 @@ class AlertHandler:
     async def _deliver(self, delivery: _Delivery) -> None:
         """Render, then send with retries; publish the outcome."""
         try:
-            message = await asyncio.to_thread(self._compose, delivery.mail, self._clock())
+            message = await in_thread(Lane.MAIL, self._compose, delivery.mail, self._clock())
         except Exception as error:  # a template (or a bug) that fails now would fail again
             self._failed(delivery, _error_text(error), final=True)
             return
