@@ -18,6 +18,7 @@ from tuisched.domain.config.config import load_config
 from tuisched.domain.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
 from tuisched.domain.model import Config, Security, SmtpSettings
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
 
@@ -163,6 +164,10 @@ async def test_refused_recipients_and_no_server_are_mail_errors() -> None:
 # --- the handler on a live bus -----------------------------------------------------------
 
 
+RETRY_DELAYS = (5.0, 30.0)
+"""The handler's retry delays in these tests: on a ManualClock, advanced by the tests."""
+
+
 @dataclass
 class Alerting:
     """A handler subscribed to a bus bound to the running loop, and what it published."""
@@ -170,7 +175,16 @@ class Alerting:
     handler: AlertHandler
     bus: EventBus
     recorder: Recorder
+    clock: ManualClock
     configs: list[Config] = field(default_factory=list)
+
+    async def failed_and_retried(self, job: str, attempts: int) -> None:
+        """Wait for `attempts` failed sends of `job`'s alert, each retry's delay advanced."""
+        for attempt in range(1, attempts + 1):
+            await self.recorder.wait_for(
+                AlertFailed, lambda e, n=attempt: e.job == job and e.attempts == n
+            )
+            await self.clock.advance(RETRY_DELAYS[attempt - 1])
 
     def finished(
         self, job: str, state: RunState = RunState.FAILED, *, final: bool = True, **changes: object
@@ -193,17 +207,18 @@ async def alerting(config: Config, mailer: Mailer) -> AsyncIterator[Alerting]:
     bus = EventBus()
     bus.bind(asyncio.get_running_loop())
     configs = [config]
+    clock = ManualClock(NOW)
     handler = AlertHandler(
         lambda: configs[-1],
         mailer,
         bus=bus,
         hostname="node-1",
-        clock=lambda: NOW,
-        retry_delays=(0.01, 0.01),
+        clock=clock,
+        retry_delays=RETRY_DELAYS,
     )
     subscriptions = handler.subscribe(bus)
     try:
-        yield Alerting(handler, bus, Recorder(bus), configs)
+        yield Alerting(handler, bus, Recorder(bus), clock, configs)
     finally:
         for subscription in subscriptions:
             subscription.unsubscribe()
@@ -367,6 +382,7 @@ async def test_refusing_server_is_retried_then_a_later_alert_goes_through(
         config = email_config(write_config, server.port, jobs)
         async with alerting(config, SmtpMailer(config.email.smtp)) as live:  # type: ignore[union-attr]
             live.finished("export")
+            await live.failed_and_retried("export", 2)
             await live.recorder.wait_for(AlertFailed, lambda e: e.final)
             live.finished("upload")
             (sent,) = await live.recorder.wait_for(AlertSent)
@@ -382,6 +398,7 @@ async def test_server_hanging_up_is_retried(write_config: WriteConfig) -> None:
         config = email_config(write_config, server.port, JOBS, NIGHTLY)
         async with alerting(config, SmtpMailer(config.email.smtp)) as live:  # type: ignore[union-attr]
             live.finished("export")
+            await live.failed_and_retried("export", 1)
             await live.recorder.wait_for(AlertSent)
         (failure,) = live.recorder.of(AlertFailed)
         assert len(server.handler.envelopes) == 1
@@ -393,6 +410,7 @@ async def test_nothing_listening_gives_up_after_the_retries(write_config: WriteC
     config = email_config(write_config, free_port(), JOBS, NIGHTLY)
     async with alerting(config, SmtpMailer(config.email.smtp)) as live:  # type: ignore[union-attr]
         live.finished("export")
+        await live.failed_and_retried("export", 2)
         (last,) = await live.recorder.wait_for(AlertFailed, lambda e: e.final)
     assert last.attempts == 3
     assert "Connection refused" in last.error
@@ -413,6 +431,7 @@ async def test_wrong_password_stays_out_of_events_and_logs(
         mailer = SmtpMailer(settings, ssl_context=certs.client())
         async with alerting(config, mailer) as live:
             live.finished("export")
+            await live.failed_and_retried("export", 2)
             (last,) = await live.recorder.wait_for(AlertFailed, lambda e: e.final)
     assert "535" in last.error
     assert "alert failed for job 'export' to ops@example.org failed (attempt 3" in caplog.text
@@ -445,6 +464,7 @@ async def test_recording_mailer_failures_are_retried(write_config: WriteConfig) 
     mailer.fail_next(2)
     async with alerting(email_config(write_config, 25, JOBS, NIGHTLY), mailer) as live:
         live.finished("upload")
+        await live.failed_and_retried("upload", 2)
         await live.recorder.wait_for(AlertSent)
     assert [(f.attempts, f.final) for f in live.recorder.of(AlertFailed)] == [
         (1, False),
@@ -485,7 +505,11 @@ async def test_drain_cancels_mail_in_flight(write_config: WriteConfig) -> None:
         live.finished("export")
         live.bus.flush()
         assert live.handler.in_flight == 1
-        await live.handler.drain(0.01)
+        draining = asyncio.get_running_loop().create_task(live.handler.drain(10))
+        await live.clock.advance(9)
+        assert not draining.done()  # the grace is not over: the mail may still go out
+        await live.clock.advance(1)
+        await draining
         assert live.handler.in_flight == 0
         (failure,) = await live.recorder.wait_for(AlertFailed)
     assert failure.final
@@ -500,7 +524,7 @@ async def test_a_failing_configuration_never_raises_into_the_bus(
         raise RuntimeError("boom")
 
     bus = EventBus()
-    handler = AlertHandler(broken, RecordingMailer(), bus=bus, hostname="h", clock=lambda: NOW)
+    handler = AlertHandler(broken, RecordingMailer(), bus=bus, hostname="h", clock=ManualClock(NOW))
     handler.subscribe(bus)
     recorder = Recorder(bus)
     bus.publish(RunConcluded(at=NOW, run=make_run("export", RunState.FAILED)))

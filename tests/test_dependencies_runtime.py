@@ -18,6 +18,7 @@ from tuisched.domain.events import (
     SchedulerStarted,
 )
 from tuisched.domain.runs import Result, RunState, Trigger
+from tuisched.runtime.clock import ManualClock
 
 from .runtime_fixtures import running, write_config
 
@@ -331,7 +332,7 @@ async def test_a_waiting_run_whose_deadline_passed_while_down_gives_up(tmp_path:
         await events.wait_for(RunWaiting)
         runtime.engine.waiting_room.stop()  # as a crash would: the row stays WAITING
     later = datetime.now(UTC) + timedelta(minutes=5)  # the 1s wait_timeout passed while down
-    async with running(path, clock=lambda: later) as (_, events):
+    async with running(path, clock=ManualClock(later)) as (_, events):
         (gave_up,) = await events.wait_for(RunNotStarted)
     assert gave_up.run.run_id == report.run_id
     assert "the scheduler was not running" in gave_up.run.reason

@@ -339,7 +339,7 @@ async def test_slots_less_than_grace_late_run_and_later_ones_are_missed(tmp_path
     async with running(path) as (runtime, events):
         job = runtime.config.job("late")
         slots = [now - timedelta(seconds=s) for s in (200, 30, 29)]
-        runtime.engine._fire(job, slots, now)
+        runtime.engine._firing._fire(job, slots, now)
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.slot == slots[2]
     missed = [e.run for e in events.of(SlotMissed)]
@@ -351,7 +351,7 @@ def test_recent_slots_keeps_the_newest_and_counts_the_rest() -> None:
     from zoneinfo import ZoneInfo
 
     from tuisched.domain.model import EverySchedule, Unit
-    from tuisched.runtime.engine.engine import SCAN_LIMIT, recent_slots
+    from tuisched.runtime.engine.catchup import SCAN_LIMIT, recent_slots
 
     start = datetime(2026, 1, 1, tzinfo=ZoneInfo("UTC"))
     every_second = EverySchedule(step=1, unit=Unit.SECOND, start=start, stop=None, tz=start.tzinfo)  # type: ignore[arg-type]

@@ -26,7 +26,8 @@ from tuisched.domain.model import Config, Job
 from tuisched.domain.model import Outcome as OnOutcome
 from tuisched.domain.runs import Outcome, Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.domain.text import plain_text
-from tuisched.runtime.engine.engine import job_environment
+from tuisched.runtime.clock import SystemClock
+from tuisched.runtime.engine.environment import job_environment
 from tuisched.runtime.execution import LaunchError, Runner, make_runner
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -100,7 +101,7 @@ class _Foreground:
         mailer = SmtpMailer(self.config.email.smtp, local_hostname=socket.gethostname())
         handler = AlertHandler(
             lambda: self.config, mailer, bus=self.bus, hostname=socket.gethostname(),
-            clock=lambda: datetime.now(UTC),
+            clock=SystemClock(),
         )  # fmt: skip
         handler.subscribe(self.bus)
         return handler

@@ -20,7 +20,7 @@ import socket
 import sys
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.bus import EventBus, Subscription
@@ -36,8 +36,10 @@ from tuisched.domain.events import (
 from tuisched.domain.model import Config
 from tuisched.domain.runs import Result, RunRecord
 from tuisched.domain.views import ConfigEdit, EditAction, EditTarget, SchedulerState
+from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.configsource import ConfigSource
-from tuisched.runtime.engine.engine import Engine, is_paused
+from tuisched.runtime.engine.engine import Engine
+from tuisched.runtime.engine.pauses import is_paused
 from tuisched.runtime.execution import install_child_watcher, kill_leftovers
 from tuisched.runtime.handlers.actions import ActionLog, who
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -99,7 +101,7 @@ class Runtime:
         *,
         text: str | None = None,
         bus: EventBus | None = None,
-        clock: Callable[[], datetime] | None = None,
+        clock: Clock | None = None,
         kill_grace: float = 5.0,
     ) -> None:
         self.config = config
@@ -119,7 +121,7 @@ class Runtime:
             config.settings.state_dir / "actions.log", config.settings.timezone
         )
         self.node = socket.gethostname()
-        self._clock = clock or (lambda: datetime.now(UTC))
+        self._clock: Clock = clock or SystemClock()
         self._kill_grace = kill_grace
         self._lock = InstanceLock(config.settings.state_dir / "tuisched.lock")
         self._history: AsyncHistory | None = None
@@ -159,7 +161,7 @@ class Runtime:
 
     def now(self) -> datetime:
         """The runtime's clock."""
-        return self._clock()
+        return self._clock.now()
 
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
@@ -214,7 +216,7 @@ class Runtime:
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         self._audit.subscribe(self.bus)
         self._start_alerts()
-        now = self._clock()
+        now = self._clock.now()
         down_since = await self._history.call(lambda store: store.last_alive(self.node))
         await self._close_abandoned(now)
         add_config_folder_to_path(self.config)
@@ -223,12 +225,12 @@ class Runtime:
             output_dir=settings.state_dir / "output", clock=self._clock,
             kill_grace=self._kill_grace,
         )  # fmt: skip
-        self._triggers = DependencyTrigger(self._engine, lambda: self.config)
+        self._triggers = DependencyTrigger(self._engine, lambda: self.config, self._clock)
         self._triggers.subscribe(self.bus)
         await self._engine.start(down_since=down_since)
         self.source = ConfigSource(
             path=self.config.path, text=self._text, config=self.config,
-            apply=self._apply_config, bus=self.bus, clock=self._clock,
+            apply=self._apply_config, bus=self.bus, clock=self._clock.now,
         )  # fmt: skip
         self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
         self._watcher.start()
@@ -249,7 +251,7 @@ class Runtime:
             grace = self.config.settings.shutdown_grace.total_seconds()
         running = len(self._engine.running())
         self.state = SchedulerState.STOPPING
-        self.bus.publish(SchedulerStopping(at=self._clock(), reason=reason, running=running))
+        self.bus.publish(SchedulerStopping(at=self._clock.now(), reason=reason, running=running))
         if self._watcher is not None:
             await self._watcher.stop()
         if self._heartbeat is not None:
@@ -263,7 +265,7 @@ class Runtime:
         await self._engine.drain(grace)
         await self._drain_alerts(grace)
         await self._history.close()
-        self.bus.publish(SchedulerStopped(at=self._clock()))
+        self.bus.publish(SchedulerStopped(at=self._clock.now()))
         self.bus.flush()  # the audit log must see the last runs before it closes
         if self._audit is not None:
             self._audit.close()
@@ -310,12 +312,12 @@ class Runtime:
 
     async def _mark_alive(self) -> None:
         if self._history is not None:
-            at, pid = self._clock(), os.getpid()
+            at, pid = self._clock.now(), os.getpid()
             await self._history.call(lambda store: store.mark_alive(self.node, at, pid))
 
     async def _beat(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_SECONDS)
+            await self._clock.sleep(HEARTBEAT_SECONDS)
             try:
                 await self._mark_alive()
                 if self._engine is not None:  # successes recorded by other processes
@@ -335,7 +337,7 @@ class Runtime:
 
     def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
-            self._actions.write(self._clock(), actor or self.actor, action, subject)
+            self._actions.write(self._clock.now(), actor or self.actor, action, subject)
         except OSError:
             log.exception("could not record the action %s %s", action, subject)
 

@@ -31,6 +31,7 @@ from tuisched.domain.events import RunFinished, RunWaiting
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.slots import next_slot
+from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.store import AsyncHistory, HistoryStore
 
 log = logging.getLogger(__name__)
@@ -90,7 +91,7 @@ class _Waiting:
     run: RunRecord
     job: Job
     needs: list[Requirement]
-    timer: asyncio.TimerHandle | None = None
+    timer: Timer | None = None
 
 
 @dataclass(slots=True)
@@ -104,7 +105,7 @@ class WaitingRoom:
     """Called when a run may go to the run queue."""
     give_up: Callable[[RunRecord, str], None]
     """Called with the reason when a run stops waiting without its requirements."""
-    clock: Callable[[], datetime]
+    clock: Clock
     _waiting: dict[str, _Waiting] = field(default_factory=dict)
     _subscription: Subscription | None = None
     _stopped: bool = False
@@ -145,7 +146,7 @@ class WaitingRoom:
         needed = requirements_of(self.config(), job, run.slot) if run.slot is not None else []
         waiting = _Waiting(run=run, job=job, needs=needed)
         self._waiting[run.run_id] = waiting
-        if recorded and self._deadline(waiting) <= self.clock():
+        if recorded and self._deadline(waiting) <= self.clock.now():
             self._waiting.pop(run.run_id)  # its time ran out while the scheduler was down
             self.give_up(run, "requirements not met in time (the scheduler was not running)")
             return
@@ -166,7 +167,7 @@ class WaitingRoom:
         else:
             self.history.insert_soon(waiting.run)
         self._arm_deadline(waiting)
-        self.bus.publish(RunWaiting(at=self.clock(), run=waiting.run))
+        self.bus.publish(RunWaiting(at=self.clock.now(), run=waiting.run))
 
     async def recheck(self) -> None:
         """Ask the history again: successes from elsewhere (`tuisched run`, another
@@ -180,9 +181,8 @@ class WaitingRoom:
 
     def _arm_deadline(self, waiting: _Waiting) -> None:
         deadline = self._deadline(waiting)
-        delay = max(0.0, (deadline - self.clock()).total_seconds())
-        loop = asyncio.get_running_loop()
-        waiting.timer = loop.call_later(delay, self._expire, waiting.run.run_id)
+        delay = max(0.0, (deadline - self.clock.now()).total_seconds())
+        waiting.timer = self.clock.call_later(delay, self._expire, waiting.run.run_id)
 
     def _deadline(self, waiting: _Waiting) -> datetime:
         job, run = waiting.job, waiting.run

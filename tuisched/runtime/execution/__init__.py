@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
+from tuisched.runtime.clock import Clock
 from tuisched.runtime.execution.base import (
     STATUS_MAX_CHARS,
     Runner,
@@ -55,6 +56,7 @@ def make_runner(
     env: Mapping[str, str],
     output: OutputCapture,
     kill_grace: float = 5.0,
+    clock: Clock | None = None,
 ) -> Runner:
     """The runner for one run of a job of `kind`.
 
@@ -66,11 +68,12 @@ def make_runner(
         output: Where the run's output goes; the runner closes it in `wait()`.
         kill_grace: Seconds between SIGTERM and SIGKILL for a command, or
             between `stop()` and giving up on a python job's thread.
+        clock: The clock those seconds are counted on (default: real time).
     """
     match kind:
         case CommandSpec():
-            return CommandRunner(kind, env=env, output=output, kill_grace=kill_grace)
+            return CommandRunner(kind, env=env, output=output, kill_grace=kill_grace, clock=clock)
         case PythonSpec():
-            return PythonRunner(kind, output=output, kill_grace=kill_grace)
+            return PythonRunner(kind, output=output, kill_grace=kill_grace, clock=clock)
         case WaitForSpec():
             return WaitForRunner(kind, output=output)

@@ -13,6 +13,7 @@ from pathlib import Path
 from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import CommandSpec
 from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.execution.base import (
     _EOF_GRACE,
     _KILLED_DRAIN,
@@ -63,17 +64,22 @@ class CommandRunner:
         env: Mapping[str, str],
         output: OutputCapture,
         kill_grace: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
-        """Prepare a run of `spec` with exactly the environment `env`."""
+        """Prepare a run of `spec` with exactly the environment `env`.
+
+        `kill_grace` (on `clock`) is the time between SIGTERM and SIGKILL.
+        """
         self._spec = spec
         self._env = dict(env)
         self._output = output
         self._kill_grace = kill_grace
+        self._clock = clock or SystemClock()
         self._transport: asyncio.SubprocessTransport | None = None
         self._protocol: _PipeProtocol | None = None
         self._pgid: int | None = None
         self._stop: _StopRequest | None = None
-        self._killer: asyncio.TimerHandle | None = None
+        self._killer: Timer | None = None
         self._ended = False
 
     @property
@@ -161,8 +167,9 @@ class CommandRunner:
             self._signal_group(signal.SIGKILL)
         elif self._killer is None:
             self._signal_group(signal.SIGTERM)
-            loop = asyncio.get_running_loop()
-            self._killer = loop.call_later(self._kill_grace, self._signal_group, signal.SIGKILL)
+            self._killer = self._clock.call_later(
+                self._kill_grace, self._signal_group, signal.SIGKILL
+            )
 
     def _signal_group(self, sig: signal.Signals) -> None:
         if self._pgid is None:

@@ -19,6 +19,7 @@ from typing import Any
 from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.execution.base import (
     _NO_PROPS,
     _cut,
@@ -145,11 +146,19 @@ class PythonRunner:
     scheduler's stdout); an exception's traceback is written to the output.
     """
 
-    def __init__(self, spec: PythonSpec, *, output: OutputCapture, kill_grace: float = 5.0) -> None:
-        """Prepare a run of `spec.target`."""
+    def __init__(
+        self,
+        spec: PythonSpec,
+        *,
+        output: OutputCapture,
+        kill_grace: float = 5.0,
+        clock: Clock | None = None,
+    ) -> None:
+        """Prepare a run of `spec.target`; `kill_grace` (on `clock`) bounds a stop."""
         self._target = spec.target
         self._output = output
         self._kill_grace = kill_grace
+        self._clock = clock or SystemClock()
         self._link: _Link | None = None
         self._launched = False
         """True once start() has the instance: from then on stop() can reach it."""
@@ -157,7 +166,7 @@ class PythonRunner:
         self._stop: _StopRequest | None = None
         self._stop_called = False
         self._stop_error = ""
-        self._give_up: asyncio.TimerHandle | None = None
+        self._give_up: Timer | None = None
 
     @property
     def status(self) -> str:
@@ -237,7 +246,7 @@ class PythonRunner:
         elif link is not None and self._give_up is None:
             # Still importing (an import can hang): give up on it after the grace period.
             delay = 0 if self._stop.kill else self._kill_grace
-            self._give_up = link.loop.call_later(delay, self._abandon_launch, link)
+            self._give_up = self._clock.call_later(delay, self._abandon_launch, link)
 
     def _apply_stop(self, link: _Link, stop: _StopRequest) -> None:
         if not self._stop_called:
@@ -246,7 +255,7 @@ class PythonRunner:
         if stop.kill:
             self._abandon(link)
         elif self._give_up is None:
-            self._give_up = link.loop.call_later(self._kill_grace, self._abandon, link)
+            self._give_up = self._clock.call_later(self._kill_grace, self._abandon, link)
 
     def _call_instance_stop(self) -> None:
         stop = getattr(self._instance, "stop", None)

@@ -37,6 +37,7 @@ from tuisched.domain.templates import (
     read_template,
     render,
 )
+from tuisched.runtime.clock import Clock
 from tuisched.runtime.mail import Mailer, build_message
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -103,7 +104,7 @@ class AlertHandler:
         *,
         bus: EventBus,
         hostname: str,
-        clock: Callable[[], datetime],
+        clock: Clock,
         retry_delays: Sequence[float] = (5.0, 30.0, 120.0),
     ) -> None:
         """Prepare; nothing happens before `subscribe`.
@@ -114,7 +115,7 @@ class AlertHandler:
             mailer: delivers the messages.
             bus: where `AlertSent` and `AlertFailed` are published.
             hostname: shown to templates and used in Message-IDs.
-            clock: the current time (aware), for events and the Date header.
+            clock: the time (for events and the Date header) and the retry delays.
             retry_delays: seconds to wait before each retry; a mail gets
                 `len(retry_delays) + 1` sends at most.
         """
@@ -144,9 +145,9 @@ class AlertHandler:
         """
         if not self._deliveries:
             return
-        _, pending = await asyncio.wait(set(self._deliveries), timeout=max(grace, 0))
+        _, pending = await self._clock.wait(set(self._deliveries), max(grace, 0))
         # Copied before cancelling: each task's done callback forgets its delivery.
-        cut_short = {task: self._deliveries[task] for task in pending}
+        cut_short = {task: d for task, d in self._deliveries.items() if task in pending}
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
@@ -209,7 +210,7 @@ class AlertHandler:
     async def _deliver(self, delivery: _Delivery) -> None:
         """Render, then send with retries; publish the outcome."""
         try:
-            message = await in_thread(Lane.MAIL, self._compose, delivery.mail, self._clock())
+            message = await in_thread(Lane.MAIL, self._compose, delivery.mail, self._clock.now())
         except Exception as error:  # a template (or a bug) that fails now would fail again
             self._failed(delivery, _error_text(error), final=True)
             return
@@ -222,7 +223,7 @@ class AlertHandler:
                 self._failed(delivery, _error_text(error), final=final)
                 if final:
                     return
-                await asyncio.sleep(self._delays[delivery.attempts - 1])
+                await self._clock.sleep(self._delays[delivery.attempts - 1])
             else:
                 self._sent(delivery, str(message["Subject"]))
                 return
@@ -257,7 +258,7 @@ class AlertHandler:
         log.info("alert %s for job %r sent to %s", mail.alert, mail.job.name, ", ".join(mail.to))
         self._bus.publish(
             AlertSent(
-                at=self._clock(), job=mail.job.name, run_id=mail.run.run_id,
+                at=self._clock.now(), job=mail.job.name, run_id=mail.run.run_id,
                 alert=mail.alert.value, to=mail.to, subject=subject,
             )
         )  # fmt: skip
@@ -271,7 +272,7 @@ class AlertHandler:
         )  # fmt: skip
         self._bus.publish(
             AlertFailed(
-                at=self._clock(), job=mail.job.name, run_id=mail.run.run_id,
+                at=self._clock.now(), job=mail.job.name, run_id=mail.run.run_id,
                 alert=mail.alert.value, to=mail.to, error=error,
                 attempts=delivery.attempts, final=final,
             )

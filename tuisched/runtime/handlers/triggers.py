@@ -15,7 +15,6 @@ shutdown, dependants whose delay had not run out are NOT_STARTED too.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections import defaultdict
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.events import RunConcluded
 from tuisched.domain.model import Config, Job, Outcome
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -50,17 +50,23 @@ def dependants(config: Config) -> dict[str, list[Job]]:
 class DependencyTrigger:
     """Starts (or records as NOT_STARTED) the dependants of every finished run."""
 
-    def __init__(self, engine: Engine, config: Callable[[], Config]) -> None:
+    def __init__(self, engine: Engine, config: Callable[[], Config], clock: Clock) -> None:
         self._engine = engine
         self._config = config
+        self._clock = clock
         self._index: tuple[Config, dict[str, list[Job]]] | None = None
-        self._timers: dict[asyncio.TimerHandle, tuple[Job, RunRecord]] = {}
+        self._timers: dict[Timer, tuple[Job, RunRecord]] = {}
         self._subscriptions: list[Subscription] = []
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
         """Listen for runs' conclusions."""
         self._subscriptions = [bus.subscribe(RunConcluded, self._on_concluded)]
         return self._subscriptions
+
+    @property
+    def pending(self) -> int:
+        """Dependants whose delay has not run out yet."""
+        return len(self._timers)
 
     def stop(self) -> None:
         """Stop following (at shutdown); delayed starts still pending are NOT_STARTED."""
@@ -97,12 +103,15 @@ class DependencyTrigger:
             self._start(job.name, parent)
             return
 
+        timer: Timer | None = None
+
         def fire() -> None:
-            self._timers.pop(handle, None)
+            assert timer is not None  # noqa: S101  (armed before it can fire)
+            self._timers.pop(timer, None)
             self._start(job.name, parent)
 
-        handle = asyncio.get_running_loop().call_later(delay, fire)
-        self._timers[handle] = (job, parent)
+        timer = self._clock.call_later(delay, fire)
+        self._timers[timer] = (job, parent)
 
     def _start(self, name: str, parent: RunRecord) -> None:
         job = self._config().jobs.get(name)

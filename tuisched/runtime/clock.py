@@ -1,0 +1,188 @@
+"""The runtime's one source of time and timers, injected so that tests can advance it.
+
+Everything below the front ends that needs the time or a timer takes a
+`Clock`: run timeouts, retry delays, `after` delays, `wait_timeout`
+deadlines, grace periods, alert retries, the heartbeat. `SystemClock` is the
+real one. `ManualClock` is its in-memory twin for tests: time stands still
+until the test advances it, and the timers due meanwhile fire in order.
+
+APScheduler's own thread keeps real time: it is what fires the slots, and a
+slot fires when the wall clock reaches it. Tests that advance a ManualClock
+drive runs by hand (run now, `after`, retries, deadlines), not by slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable, Collection
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+Waitable = asyncio.Future[Any]
+"""A future or a task (tasks are futures)."""
+
+
+class Timer(Protocol):
+    """A callback scheduled for later; `cancel()` stops it if it has not run."""
+
+    def cancel(self) -> None:
+        """Do not run the callback (nothing happens if it ran already)."""
+        ...
+
+
+class Clock(Protocol):
+    """Time and timers for the runtime. Timer callbacks run on the event loop's thread."""
+
+    def now(self) -> datetime:
+        """The current instant, aware (UTC)."""
+        ...
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        """Run `callback(*args)` after `delay` seconds (at once for 0 or less)."""
+        ...
+
+    async def sleep(self, delay: float) -> None:
+        """Return after `delay` seconds."""
+        ...
+
+    async def wait(
+        self, waitables: Collection[Waitable], within: float | None
+    ) -> tuple[set[Waitable], set[Waitable]]:
+        """Wait until every one is done or `within` seconds passed: (done, pending).
+
+        Like `asyncio.wait(..., timeout=)`: nothing is cancelled.
+        """
+        ...
+
+
+class SystemClock:
+    """Real time: the system's clock and the event loop's timers."""
+
+    def now(self) -> datetime:
+        """The current instant (UTC)."""
+        return datetime.now(UTC)
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        """A timer of the running loop."""
+        return asyncio.get_running_loop().call_later(delay, callback, *args)
+
+    async def sleep(self, delay: float) -> None:
+        """`asyncio.sleep`."""
+        await asyncio.sleep(delay)
+
+    async def wait(
+        self, waitables: Collection[Waitable], within: float | None
+    ) -> tuple[set[Waitable], set[Waitable]]:
+        """`asyncio.wait` with a timeout."""
+        if not waitables:
+            return set(), set()
+        return await asyncio.wait(set(waitables), timeout=within)
+
+
+class _Due:
+    """A timer of a ManualClock."""
+
+    __slots__ = ("args", "callback", "cancelled")
+
+    def __init__(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+        self.callback = callback
+        self.args = args
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class ManualClock:
+    """Time that moves only when a test says so; timers fire as it passes them.
+
+    `await clock.advance(seconds)` moves the clock forward. Every timer due
+    on the way runs in due order, with `now()` at its due instant; after each
+    one the loop gets a few turns, so that what a timer woke (a task awaiting
+    `sleep`, a retry that arms the next timer) can run and arm timers due
+    within the same span, which then fire too. Work that waits on other
+    threads (a process, the history writer) is not waited for: tests await
+    the events they expect, as always.
+    """
+
+    TURNS = 5
+    """Loop turns given after each timer (and at the end of an advance)."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
+        self._due: list[tuple[datetime, int, _Due]] = []
+        self._order = itertools.count()
+
+    def now(self) -> datetime:
+        """The instant the clock shows."""
+        return self._now
+
+    def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
+        """A timer that fires when the clock is advanced past `delay` seconds from now."""
+        due = _Due(callback, args)
+        at = self._now + timedelta(seconds=max(0.0, delay))
+        heapq.heappush(self._due, (at, next(self._order), due))
+        return due
+
+    async def sleep(self, delay: float) -> None:
+        """Return once the clock has been advanced by `delay` seconds."""
+        woken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = self.call_later(delay, _resolve, woken)
+        try:
+            await woken
+        finally:
+            timer.cancel()
+
+    async def wait(
+        self, waitables: Collection[Waitable], within: float | None
+    ) -> tuple[set[Waitable], set[Waitable]]:
+        """Wait until all are done, or the clock was advanced `within` seconds."""
+        waiting = set(waitables)
+        if not waiting:
+            return set(), set()
+        if within is None:
+            return await asyncio.wait(waiting)
+        expired: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = self.call_later(within, _resolve, expired)
+        try:
+            pending = waiting
+            while pending and not expired.done():
+                _, pending = await asyncio.wait(
+                    {*pending, expired}, return_when=asyncio.FIRST_COMPLETED
+                )
+                pending.discard(expired)
+        finally:
+            timer.cancel()
+            expired.cancel()
+        return {w for w in waiting if w.done()}, {w for w in waiting if not w.done()}
+
+    @property
+    def pending_timers(self) -> int:
+        """Timers armed and not yet fired or cancelled."""
+        return sum(1 for _, _, due in self._due if not due.cancelled)
+
+    async def advance(self, seconds: float) -> None:
+        """Move the clock forward by `seconds`, firing every timer due on the way."""
+        target = self._now + timedelta(seconds=seconds)
+        await self._turns()
+        while self._due and self._due[0][0] <= target:
+            at, _, due = heapq.heappop(self._due)
+            if due.cancelled:
+                continue
+            self._now = max(self._now, at)
+            due.callback(*due.args)
+            await self._turns()
+        self._now = target
+        await self._turns()
+
+    async def _turns(self) -> None:
+        for _ in range(self.TURNS):
+            await asyncio.sleep(0)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

@@ -1,0 +1,162 @@
+"""Runs waiting for a worker (SPEC R12): the run queue, `overlap`, and `max_workers`.
+
+A run is queued QUEUED under its job's `overlap` rule: `skip` records it
+NOT_STARTED while another run of the job is queued or running, `queue` puts
+it in the job's backlog (at most MAX_BACKLOG), `allow` queues it at once.
+Queued runs leave by (slot, higher priority, name) whenever fewer than
+`max_workers` runs hold a worker.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from tuisched.domain.events import RunQueued
+from tuisched.domain.model import Config, Job, Overlap
+from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.runtime.clock import Clock
+from tuisched.runtime.engine.outcomes import Outcomes
+from tuisched.runtime.engine.runqueue import RunQueue
+from tuisched.runtime.execution import Runner
+from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.store import AsyncHistory
+
+MAX_BACKLOG = 10
+"""Runs an `overlap: queue` job may have waiting behind its running one."""
+SHUTTING_DOWN = "the scheduler is shutting down"
+
+
+@dataclass(slots=True)
+class Active:
+    """A run holding a worker."""
+
+    run: RunRecord
+    job: Job
+    output: OutputCapture | None = None
+    runner: Runner | None = None
+    stop_result: Result | None = None
+    kill: bool = False
+
+
+class Dispatcher:
+    """Queues runs under the overlap rules and hands them to workers as workers free up."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        history: AsyncHistory,
+        outcomes: Outcomes,
+        clock: Clock,
+        accepting: Callable[[], bool],
+        start: Callable[[Active], None],
+    ) -> None:
+        """`start(active)` runs a run that got a worker (it calls `release` when done)."""
+        self._config = config
+        self._history = history
+        self._outcomes = outcomes
+        self._clock = clock
+        self._accepting = accepting
+        self._start = start
+        self._queue = RunQueue()
+        self.active: dict[str, Active] = {}
+        """Runs holding a worker, by run id."""
+        self._jobs_of: dict[str, Job] = {}
+        """The job definition each queued or running run was created from."""
+        self._busy: defaultdict[str, set[str]] = defaultdict(set)
+        """Run ids queued, backlogged or running, per job."""
+        self._backlog: defaultdict[str, deque[RunRecord]] = defaultdict(deque)
+        self._tickets: dict[str, int] = {}
+        """History tickets of the QUEUED rows of runs not started yet."""
+
+    def queued(self) -> list[RunRecord]:
+        """Runs waiting for a worker, in leaving order, then backlogged ones."""
+        backlog = [run for runs in self._backlog.values() for run in runs]
+        return [*self._queue.runs(), *backlog]
+
+    def enqueue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:
+        """Queue `run` under the overlap rules; `recorded` when its row exists already."""
+        if not self._accepting():
+            return self._outcomes.not_started(
+                run, Result.SHUTDOWN, SHUTTING_DOWN, recorded=recorded
+            )
+        run = replace(run, state=RunState.QUEUED, reason="")
+        busy = self._busy[job.name]
+        if busy and job.overlap is Overlap.SKIP:
+            reason = self._busy_reason(job.name)
+            return self._outcomes.not_started(run, Result.SKIPPED, reason, recorded=recorded)
+        if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
+            reason = f"{MAX_BACKLOG} runs already waiting"
+            return self._outcomes.not_started(run, Result.SKIPPED, reason, recorded=recorded)
+        write = self._history.update_soon if recorded else self._history.insert_soon
+        self._tickets[run.run_id] = write(run)
+        self._jobs_of[run.run_id] = job
+        self._outcomes.publish(RunQueued(at=self._clock.now(), run=run))
+        if busy and job.overlap is Overlap.QUEUE:
+            self._backlog[job.name].append(run)
+        else:
+            self._queue.push(run, job.priority)
+        busy.add(run.run_id)
+        self.dispatch()
+        return run
+
+    def dispatch(self) -> None:
+        """Give free workers to the next queued runs."""
+        limit = self._config().settings.max_workers
+        while self._accepting() and len(self.active) < limit:
+            run = self._queue.pop()
+            if run is None:
+                return
+            active = Active(run=run, job=self._jobs_of[run.run_id])
+            self.active[run.run_id] = active
+            self._start(active)
+
+    def ticket(self, run_id: str) -> int:
+        """The history ticket of `run_id`'s QUEUED row (0 when none is pending)."""
+        return self._tickets.pop(run_id, 0)
+
+    def release(self, run: RunRecord) -> None:
+        """Forget `run` (finished, or taken out of the queue or backlog)."""
+        self.active.pop(run.run_id, None)
+        self._tickets.pop(run.run_id, None)
+        self._jobs_of.pop(run.run_id, None)
+        busy = self._busy[run.job]
+        busy.discard(run.run_id)
+        backlog = self._backlog[run.job]
+        backlogged = {waiting.run_id for waiting in backlog}
+        if backlog and self._accepting() and not busy - backlogged:
+            waiting = backlog.popleft()
+            self._queue.push(waiting, self._jobs_of[waiting.run_id].priority)
+        if not busy:
+            self._busy.pop(run.job, None)
+            self._backlog.pop(run.job, None)
+
+    def take(self, run_id: str) -> RunRecord | None:
+        """Take a queued or backlogged run out (it will not start); None if it is not there."""
+        run = self._queue.remove(run_id) or self._take_backlogged(run_id)
+        if run is not None:
+            self.release(run)
+        return run
+
+    def cancel(self, reason: str, *, job: str | None = None) -> None:
+        """Close every queued or backlogged run (of `job`, or of all jobs) as NOT_STARTED."""
+        result = Result.SHUTDOWN if job is None else Result.STOPPED
+        for run in self.queued():
+            if (job is None or run.job == job) and self.take(run.run_id) is not None:
+                self._outcomes.not_started(run, result, reason, recorded=True)
+
+    def _busy_reason(self, job: str) -> str:
+        running = [a.run.run_id for a in self.active.values() if a.run.job == job]
+        if running:
+            return f"run {running[0]} still running"
+        return "a run of this job is already queued"
+
+    def _take_backlogged(self, run_id: str) -> RunRecord | None:
+        for runs in self._backlog.values():
+            for run in runs:
+                if run.run_id == run_id:
+                    runs.remove(run)
+                    return run
+        return None

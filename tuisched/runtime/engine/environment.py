@@ -1,0 +1,35 @@
+"""The environment of a command run: the scheduler's, minus its secrets, plus the job's."""
+
+from __future__ import annotations
+
+import os
+
+from tuisched.domain.model import CommandSpec, Config, Job
+from tuisched.domain.runs import RunRecord
+
+
+def secret_names(config: Config) -> set[str]:
+    """Environment variables holding the scheduler's own secrets (never passed to jobs)."""
+    names: set[str] = set()
+    if config.email is not None:
+        smtp = config.email.smtp
+        names.update(filter(None, (smtp.password_env, smtp.username_env)))
+    if config.settings.cluster is not None and config.settings.cluster.password_env:
+        names.add(config.settings.cluster.password_env)
+    return names
+
+
+def job_environment(config: Config, job: Job, run: RunRecord) -> dict[str, str]:
+    """The environment of a run: the scheduler's minus its secrets, the job's `env`, our names.
+
+    `TUISCHED_JOB`, `TUISCHED_RUN_ID` and `TUISCHED_SLOT` (ISO 8601, empty for
+    a run started by hand) tell the job which run it is.
+    """
+    hidden = secret_names(config)
+    env = {key: value for key, value in os.environ.items() if key not in hidden}
+    if isinstance(job.kind, CommandSpec):
+        env.update(job.kind.env)
+    env["TUISCHED_JOB"] = job.name
+    env["TUISCHED_RUN_ID"] = run.run_id
+    env["TUISCHED_SLOT"] = run.slot.isoformat() if run.slot is not None else ""
+    return env

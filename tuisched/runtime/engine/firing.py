@@ -1,0 +1,193 @@
+"""Firing slots: APScheduler 3.11 in its own thread, due slots handed to the loop in batches.
+
+APScheduler's scheduler core runs as a `BackgroundScheduler`: when thousands
+of slots fall due at once, its synchronous submission pass would otherwise
+freeze the event loop the console shares. Its only executor hands the due
+slots to the loop through an inbox; the loop takes them FIRES_PER_STEP at a
+time, runs the slots less than `grace` late and records the later ones as
+MISSED. APScheduler only ever asks `SlotTrigger` for a next fire time: it
+never parses a user's expression.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from apscheduler.executors.base import BaseExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from tuisched.domain.config.config import collector_paused
+from tuisched.domain.model import Config, Job, ManualSchedule
+from tuisched.domain.runs import Trigger
+from tuisched.domain.schedule.slots import next_slot
+from tuisched.runtime.clock import Clock
+from tuisched.runtime.engine.catchup import MAX_MISSED_RECORDED, Submit
+from tuisched.runtime.engine.jobstore import HeapJobStore
+from tuisched.runtime.engine.outcomes import Outcomes
+from tuisched.runtime.engine.trigger import SlotTrigger
+
+log = logging.getLogger(__name__)
+
+FIRES_PER_STEP = 200
+"""Due slots handled per loop iteration, so a burst never freezes the loop."""
+
+
+def _noop() -> None:
+    """Stands in for APScheduler's job function; our executor never calls it."""
+
+
+class _LoopExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler is untyped
+    """Hands due slots to the loop instead of running anything.
+
+    Bypasses APScheduler's instance counting: the engine applies `overlap`.
+    """
+
+    def __init__(self, deliver: Callable[[str, list[datetime]], None]) -> None:
+        super().__init__()
+        self._deliver = deliver
+
+    def submit_job(self, job: Any, run_times: list[datetime]) -> None:
+        self._deliver(job.id, list(run_times))
+
+    def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class _Inbox:
+    """Due slots crossing from APScheduler's thread to the loop, batched."""
+
+    loop: asyncio.AbstractEventLoop
+    take: Callable[[], None]
+    items: deque[tuple[str, list[datetime]]] = field(default_factory=deque)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    scheduled: bool = False
+
+    def put(self, job: str, run_times: list[datetime]) -> None:
+        with self.lock:
+            self.items.append((job, run_times))
+            if self.scheduled:
+                return
+            self.scheduled = True
+        self.loop.call_soon_threadsafe(self.take)
+
+    def take_some(self, limit: int) -> tuple[list[tuple[str, list[datetime]]], bool]:
+        """Up to `limit` items, and whether more remain."""
+        with self.lock:
+            batch = [self.items.popleft() for _ in range(min(limit, len(self.items)))]
+            more = bool(self.items)
+            self.scheduled = more
+        return batch, more
+
+
+class SlotFiring:
+    """Keeps APScheduler's jobs in step with the configuration and turns due slots into runs."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        clock: Clock,
+        outcomes: Outcomes,
+        submit: Submit,
+        fires: Callable[[Job], bool],
+    ) -> None:
+        """`fires(job)` says whether a slot of `job` may run now (not paused, not stopping)."""
+        self._config = config
+        self._clock = clock
+        self._outcomes = outcomes
+        self._submit = submit
+        self._fires = fires
+        self._scheduler: BackgroundScheduler | None = None
+        self._inbox: _Inbox | None = None
+
+    def start(self, jobs: list[tuple[Job, bool]], now: datetime) -> None:
+        """Load `jobs` (each with whether it is paused) and start firing slots after `now`."""
+        self._inbox = _Inbox(asyncio.get_running_loop(), self._take)
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            jobstores={"default": HeapJobStore()},
+            executors={"default": _LoopExecutor(self._inbox.put)},
+            job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
+        )
+        with collector_paused():  # 100,000 APScheduler jobs: no cycles, many objects
+            for job, paused in jobs:
+                self.load(job, now, paused=paused)
+            self._scheduler.start()
+
+    def stop(self) -> None:
+        """Fire no more slots."""
+        if self._scheduler is not None and self._scheduler.running:
+            self._scheduler.shutdown(wait=False)
+
+    def load(self, job: Job, now: datetime, *, paused: bool) -> None:
+        """Fire `job`'s slots after `now` (a job whose window is past is not loaded)."""
+        schedule = job.schedule
+        if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
+            return
+        first = next_slot(schedule, now)
+        if first is None or self._scheduler is None:  # stop (or `at`) is past: not loaded
+            return
+        self._scheduler.add_job(
+            _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
+            replace_existing=True, next_run_time=None if paused else first,
+        )  # fmt: skip
+
+    def unload(self, name: str) -> None:
+        """Fire no more slots of the job called `name`."""
+        if self._scheduler is not None and self._scheduler.get_job(name) is not None:
+            self._scheduler.remove_job(name)
+
+    def set_paused(self, job: Job, paused: bool) -> None:
+        """Hold `job`'s slots (or let them fire again from the next one after now)."""
+        scheduler = self._scheduler
+        if scheduler is None or scheduler.get_job(job.name) is None:
+            return
+        if paused:
+            scheduler.pause_job(job.name)
+        else:
+            scheduler.resume_job(job.name)
+
+    def next_fire(self, name: str) -> datetime | None:
+        """When `name` fires next; None when paused, finished, manual or `after` a job."""
+        job = self._scheduler.get_job(name) if self._scheduler is not None else None
+        return job.next_run_time if job is not None else None
+
+    def _take(self) -> None:
+        assert self._inbox is not None  # noqa: S101  (set in start before any fire)
+        batch, more = self._inbox.take_some(FIRES_PER_STEP)
+        try:
+            now = self._clock.now()
+            jobs = self._config().jobs
+            for name, run_times in batch:
+                job = jobs.get(name)
+                if job is None or not self._fires(job):
+                    continue  # deleted, stopping, or paused since APScheduler fired it
+                try:
+                    self._fire(job, run_times, now)
+                except Exception:
+                    log.exception("could not fire %s at %s", name, run_times)
+        finally:
+            if more:
+                asyncio.get_running_loop().call_soon(self._take)
+
+    def _fire(self, job: Job, run_times: list[datetime], now: datetime) -> None:
+        """Run the slots less than `grace` late; record the others as MISSED."""
+        late = [slot for slot in run_times if now - slot >= job.grace]
+        kept = late[-MAX_MISSED_RECORDED:]
+        for slot in kept:
+            seconds = int((now - slot).total_seconds())
+            reason = f"too late to run ({seconds}s late)"
+            if slot == kept[0] and len(late) > len(kept):
+                reason += f" (and {len(late) - MAX_MISSED_RECORDED} earlier slots)"
+            self._outcomes.slot_missed(job, slot, now, reason)
+        for slot in run_times:
+            if now - slot < job.grace:
+                self._submit(job, slot, Trigger.SCHEDULE)

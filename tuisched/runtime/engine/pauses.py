@@ -1,0 +1,108 @@
+"""Pauses (SPEC R10): a job, a group or everything, kept in the history across restarts.
+
+A paused job fires no slots (no runs, no MISSED records); a resumed one goes
+on from its next slot after now. Runs in progress are untouched, and a run
+started by hand still runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+from tuisched.domain.errors import JobActionError
+from tuisched.domain.events import PauseChanged
+from tuisched.domain.model import Config, Job
+from tuisched.runtime.clock import Clock
+from tuisched.runtime.engine.outcomes import Outcomes
+from tuisched.runtime.store import AsyncHistory
+
+Pause = tuple[str, str]
+"""A pause as stored: ("job", name), ("group", name) or ("all", "")."""
+
+
+def is_paused(job: Job, pauses: Collection[Pause]) -> bool:
+    """Whether `pauses` hold `job`: itself, one of its groups, or all."""
+    if not pauses:
+        return False
+    if ("all", "") in pauses or ("job", job.name) in pauses:
+        return True
+    return any(("group", group) in pauses for group in job.groups)
+
+
+class Pauses:
+    """The pauses in force; changes are stored first, then applied to the firing of slots."""
+
+    def __init__(
+        self,
+        *,
+        history: AsyncHistory,
+        outcomes: Outcomes,
+        clock: Clock,
+        config: Callable[[], Config],
+        changed: Callable[[Job, bool], None],
+    ) -> None:
+        """`changed(job, paused)` is called for every job a change pauses or resumes."""
+        self._history = history
+        self._outcomes = outcomes
+        self._clock = clock
+        self._config = config
+        self._changed = changed
+        self._pauses: set[Pause] = set()
+
+    async def load(self) -> None:
+        """Read the pauses a previous run of the scheduler left."""
+        self._pauses = await self._history.call(lambda store: store.pauses())
+
+    @property
+    def in_force(self) -> frozenset[Pause]:
+        """Every pause in force, as (kind, name)."""
+        return frozenset(self._pauses)
+
+    def holds(self, job: Job) -> bool:
+        """Whether `job` is paused: itself, through one of its groups, or everything."""
+        return is_paused(job, self._pauses)
+
+    async def set(self, kind: str, name: str, *, paused: bool) -> None:
+        """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all").
+
+        Raises:
+            UnknownJobError: no such job.
+            JobActionError: no such group, or the resume would not lift a wider pause.
+        """
+        name = self._check(kind, name, paused=paused)
+        at = self._clock.now()
+        await self._history.call(lambda store: store.set_pause(kind, name, paused=paused, at=at))
+        jobs = self._config().jobs.values()
+        before = {job.name for job in jobs if self.holds(job)}
+        (self._pauses.add if paused else self._pauses.discard)((kind, name))
+        for job in jobs:
+            now_paused = self.holds(job)
+            if now_paused != (job.name in before):
+                self._changed(job, now_paused)
+        self._outcomes.publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
+
+    def _check(self, kind: str, name: str, *, paused: bool) -> str:
+        """The pause's name as stored, once it is known to make sense."""
+        config = self._config()
+        if kind == "job":
+            config.job(name)
+        elif kind == "group":
+            stale = not paused and ("group", name) in self._pauses  # a deleted group's pause
+            if name not in config.groups and not stale:
+                raise JobActionError(f"no group named '{name}'")
+        elif kind == "all":
+            name = ""
+        else:
+            raise JobActionError(f"cannot pause a '{kind}'")
+        if not paused:
+            self._check_resumable(kind, name)
+        return name
+
+    def _check_resumable(self, kind: str, name: str) -> None:
+        """Resuming one job (or group) cannot lift a pause that covers it from above."""
+        if ("all", "") in self._pauses and kind != "all":
+            raise JobActionError("everything is paused: resume everything, not one part")
+        if kind == "job":
+            held = [g for g in self._config().job(name).groups if ("group", g) in self._pauses]
+            if held:
+                raise JobActionError(f"job '{name}' is paused through group '{held[0]}'")

@@ -1,0 +1,209 @@
+"""Running one run that holds a worker: launch, output, timeout, stop, and its end.
+
+Whatever happens (a launch failure, a timeout, a stop, a bug of ours), the
+run is closed in the history and on the bus and its worker is freed. A run's
+output goes to `output_dir/JOB/RUN_ID.log`; the newest OUTPUT_FILES_KEPT
+files of each job are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from tuisched.domain.errors import LaunchError
+from tuisched.domain.events import RunFinished, RunNotStarted, RunOutputWritten, RunStarted
+from tuisched.domain.model import CommandSpec, Config, Job
+from tuisched.domain.runs import Outcome, Result, RunRecord, RunState
+from tuisched.runtime.clock import Clock, Timer
+from tuisched.runtime.engine.dispatch import Active, Dispatcher
+from tuisched.runtime.engine.environment import job_environment
+from tuisched.runtime.engine.outcomes import Outcomes
+from tuisched.runtime.engine.retries import Retries
+from tuisched.runtime.execution import make_runner
+from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.store import AsyncHistory
+
+log = logging.getLogger(__name__)
+
+OUTPUT_FILES_KEPT = 50
+"""Output files kept per job."""
+OUTPUT_LINES_PER_EVENT = 100
+"""Output lines one RunOutputWritten carries at most (the newest)."""
+
+
+class Workers:
+    """Runs the runs the dispatcher gives a worker, each as one task."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        dispatcher: Dispatcher,
+        retries: Retries,
+        outcomes: Outcomes,
+        history: AsyncHistory,
+        clock: Clock,
+        output_dir: Path,
+        kill_grace: float,
+    ) -> None:
+        self._config = config
+        self._dispatcher = dispatcher
+        self._retries = retries
+        self._outcomes = outcomes
+        self._history = history
+        self._clock = clock
+        self._output_dir = output_dir
+        self._kill_grace = kill_grace
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._finished: defaultdict[str, int] = defaultdict(int)
+
+    @property
+    def tasks(self) -> set[asyncio.Task[None]]:
+        """The tasks of the runs in progress (for a drain to wait on)."""
+        return set(self._tasks)
+
+    def start(self, active: Active) -> None:
+        """Run `active` in a task of its own."""
+        task = asyncio.get_running_loop().create_task(self._execute(active))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def stop(self, active: Active, result: Result, *, kill: bool = False) -> None:
+        """Ask `active` to stop; `result` is recorded (the first asked wins; kill escalates)."""
+        if active.stop_result is None or kill:
+            active.stop_result = active.stop_result or result
+            active.kill = active.kill or kill
+            if active.runner is not None:
+                active.runner.stop(active.stop_result, kill=kill)
+
+    def live_status(self, run_id: str) -> str:
+        """What a running run says of itself now (a python job's `status`), or ""."""
+        active = self._dispatcher.active.get(run_id)
+        return active.runner.status if active is not None and active.runner is not None else ""
+
+    # --- one run ---------------------------------------------------------------------
+
+    async def _execute(self, active: Active) -> None:
+        """Run one run to its end; whatever happens, it is recorded and the worker freed."""
+        try:
+            outcome = await self._run(active)
+        except Exception as error:  # a bug of ours must not take the scheduler down
+            log.exception(
+                "run %s of %s failed in the scheduler", active.run.run_id, active.job.name
+            )
+            status = f"scheduler error: {error}"
+            outcome = Outcome(state=RunState.FAILED, result=Result.ERROR, status=status)
+        self._finish(active, outcome)
+
+    async def _run(self, active: Active) -> Outcome:
+        run, job = active.run, active.job
+        active.run = replace(run, state=RunState.RUNNING, started_at=self._clock.now())
+        if self._history.committed(self._dispatcher.ticket(run.run_id)):  # usually
+            self._history.update_soon(active.run)
+        else:  # the row must be in the database before anything starts
+            await self._history.update(active.run)
+        if active.stop_result is not None:
+            reason = "stopped before it started"
+            return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
+        active.output = OutputCapture(
+            self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
+        )
+        active.runner = make_runner(
+            job.kind, env=self._environment(job, run), output=active.output,
+            kill_grace=self._kill_grace, clock=self._clock,
+        )  # fmt: skip
+        timer = self._arm_timeout(active)  # an import or exec can hang too
+        try:
+            return await self._launch_and_wait(active)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    async def _launch_and_wait(self, active: Active) -> Outcome:
+        assert active.runner is not None  # noqa: S101  (made in _run)
+        try:
+            pid = await active.runner.start()
+        except LaunchError as error:
+            reason = str(error)
+            return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
+        started = self._clock.now()
+        active.run = replace(active.run, pid=pid, started_at=started)
+        self._history.update_soon(active.run)
+        self._outcomes.publish(RunStarted(at=started, run=active.run))
+        if active.stop_result is not None:  # a stop came while it was launching
+            active.runner.stop(active.stop_result, kill=active.kill)
+        return await active.runner.wait()
+
+    def _arm_timeout(self, active: Active) -> Timer | None:
+        if active.job.timeout is None:
+            return None
+        seconds = active.job.timeout.total_seconds()
+        return self._clock.call_later(seconds, self.stop, active, Result.TIMED_OUT)
+
+    def _finish(self, active: Active, outcome: Outcome) -> None:
+        run, job = active.run, active.job
+        try:
+            now = self._clock.now()
+            tail = active.output.tail() if active.output is not None else ""
+            if active.output is not None:
+                active.output.close()
+            closed = run.finished(outcome, now, tail)
+            self._history.update_soon(closed)
+            data = active.runner.message_data if active.runner is not None else {}
+            final = not self._retries.schedule(job, closed, data)
+            if outcome.state is RunState.NOT_STARTED:
+                self._outcomes.publish(RunNotStarted(at=now, run=closed, final=final))
+            else:
+                self._outcomes.publish(
+                    RunFinished(at=now, run=closed, final=final, message_data=data)
+                )
+            if final:
+                self._outcomes.conclude(closed, data)
+        finally:
+            self._dispatcher.release(run)
+            self._count_finished(run)
+            self._dispatcher.dispatch()
+
+    # --- output ----------------------------------------------------------------------
+
+    def _on_output(self, active: Active, lines: tuple[str, ...]) -> None:
+        event = RunOutputWritten(
+            at=self._clock.now(), run=active.run, lines=lines[-OUTPUT_LINES_PER_EVENT:]
+        )
+        self._outcomes.publish(event)
+
+    def _environment(self, job: Job, run: RunRecord) -> dict[str, str]:
+        # Only commands get an environment: building one costs a copy of os.environ.
+        if not isinstance(job.kind, CommandSpec):
+            return {}
+        return job_environment(self._config(), job, run)
+
+    def _output_path(self, run: RunRecord) -> Path:
+        # OutputCapture creates the folder at the first output, if any comes.
+        return self._output_dir / run.job / f"{run.run_id}.log"
+
+    def _count_finished(self, run: RunRecord) -> None:
+        self._finished[run.job] += 1
+        if self._finished[run.job] % 10 == 0:
+            self._prune_output(run.job)
+        if run.job not in self._config().jobs:
+            self._finished.pop(run.job, None)
+
+    def _prune_output(self, job: str) -> None:
+        """Keep the newest OUTPUT_FILES_KEPT output files of `job`."""
+        folder = self._output_dir / job
+        running = {f"{run_id}.log" for run_id in self._dispatcher.active}
+        try:
+            files = [f for f in folder.glob("*.log") if f.is_file() and f.name not in running]
+            files.sort(key=lambda f: f.stat().st_mtime)
+        except OSError:
+            return
+        for old in files[: max(0, len(files) - OUTPUT_FILES_KEPT)]:
+            with contextlib.suppress(OSError):
+                old.unlink()
