@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 from tuisched.domain.config.config import load_config
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.runtime import Runtime
 
 from .recorder import Recorder
@@ -35,7 +37,18 @@ async def running(path: Path, **kwargs: object) -> AsyncIterator[tuple[Runtime, 
     try:
         yield runtime, recorder
     finally:
+        await _stop(runtime, kwargs.get("clock"))
+
+
+async def _stop(runtime: Runtime, clock: object) -> None:
+    """Stop `runtime`; on a ManualClock, time passes while it drains (its grace is time)."""
+    if not isinstance(clock, ManualClock):
         await runtime.stop()
+        return
+    stopping = asyncio.get_running_loop().create_task(runtime.stop())
+    while not stopping.done():
+        await clock.advance(1)
+    await stopping
 
 
 Factory = Callable[[str], Path]

@@ -13,6 +13,7 @@ from tuisched.domain.events import (
     RunConcluded,
     RunFinished,
     RunNotStarted,
+    RunQueued,
     RunStarted,
     RunWaiting,
     SchedulerStarted,
@@ -76,14 +77,19 @@ async def test_a_delay_holds_the_dependant_back(tmp_path: Path) -> None:
         tmp_path,
         """
         a: {python: "tests.engine_jobs:noop", schedule: manual}
-        b: {python: "tests.engine_jobs:noop", after: {job: a, delay: 1s}}
+        b: {python: "tests.engine_jobs:noop", after: {job: a, delay: 10m}}
         """,
     )
-    async with running(path) as (runtime, events):
+    clock = ManualClock(datetime.now(UTC))
+    async with running(path, clock=clock) as (runtime, events):
         runtime.run_now("a")
-        (a_done,) = await events.wait_for(RunFinished, lambda e: e.run.job == "a")
-        (b_started,) = await events.wait_for(RunStarted, lambda e: e.run.job == "b", within=5)
-    assert b_started.run.started_at - a_done.run.ended_at >= timedelta(seconds=1)  # type: ignore[operator]
+        (a_done,) = await events.wait_for(RunConcluded, lambda e: e.run.job == "a")
+        await clock.advance(599)
+        runtime.bus.flush()
+        assert [e for e in events.of(RunQueued) if e.run.job == "b"] == []
+        await clock.advance(1)
+        (b_started,) = await events.wait_for(RunStarted, lambda e: e.run.job == "b")
+    assert b_started.run.started_at - a_done.run.ended_at == timedelta(minutes=10)  # type: ignore[operator]
 
 
 async def test_dependants_wait_for_the_last_retry(tmp_path: Path) -> None:
@@ -147,10 +153,16 @@ async def test_a_requirement_already_met_does_not_wait(tmp_path: Path) -> None:
 
 
 async def test_a_waiting_run_gives_up_at_its_wait_timeout(tmp_path: Path) -> None:
-    path = write_config(tmp_path, REQUIRES.replace("WAIT", "1s"))
-    async with running(path) as (runtime, events):
+    path = write_config(tmp_path, REQUIRES.replace("WAIT", "2h"))
+    clock = ManualClock(datetime.now(UTC))
+    async with running(path, clock=clock) as (runtime, events):
         runtime.engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
-        (gave_up,) = await events.wait_for(RunNotStarted, within=5)
+        await events.wait_for(RunWaiting)
+        await clock.advance(2 * 3600 - 1)
+        runtime.bus.flush()
+        assert events.of(RunNotStarted) == []  # still waiting, a second before its timeout
+        await clock.advance(1)
+        (gave_up,) = await events.wait_for(RunNotStarted)
     assert gave_up.run.result is Result.DEPENDENCY
     assert gave_up.run.reason.startswith("requirements not met in time: export slot")
 

@@ -10,14 +10,17 @@ import pytest
 
 from tuisched.domain.errors import JobActionError, UnknownJobError
 from tuisched.domain.events import (
+    RunConcluded,
     RunFinished,
     RunNotStarted,
+    RunOutputWritten,
     RunQueued,
     RunStarted,
     SchedulerStarted,
     SlotMissed,
 )
 from tuisched.domain.runs import Result, RunState, Trigger
+from tuisched.runtime.clock import ManualClock
 
 from . import engine_jobs
 from .runtime_fixtures import running, write_config
@@ -108,14 +111,20 @@ async def test_timeout_stops_the_process_group_and_fails(tmp_path: Path) -> None
         tmp_path,
         f"""
         slow:
-          command: "sleep 30 & echo $! > {pidfile}; wait"
+          command: "sleep 30 & echo $! > {pidfile}; echo started; wait"
           schedule: manual
-          timeout: 1s
+          timeout: 1m
         """,
     )
-    async with running(path) as (runtime, events):
+    clock = ManualClock(datetime.now(UTC))
+    async with running(path, clock=clock) as (runtime, events):
         runtime.run_now("slow")
-        (finished,) = await events.wait_for(RunFinished, within=15)
+        await events.wait_for(RunOutputWritten, lambda e: "started" in e.lines)
+        await clock.advance(59)
+        runtime.bus.flush()
+        assert events.of(RunFinished) == []  # not a second early
+        await clock.advance(1)
+        (finished,) = await events.wait_for(RunFinished)
     run = finished.run
     assert (run.state, run.result) == (RunState.FAILED, Result.TIMED_OUT)
     child = int(pidfile.read_text())
@@ -307,19 +316,22 @@ async def test_reload_cancels_queued_runs_of_a_deleted_job_and_drops_its_retry(
         """,
         settings="max_workers: 1",
     )
-    async with running(path) as (runtime, events):
+    clock = ManualClock(datetime.now(UTC))
+    async with running(path, clock=clock) as (runtime, events):
         runtime.run_now("blocker")
         await events.wait_for(RunStarted)
         doomed = runtime.run_now("doomed")
         runtime.engine.stop_run(runtime.engine.running()[0].run_id)
         runtime.run_now("flaky")
-        await events.wait_for(RunFinished, lambda e: e.run.job == "flaky")
+        (failed,) = await events.wait_for(RunFinished, lambda e: e.run.job == "flaky")
         text = path.read_text().replace("  flaky:", "  flakier:")
         path.write_text(text.replace("  doomed:", "  spared:"))
         assert await runtime.reload()
-        await asyncio.sleep(1.2)  # past the retry delay: the retry must not come
+        await clock.advance(1)  # the retry's time: it finds its job gone
+        (concluded,) = await events.wait_for(RunConcluded, lambda e: e.run.job == "flaky")
         flaky_runs = [e for e in events.of(RunQueued) if e.run.job == "flaky"]
     assert len(flaky_runs) == 1
+    assert concluded.run == failed.run  # the failed attempt is the outcome
     doomed_events = [e.run for e in events.of(RunNotStarted) if e.run.job == "doomed"]
     assert doomed_events == [] or doomed_events[0].run_id == doomed.run_id
 
@@ -413,9 +425,14 @@ async def test_a_hanging_import_is_stopped_by_the_timeout(tmp_path: Path) -> Non
     (tmp_path / "hangs_at_import.py").write_text("import time\ntime.sleep(3600)\n")
     path = write_config(
         tmp_path,
-        'stuck: {python: "hangs_at_import:run", schedule: manual, timeout: 1s}',
+        'stuck: {python: "hangs_at_import:run", schedule: manual, timeout: 1h}',
     )
-    async with running(path) as (runtime, events):
+    clock = ManualClock(datetime.now(UTC))
+    async with running(path, clock=clock) as (runtime, events):
+        timeout_armed = clock.arming(3600)
         runtime.run_now("stuck")
-        (event,) = await events.wait_for(RunFinished, within=10)
+        await timeout_armed
+        await clock.advance(3600)  # the timeout: stop() finds the import still running
+        await clock.advance(0.5)  # the kill grace: the launch is given up on
+        (event,) = await events.wait_for(RunFinished)
     assert (event.run.state, event.run.result) == (RunState.FAILED, Result.TIMED_OUT)

@@ -16,6 +16,7 @@ import pytest
 from tests import jobs_for_tests
 from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
 from tuisched.domain.runs import Outcome, Result, RunState
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.execution import (
     LaunchError,
     Runner,
@@ -207,9 +208,26 @@ def test_timeout_stop_kills_the_whole_process_group() -> None:
 
 def test_a_group_ignoring_sigterm_is_killed_after_the_grace() -> None:
     shell = "trap '' TERM; sleep 300 & sleep 300 & echo ready; wait; wait; echo survived"
-    started = time.monotonic()
-    outcome, pgid = run(_stop_group(shell, Result.STOPPED))
-    assert time.monotonic() - started >= GRACE
+
+    async def go() -> tuple[Outcome, int]:
+        clock = ManualClock()
+        lines = Lines()
+        capture = OutputCapture(None, on_lines=lines)
+        runner = make_runner(
+            sh(shell), env=dict(os.environ), output=capture, kill_grace=60, clock=clock
+        )
+        pgid = await runner.start()
+        assert pgid is not None
+        await lines.seen("ready")
+        runner.stop(Result.STOPPED)
+        await clock.advance(59.9)
+        assert len(live_members(pgid)) >= 3  # SIGTERM ignored, and the grace is not over
+        await clock.advance(0.1)
+        outcome = await runner.wait()
+        await until(lambda: not live_members(pgid))
+        return outcome, pgid
+
+    outcome, pgid = run(go())
     assert (outcome.result, outcome.status) == (Result.STOPPED, "killed by SIGKILL: ready")
     assert not live_members(pgid)
 

@@ -115,6 +115,7 @@ class ManualClock:
         self._now = start or datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
         self._due: list[tuple[datetime, int, _Due]] = []
         self._order = itertools.count()
+        self._arming: list[tuple[float | None, asyncio.Future[None]]] = []
 
     def now(self) -> datetime:
         """The instant the clock shows."""
@@ -125,7 +126,22 @@ class ManualClock:
         due = _Due(callback, args)
         at = self._now + timedelta(seconds=max(0.0, delay))
         heapq.heappush(self._due, (at, next(self._order), due))
+        for wanted, waiter in self._arming:
+            if wanted is None or wanted == delay:
+                _resolve(waiter)
+        self._arming = [(wanted, waiter) for wanted, waiter in self._arming if not waiter.done()]
         return due
+
+    def arming(self, delay: float | None = None) -> asyncio.Future[None]:
+        """A future done once a timer (of `delay` seconds, if given) is armed.
+
+        Create it before the action: for a test that must not advance before
+        the code under test armed its timer (a run's timeout is armed after
+        its row is written by another thread).
+        """
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._arming.append((delay, waiter))
+        return waiter
 
     async def sleep(self, delay: float) -> None:
         """Return once the clock has been advanced by `delay` seconds."""

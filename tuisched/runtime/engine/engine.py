@@ -63,7 +63,7 @@ class Engine:
         self._accepting = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._outcomes = outcomes = Outcomes(bus=bus, history=history, clock=clock, node=node)
-        current = self._current
+        current = lambda: self.config  # noqa: E731  (each part reads the config in force)
         self._firing = SlotFiring(
             config=current, clock=clock, outcomes=outcomes,
             submit=lambda job, slot, trigger: self.submit(job, slot=slot, trigger=trigger),
@@ -74,14 +74,14 @@ class Engine:
             changed=self._firing.set_paused,
         )  # fmt: skip
         self._retries = Retries(
-            clock=clock, config=current, outcomes=outcomes, accepting=self._is_accepting,
+            clock=clock, config=current, outcomes=outcomes, accepting=lambda: self._accepting,
             resubmit=lambda job, run: self.submit(
                 job, slot=run.slot, trigger=run.trigger, attempt=run.attempt + 1
             ),
         )  # fmt: skip
         self._dispatcher = Dispatcher(
             config=current, history=history, outcomes=outcomes, clock=clock,
-            accepting=self._is_accepting, start=self._start_run,
+            accepting=lambda: self._accepting, start=self._start_run,
         )  # fmt: skip
         self._workers = Workers(
             config=current, dispatcher=self._dispatcher, retries=self._retries,
@@ -92,12 +92,6 @@ class Engine:
             history=history, bus=bus, config=current, admit=self._admit,
             give_up=self._gave_up, clock=clock,
         )  # fmt: skip
-
-    def _current(self) -> Config:
-        return self.config
-
-    def _is_accepting(self) -> bool:
-        return self._accepting
 
     def _start_run(self, active: Active) -> None:
         self._workers.start(active)
@@ -303,10 +297,8 @@ class Engine:
 
     def _rewait(self, job: Job) -> None:
         """A changed job's waiting runs wait again, for what the new definition requires."""
-        if not job.enabled:
-            return
-        for run in self.waiting_room.runs():
-            if run.job == job.name and self.waiting_room.remove(run.run_id) is not None:
+        if job.enabled:
+            for run in self.waiting_room.runs_of(job.name):
                 self._spawn(self.waiting_room.enter(run, job, recorded=True))
 
     def _gave_up(self, run: RunRecord, reason: str) -> None:
@@ -314,9 +306,8 @@ class Engine:
 
     def _cancel_job(self, reason: str, name: str) -> None:
         """Close the queued, backlogged and waiting runs of a deleted or disabled job."""
-        for waiting in self.waiting_room.runs():
-            if waiting.job == name and self.waiting_room.remove(waiting.run_id) is not None:
-                self._outcomes.not_started(waiting, Result.STOPPED, reason, recorded=True)
+        for waiting in self.waiting_room.runs_of(name):
+            self._outcomes.not_started(waiting, Result.STOPPED, reason, recorded=True)
         self._dispatcher.cancel(reason, job=name)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:

@@ -224,6 +224,11 @@ class WaitingRoom:
             waiting.timer.cancel()
         self.admit(waiting.run, waiting.job)
 
+    def runs_of(self, job: str) -> list[RunRecord]:
+        """Take every waiting run of `job` out (its job changed, was deleted or disabled)."""
+        taken = [w.run for w in list(self._waiting.values()) if w.run.job == job]
+        return [run for run in taken if self.remove(run.run_id) is not None]
+
     def remove(self, run_id: str) -> RunRecord | None:
         """Take a waiting run out (stopped by an operator, its job deleted)."""
         waiting = self._waiting.pop(run_id, None)
