@@ -40,9 +40,9 @@ def _config(folder: Path, n: int) -> Path:
 
 
 async def _measure(n: int) -> dict[str, float]:
-    from tuisched.domain.config.config import load_config
     from tuisched.frontends.tui.app import TuischedApp
     from tuisched.frontends.tui.widgets.jobs import JobsTable
+    from tuisched.runtime.configfiles import load_config
     from tuisched.runtime.control import LocalScheduler
     from tuisched.runtime.runtime import Runtime
 
@@ -68,7 +68,7 @@ async def _measure(n: int) -> dict[str, float]:
 
             async def pulse() -> None:
                 while True:
-                    runtime.run_now("pulse")
+                    runtime.actions.run_now("pulse")
                     await asyncio.sleep(0.1)
 
             pulsing = asyncio.get_running_loop().create_task(pulse())

@@ -80,9 +80,9 @@ async def _measure_burst(slot: datetime, done: asyncio.Event, ready: float) -> d
 async def _tuisched(
     n: int, workers: int, lead: float, tmpdir: str | None = None
 ) -> dict[str, object]:
-    from tuisched.domain.config.config import load_config
     from tuisched.domain.events import RunFinished, RunNotStarted, RunStarted, SlotMissed
     from tuisched.domain.runs import RunState
+    from tuisched.runtime.configfiles import load_config
     from tuisched.runtime.runtime import Runtime
 
     with tempfile.TemporaryDirectory(prefix="tuisched-bench-", dir=tmpdir) as tmp:

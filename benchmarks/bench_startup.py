@@ -45,8 +45,8 @@ def generate(folder: Path, n: int) -> Path:
 
 
 async def _tuisched_start(path: Path) -> dict[str, float]:
-    from tuisched.domain.config.config import load_config
     from tuisched.domain.events import SchedulerStarted
+    from tuisched.runtime.configfiles import load_config
     from tuisched.runtime.runtime import Runtime
 
     t0 = time.perf_counter()
@@ -103,7 +103,7 @@ async def _raw_start(n: int) -> dict[str, float]:
 
 def child(args: argparse.Namespace) -> None:
     if args.child == "tuisched":
-        import tuisched.domain.config.config
+        import tuisched.runtime.configfiles
         import tuisched.runtime.runtime  # noqa: F401  (imports are not part of start-up time)
 
         base = maxrss_mb()

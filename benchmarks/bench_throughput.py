@@ -40,9 +40,9 @@ CHUNK = 500
 
 
 async def _tuisched(kind: str, n: int, workers: int, tmpdir: str | None) -> dict[str, object]:
-    from tuisched.domain.config.config import load_config
     from tuisched.domain.events import RunFinished, RunNotStarted
     from tuisched.domain.runs import RunState
+    from tuisched.runtime.configfiles import load_config
     from tuisched.runtime.runtime import Runtime
 
     target = '{python: "benchmarks.jobs:noop", schedule: manual}'
@@ -72,7 +72,7 @@ async def _tuisched(kind: str, n: int, workers: int, tmpdir: str | None) -> dict
         t0 = time.perf_counter()
         for i in range(0, n, CHUNK):
             for name in names[i : i + CHUNK]:
-                runtime.run_now(name)
+                runtime.actions.run_now(name)
             await asyncio.sleep(0)
         await done.wait()
         elapsed = time.perf_counter() - t0

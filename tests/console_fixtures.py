@@ -9,8 +9,8 @@ from weakref import WeakKeyDictionary
 
 from textual.pilot import Pilot
 
-from tuisched.domain.config.config import load_config
 from tuisched.frontends.tui.app import TuischedApp
+from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler
 from tuisched.runtime.runtime import Runtime
 

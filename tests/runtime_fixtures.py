@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tuisched.domain.config.config import load_config
 from tuisched.runtime.clock import ManualClock
+from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.runtime import Runtime
 
 from .recorder import Recorder

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from tuisched.domain.bus import EventBus
-from tuisched.domain.config.config import load_config
 from tuisched.domain.events import AlertFailed, AlertSent, RunConcluded, RunFinished, RunNotStarted
 from tuisched.domain.model import Config, Security, SmtpSettings
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
+from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.mail import Mailer, MailError, RecordingMailer, SmtpMailer, build_message
 

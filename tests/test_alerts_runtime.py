@@ -45,8 +45,8 @@ def _config(tmp_path: Path, port: int) -> Path:
 async def test_a_failed_job_and_its_cascade_send_their_alerts(tmp_path: Path) -> None:
     with smtp_server() as server:
         async with running(_config(tmp_path, server.port)) as (runtime, events):
-            runtime.run_now("extract")
-            runtime.run_now("report")
+            runtime.actions.run_now("extract")
+            runtime.actions.run_now("report")
             await events.wait_for(RunNotStarted, lambda e: e.run.job == "load")
             await events.wait_for(RunFinished, lambda e: e.run.job == "report")
             sent = await events.wait_for(AlertSent, count=2)

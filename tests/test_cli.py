@@ -181,7 +181,7 @@ def test_the_command_line_never_imports_textual() -> None:
     # The headless runtime and every non-console command in a fresh interpreter.
     script = f"""
 import sys
-import tuisched.frontends.headless, tuisched.runtime.runtime, tuisched.runtime.oneshot
+import tuisched.frontends.headless, tuisched.runtime.runtime, tuisched.frontends.foreground
 from tuisched.frontends.cli import main
 for argv in (["validate"], ["jobs", "--json"], ["next", "heartbeat"], ["history"],
              ["upstream", "daily-report", "--at", "2026-05-07T06:00"]):
@@ -264,7 +264,7 @@ async def test_jobs_shows_pauses_from_the_history(tmp_path: Path) -> None:
         """,
     )
     async with running(config) as (runtime, _):
-        await runtime.pause_job("tick")
+        await runtime.actions.pause_job("tick")
     status, out, _ = run("jobs", "--json", "-c", str(config))
     assert status == 0
     rows = {row["name"]: row for row in json.loads(out)}

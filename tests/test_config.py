@@ -9,7 +9,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.domain.config.config import load_config, parse_config
 from tuisched.domain.errors import ConfigError
 from tuisched.domain.model import (
     AlertEvent,
@@ -24,6 +23,7 @@ from tuisched.domain.model import (
     Unit,
     WaitForSpec,
 )
+from tuisched.runtime.configfiles import load_config, parse_config
 
 from .conftest import SAMPLE
 

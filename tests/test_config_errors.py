@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.config.config import load_config
 from tuisched.domain.errors import ConfigError
+from tuisched.runtime.configfiles import load_config
 
 BAD = Path(__file__).parent / "configs" / "bad"
 _EXPECT = re.compile(r"# expect: (\d+) (?:(job|group) '([^']*)'|-):? (.+)")

@@ -80,7 +80,7 @@ async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = runtime.run_now("blocker")
+        run = runtime.actions.run_now("blocker")
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         assert str(running.get_row(run.run_id)[0]) == "blocker"
@@ -88,7 +88,7 @@ async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
         await until(pilot, lambda: app.state.jobs["blocker"].last is not None)
         assert app.state.jobs["blocker"].last.result is Result.STOPPED
         await until(pilot, lambda: running.row_count == 0)
-        second = runtime.run_now("blocker")
+        second = runtime.actions.run_now("blocker")
         await until(pilot, lambda: running.row_count == 1)
         await pilot.press("2", "ctrl+k", "y")
         await until(pilot, lambda: app.state.jobs["blocker"].last.run_id == second.run_id)
@@ -186,7 +186,7 @@ async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> 
         _select(app, "tick")
         await pilot.press("o")  # sorted by name: tick moves
         assert table.selected_job() == "tick"
-        runtime.run_now("hello")
+        runtime.actions.run_now("hello")
         await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
         assert table.selected_job() == "tick"
 
@@ -205,7 +205,7 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("q")
         assert isinstance(app.screen, QuitScreen)
@@ -232,7 +232,7 @@ async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_pat
     app, runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
-        runtime.run_now("bad")
+        runtime.actions.run_now("bad")
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("bad", "last")) == "✘ failed")
         messages = [n.message for n in app._notifications]
@@ -246,8 +246,8 @@ async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 4)
-        blocker = runtime.run_now("blocker")
-        other = runtime.run_now("other")
+        blocker = runtime.actions.run_now("blocker")
+        other = runtime.actions.run_now("other")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
         _select(app, "other")  # the jobs pane has the focus: its job's run is meant
         await pilot.press("s")
@@ -277,7 +277,7 @@ async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Pat
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("ctrl+q")
         assert isinstance(app.screen, QuitScreen)
@@ -298,7 +298,7 @@ async def test_a_state_filter_follows_the_states(tmp_path: Path) -> None:
         await until(pilot, lambda: table.row_count == 3)
         await pilot.press("slash", *"running", "enter")
         await until(pilot, lambda: table.row_count == 0)
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await until(pilot, lambda: [key.value for key in table.rows] == ["blocker"])
         engine_jobs.GATES["blocker"].set()
         await until(pilot, lambda: table.row_count == 0)
@@ -346,7 +346,7 @@ async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> 
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = runtime.run_now("blocker")
+        run = runtime.actions.run_now("blocker")
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         await until(pilot, lambda: str(running.get_cell(run.run_id, "last_line")) == "blocking")
@@ -368,5 +368,5 @@ async def test_closing_with_events_still_to_show_does_not_fail(
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.started)
-        runtime.run_now("hello")  # its events wait for the next refresh
+        runtime.actions.run_now("hello")  # its events wait for the next refresh
     assert not app.started  # closed cleanly, and the runtime was stopped

@@ -139,7 +139,7 @@ async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
         events = Recorder(runtime_of(app).bus)
-        run = runtime_of(app).run_now("heartbeat")
+        run = runtime_of(app).actions.run_now("heartbeat")
         await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
         screen = await _open_detail(pilot, "heartbeat")
         history = screen.query_one("#detail-history", DataTable)
@@ -156,7 +156,7 @@ async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path
 async def test_the_detail_follows_a_running_job_live(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         screen = await _open_detail(pilot, "heartbeat")
-        run = runtime_of(app_of(pilot)).run_now("heartbeat")
+        run = runtime_of(app_of(pilot)).actions.run_now("heartbeat")
         log = screen.query_one("#detail-output", Log)
         await _until(pilot, lambda: log.lines == ["[bold]x[/bold]"], "the live output")
         history = screen.query_one("#detail-history", DataTable)

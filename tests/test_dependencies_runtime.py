@@ -58,7 +58,7 @@ async def test_a_failure_cascades_not_started_down_the_chain(tmp_path: Path) -> 
         ),
     )
     async with running(path) as (runtime, events):
-        first = runtime.run_now("a")
+        first = runtime.actions.run_now("a")
         await events.wait_for(RunNotStarted, lambda e: e.run.job == "c")
         await events.wait_for(RunFinished, lambda e: e.run.job in ("cleanup", "always"), count=2)
     not_started = {e.run.job: e.run for e in events.of(RunNotStarted)}
@@ -82,7 +82,7 @@ async def test_a_delay_holds_the_dependant_back(tmp_path: Path) -> None:
     )
     clock = ManualClock(datetime.now(UTC))
     async with running(path, clock=clock) as (runtime, events):
-        runtime.run_now("a")
+        runtime.actions.run_now("a")
         (a_done,) = await events.wait_for(RunConcluded, lambda e: e.run.job == "a")
         await clock.advance(599)
         runtime.bus.flush()
@@ -101,7 +101,7 @@ async def test_dependants_wait_for_the_last_retry(tmp_path: Path) -> None:
         """,
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("a")
+        runtime.actions.run_now("a")
         (b_done,) = await events.wait_for(RunFinished, lambda e: e.run.job == "b")
     attempts = [e for e in events.of(RunFinished) if e.run.job == "a"]
     assert [(e.run.attempt, e.final) for e in attempts] == [(0, False), (1, True)]
@@ -219,24 +219,24 @@ async def test_pauses_hold_and_survive_a_restart(tmp_path: Path) -> None:
     path.write_text(path.read_text() + "groups:\n  clocks: {jobs: [tick, tock]}\n")
     async with running(path) as (runtime, events):
         assert runtime.engine.next_fire("tick") is not None
-        await runtime.pause_group("clocks")
-        await runtime.pause_job("dep")
+        await runtime.actions.pause_group("clocks")
+        await runtime.actions.pause_job("dep")
         (changed, _) = await events.wait_for(PauseChanged, count=2)
         assert (changed.kind, changed.name, changed.paused) == ("group", "clocks", True)
         assert runtime.engine.next_fire("tick") is None
         assert runtime.engine.next_fire("tock") is None
-        runtime.run_now("tick")  # a hand may still run a paused job
+        runtime.actions.run_now("tick")  # a hand may still run a paused job
         (dep,) = await events.wait_for(RunNotStarted, lambda e: e.run.job == "dep")
         assert dep.run.reason == "the job is paused"
     async with running(path) as (runtime, _):
         assert runtime.engine.next_fire("tick") is None
         assert runtime.engine.pauses == {("group", "clocks"), ("job", "dep")}
-        await runtime.pause_group("clocks", paused=False)
+        await runtime.actions.pause_group("clocks", paused=False)
         assert runtime.engine.next_fire("tick") is not None
-        await runtime.pause_all()
+        await runtime.actions.pause_all()
         assert runtime.engine.next_fire("tock") is None
         with pytest.raises(JobActionError, match="no group named 'nope'"):
-            await runtime.pause_group("nope")
+            await runtime.actions.pause_group("nope")
 
 
 async def test_without_wait_timeout_a_run_waits_until_its_jobs_next_slot(tmp_path: Path) -> None:
@@ -274,7 +274,7 @@ async def test_a_waiting_run_of_a_paused_job_does_not_run(tmp_path: Path) -> Non
         engine = runtime.engine
         engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
         await events.wait_for(RunWaiting)
-        await runtime.pause_job("report")
+        await runtime.actions.pause_job("report")
         engine.submit(runtime.config.job("export"), slot=UPSTREAM, trigger=Trigger.SCHEDULE)
         (held,) = await events.wait_for(RunNotStarted, lambda e: e.run.job == "report")
     assert held.run.reason == "the job is paused"
@@ -287,7 +287,7 @@ async def test_a_reload_that_drops_requires_releases_the_waiting_run(tmp_path: P
         runtime.engine.submit(runtime.config.job("report"), slot=SLOT, trigger=Trigger.SCHEDULE)
         await events.wait_for(RunWaiting)
         path.write_text(path.read_text().replace("    requires: [export]\n", ""))
-        assert await runtime.reload()
+        assert await runtime.actions.reload()
         (done,) = await events.wait_for(RunFinished, lambda e: e.run.job == "report")
     assert done.run.state is RunState.SUCCESS
 
@@ -301,7 +301,7 @@ async def test_a_dropped_retry_still_concludes_the_run(tmp_path: Path) -> None:
         """,
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("a")
+        runtime.actions.run_now("a")
         (first,) = await events.wait_for(RunFinished, lambda e: e.run.job == "a")
         assert not first.final
     # The scheduler stopped before the retry came: the failure is the outcome.
@@ -313,10 +313,10 @@ async def test_a_dropped_retry_still_concludes_the_run(tmp_path: Path) -> None:
 async def test_resuming_one_part_of_a_wider_pause_is_refused(tmp_path: Path) -> None:
     path = write_config(tmp_path, REQUIRES.replace("WAIT", "1h"))
     async with running(path) as (runtime, _):
-        await runtime.pause_all()
+        await runtime.actions.pause_all()
         with pytest.raises(JobActionError, match="everything is paused"):
-            await runtime.pause_job("report", paused=False)
-        await runtime.pause_all(paused=False)
+            await runtime.actions.pause_job("report", paused=False)
+        await runtime.actions.pause_all(paused=False)
         assert runtime.engine.next_fire("report") is not None
 
 
@@ -329,7 +329,7 @@ async def test_a_shutdown_during_a_delay_records_the_dependant(tmp_path: Path) -
         """,
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("a")
+        runtime.actions.run_now("a")
         await events.wait_for(RunConcluded, lambda e: e.run.job == "a")
     (dropped,) = [e.run for e in events.of(RunNotStarted) if e.run.job == "b"]
     assert dropped.reason == "the scheduler shut down during the delay"

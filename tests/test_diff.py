@@ -6,8 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tuisched.domain.config.config import parse_config
 from tuisched.domain.config.diff import FieldChange, config_diff
+from tuisched.runtime.configfiles import parse_config
 
 Write = Callable[[str], Path]
 NOW = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)

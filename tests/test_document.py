@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.config.config import parse_config
 from tuisched.domain.errors import JobActionError, TuischedError, UnknownJobError
 from tuisched.domain.model import CommandSpec, CronSchedule, Outcome
+from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.document import ConfigDocument, atomic_write, guess_indent
 
 SAMPLE = Path(__file__).parent.parent / "sample_config" / "tuisched.yaml"

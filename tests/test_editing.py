@@ -44,7 +44,7 @@ async def test_an_api_change_is_written_keeping_comments_then_scheduled(tmp_path
     path = write_config(tmp_path, JOBS)
     before = path.read_text()
     async with running(path) as (runtime, events):
-        await runtime.add_job("report", NEW_JOB)
+        await runtime.actions.add_job("report", NEW_JOB)
         (loaded,) = await events.wait_for(ConfigLoaded)
         assert loaded.origin == "edit"
         assert loaded.diff is not None
@@ -60,13 +60,13 @@ async def test_an_api_change_is_written_keeping_comments_then_scheduled(tmp_path
 async def test_job_action_errors(tmp_path: Path) -> None:
     async with running(write_config(tmp_path, JOBS)) as (runtime, _):
         with pytest.raises(JobActionError, match="tick"):
-            await runtime.add_job("tick", NEW_JOB)
+            await runtime.actions.add_job("tick", NEW_JOB)
         with pytest.raises(UnknownJobError):
-            await runtime.replace_job("nope", NEW_JOB)
+            await runtime.actions.replace_job("nope", NEW_JOB)
         with pytest.raises(UnknownJobError):
-            await runtime.delete_job("nope")
+            await runtime.actions.delete_job("nope")
         with pytest.raises(JobActionError):
-            await runtime.delete_group("nope")
+            await runtime.actions.delete_group("nope")
 
 
 async def test_an_invalid_change_writes_nothing_and_keeps_the_schedule(tmp_path: Path) -> None:
@@ -75,7 +75,7 @@ async def test_an_invalid_change_writes_nothing_and_keeps_the_schedule(tmp_path:
     async with running(path) as (runtime, _):
         bad = {**NEW_JOB, "schedule": {"cron": "61 * * * *"}}
         with pytest.raises(ConfigError, match=r"job 'report': schedule\.cron"):
-            await runtime.add_job("report", bad)
+            await runtime.actions.add_job("report", bad)
         assert "report" not in runtime.config.jobs
         assert runtime.engine.next_fire("tick") is not None
     assert path.read_text() == before
@@ -85,7 +85,7 @@ async def test_an_invalid_change_writes_nothing_and_keeps_the_schedule(tmp_path:
 async def test_own_writes_are_not_offline_edits_but_an_editors_save_is(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
     async with running(path) as (runtime, events):
-        await runtime.add_job("report", NEW_JOB)
+        await runtime.actions.add_job("report", NEW_JOB)
         _save_like_an_editor(path, path.read_text().replace("retries: 2", "retries: 5"))
         (changed,) = await events.wait_for(ConfigChangedOnDisk, within=10)
         # Had our own write counted, its event would have come first.
@@ -94,8 +94,8 @@ async def test_own_writes_are_not_offline_edits_but_an_editors_save_is(tmp_path:
         assert (change.name, change.fields[0].field) == ("report", "retries")
         assert runtime.config.job("report").retries == 2  # nothing applied yet
         with pytest.raises(JobActionError, match="changed on disk"):
-            await runtime.delete_job("tick")  # nothing typed by hand is overwritten
-        assert await runtime.reload()
+            await runtime.actions.delete_job("tick")  # nothing typed by hand is overwritten
+        assert await runtime.actions.reload()
         assert runtime.config.job("report").retries == 5
 
 
@@ -106,7 +106,7 @@ async def test_a_bad_offline_edit_is_reported_and_changes_nothing(tmp_path: Path
         (changed,) = await events.wait_for(ConfigChangedOnDisk, within=10)
         assert changed.diff is None
         assert "job 'broken': a job needs a trigger source" in str(changed.problems[0])
-        assert not await runtime.reload()
+        assert not await runtime.actions.reload()
         (rejected,) = await events.wait_for(ConfigRejected)
         assert rejected.problems == changed.problems
         assert "broken" not in runtime.config.jobs
@@ -124,9 +124,9 @@ async def test_auto_reload_applies_an_offline_edit_at_once(tmp_path: Path) -> No
 
 async def test_deleting_a_running_job_leaves_its_run_running(tmp_path: Path) -> None:
     async with running(write_config(tmp_path, JOBS)) as (runtime, events):
-        run = runtime.run_now("blocker")
+        run = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        await runtime.delete_job("blocker")
+        await runtime.actions.delete_job("blocker")
         assert "blocker" not in runtime.config.jobs
         assert [r.run_id for r in runtime.engine.running()] == [run.run_id]
         engine_jobs.GATES["blocker"].set()
@@ -140,10 +140,10 @@ async def test_a_stop_moved_into_the_future_loads_the_job(tmp_path: Path) -> Non
         "schedule": {"every": "1 hour", "start": "2026-01-01T00:00", "stop": "2026-01-02T00:00"},
     }
     async with running(write_config(tmp_path, JOBS)) as (runtime, _):
-        await runtime.add_job("window", ended)
+        await runtime.actions.add_job("window", ended)
         assert runtime.engine.next_fire("window") is None  # its stop is past: not loaded
         reopened = {**ended, "schedule": {**ended["schedule"], "stop": "2099-01-01T00:00"}}
-        await runtime.replace_job("window", reopened)
+        await runtime.actions.replace_job("window", reopened)
         assert runtime.engine.next_fire("window") is not None
 
 
@@ -151,15 +151,15 @@ async def test_undo_restores_the_file_and_the_schedule(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
     original = path.read_text()
     async with running(path) as (runtime, events):
-        await runtime.add_job("report", NEW_JOB)
-        await runtime.delete_job("tick")
-        await runtime.undo()
+        await runtime.actions.add_job("report", NEW_JOB)
+        await runtime.actions.delete_job("tick")
+        await runtime.actions.undo()
         assert "tick" in runtime.config.jobs
         assert runtime.engine.next_fire("tick") is not None
-        await runtime.undo()
+        await runtime.actions.undo()
         assert "report" not in runtime.config.jobs
         with pytest.raises(JobActionError, match="no change to undo"):
-            await runtime.undo()
+            await runtime.actions.undo()
         origins = [e.origin for e in await events.wait_for(ConfigLoaded, count=4)]
     assert path.read_text() == original
     assert origins == ["edit", "edit", "undo", "undo"]

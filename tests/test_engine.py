@@ -63,9 +63,9 @@ async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
         tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}'
     )
     async with running(path) as (runtime, events):
-        first = runtime.run_now("blocker")
+        first = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        second = runtime.run_now("blocker")
+        second = runtime.actions.run_now("blocker")
         assert second.state is RunState.NOT_STARTED
         assert second.result is Result.SKIPPED
         assert first.run_id in second.reason
@@ -80,9 +80,9 @@ async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
         tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: queue}'
     )
     async with running(path) as (runtime, events):
-        first = runtime.run_now("blocker")
+        first = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        second = runtime.run_now("blocker")
+        second = runtime.actions.run_now("blocker")
         assert second.state is RunState.QUEUED
         assert len(runtime.engine.running()) == 1
         engine_jobs.GATES["blocker"].set()
@@ -97,8 +97,8 @@ async def test_overlap_allow_runs_side_by_side(tmp_path: Path) -> None:
         tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: allow}'
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("blocker")
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted, count=2)
         assert len(runtime.engine.running()) == 2
         engine_jobs.GATES["blocker"].set()
@@ -118,7 +118,7 @@ async def test_timeout_stops_the_process_group_and_fails(tmp_path: Path) -> None
     )
     clock = ManualClock(datetime.now(UTC))
     async with running(path, clock=clock) as (runtime, events):
-        runtime.run_now("slow")
+        runtime.actions.run_now("slow")
         await events.wait_for(RunOutputWritten, lambda e: "started" in e.lines)
         await clock.advance(59)
         runtime.bus.flush()
@@ -148,19 +148,19 @@ async def test_operator_stop_of_running_and_queued_runs(tmp_path: Path) -> None:
         settings="max_workers: 1",
     )
     async with running(path) as (runtime, events):
-        running_run = runtime.run_now("blocker")
+        running_run = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        queued_run = runtime.run_now("other")
-        runtime.stop_run(queued_run.run_id)
+        queued_run = runtime.actions.run_now("other")
+        runtime.actions.stop_run(queued_run.run_id)
         (not_started,) = await events.wait_for(RunNotStarted)
         assert not_started.run.result is Result.STOPPED
-        runtime.stop_run(running_run.run_id)
+        runtime.actions.stop_run(running_run.run_id)
         (finished,) = await events.wait_for(RunFinished)
         assert finished.run.result is Result.STOPPED
         with pytest.raises(JobActionError):
-            runtime.stop_run("nosuchrun")
+            runtime.actions.stop_run("nosuchrun")
         with pytest.raises(UnknownJobError):
-            runtime.run_now("nosuchjob")
+            runtime.actions.run_now("nosuchjob")
 
 
 @pytest.mark.parametrize(
@@ -176,7 +176,7 @@ async def test_launch_failures_are_not_started_with_the_reason(
 ) -> None:
     path = write_config(tmp_path, f"broken:\n  {kind}\n  schedule: manual")
     async with running(path) as (runtime, events):
-        runtime.run_now("broken")
+        runtime.actions.run_now("broken")
         (event,) = await events.wait_for(RunNotStarted)
     assert event.run.result is Result.LAUNCH_FAILED
     assert reason in event.run.reason
@@ -191,7 +191,7 @@ async def test_python_failure_and_retries(tmp_path: Path) -> None:
         'flaky: {python: "tests.engine_jobs:boom", schedule: manual, retries: 2, retry_delay: 0s}',
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("flaky")
+        runtime.actions.run_now("flaky")
         done = await events.wait_for(RunFinished, count=3)
     assert [e.run.attempt for e in done] == [0, 1, 2]
     assert all(e.run.state is RunState.FAILED for e in done)
@@ -269,12 +269,12 @@ async def test_stopping_a_backlogged_run_keeps_the_queue_discipline(tmp_path: Pa
         """,
     )
     async with running(path) as (runtime, events):
-        first = runtime.run_now("blocker")
+        first = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        second = runtime.run_now("blocker")
-        third = runtime.run_now("blocker")
-        runtime.stop_run(second.run_id)
-        runtime.run_now("other")
+        second = runtime.actions.run_now("blocker")
+        third = runtime.actions.run_now("blocker")
+        runtime.actions.stop_run(second.run_id)
+        runtime.actions.run_now("other")
         await events.wait_for(RunFinished, lambda e: e.run.job == "other")
         running_now = [run.run_id for run in runtime.engine.running()]
         assert running_now == [first.run_id]  # the third waits behind the first
@@ -294,9 +294,9 @@ async def test_drain_closes_queued_runs_as_shutdown(tmp_path: Path) -> None:
         settings="max_workers: 1",
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        queued = runtime.run_now("waiting")
+        queued = runtime.actions.run_now("waiting")
     (not_started,) = events.of(RunNotStarted)
     assert not_started.run.run_id == queued.run_id
     assert not_started.run.result is Result.SHUTDOWN
@@ -318,15 +318,15 @@ async def test_reload_cancels_queued_runs_of_a_deleted_job_and_drops_its_retry(
     )
     clock = ManualClock(datetime.now(UTC))
     async with running(path, clock=clock) as (runtime, events):
-        runtime.run_now("blocker")
+        runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        doomed = runtime.run_now("doomed")
+        doomed = runtime.actions.run_now("doomed")
         runtime.engine.stop_run(runtime.engine.running()[0].run_id)
-        runtime.run_now("flaky")
+        runtime.actions.run_now("flaky")
         (failed,) = await events.wait_for(RunFinished, lambda e: e.run.job == "flaky")
         text = path.read_text().replace("  flaky:", "  flakier:")
         path.write_text(text.replace("  doomed:", "  spared:"))
-        assert await runtime.reload()
+        assert await runtime.actions.reload()
         await clock.advance(1)  # the retry's time: it finds its job gone
         (concluded,) = await events.wait_for(RunConcluded, lambda e: e.run.job == "flaky")
         flaky_runs = [e for e in events.of(RunQueued) if e.run.job == "flaky"]
@@ -399,7 +399,7 @@ async def test_jobs_never_see_the_schedulers_secrets(
         )
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("leak")
+        runtime.actions.run_now("leak")
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.status == "exit 0: [] [fine] [leak] [mine]"
     from .test_cli import run
@@ -415,7 +415,7 @@ async def test_a_python_job_that_exits_at_import_fails_to_launch(tmp_path: Path)
         'bad: {python: "exits_at_import:run", schedule: manual, timeout: 5s}',
     )
     async with running(path) as (runtime, events):
-        runtime.run_now("bad")
+        runtime.actions.run_now("bad")
         (event,) = await events.wait_for(RunNotStarted)
     assert event.run.result is Result.LAUNCH_FAILED
     assert "exits_at_import" in event.run.reason
@@ -430,7 +430,7 @@ async def test_a_hanging_import_is_stopped_by_the_timeout(tmp_path: Path) -> Non
     clock = ManualClock(datetime.now(UTC))
     async with running(path, clock=clock) as (runtime, events):
         timeout_armed = clock.arming(3600)
-        runtime.run_now("stuck")
+        runtime.actions.run_now("stuck")
         await timeout_armed
         await clock.advance(3600)  # the timeout: stop() finds the import still running
         await clock.advance(0.5)  # the kill grace: the launch is given up on

@@ -135,7 +135,7 @@ def test_kill_9_then_restart_closes_the_orphan_as_abandoned(
     second = Scheduler(config)
     schedulers.append(second)
     second.wait_for_line(f"long#{run_id} ABANDONED")
-    assert not _alive(orphan)  # the restart killed what the dead run left behind
+    _gone_within(orphan, 5)  # the restart killed what the dead run left behind
     second.process.send_signal(signal.SIGTERM)
     assert second.finish() == 0
     (abandoned,) = [r for r in history(config) if r["run_id"] == run_id]
@@ -201,6 +201,14 @@ def test_json_log_lines(tmp_path: Path, schedulers: list[Scheduler]) -> None:
     process.stderr.close()
     assert first["event"] == "SchedulerStarted"
     assert first["level"] == "info"
+
+
+def _gone_within(pid: int, seconds: float) -> None:
+    """Fail unless `pid` is dead (or a zombie) within `seconds`: a SIGKILL lands, not at once."""
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} still alive after {seconds}s"
+        time.sleep(0.02)  # a process's death has no event to await here
 
 
 def _alive(pid: int) -> bool:

@@ -11,7 +11,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.domain.config.config import load_config
 from tuisched.domain.errors import ConfigError, Problem
 from tuisched.domain.model import CommandSpec, Job, ManualSchedule
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
@@ -22,11 +21,11 @@ from tuisched.domain.templates import (
     TemplateError,
     alert_context,
     plain_data,
-    read_template,
     render,
     sample_context,
     template_problems,
 )
+from tuisched.runtime.configfiles import load_config, read_template
 
 from .conftest import SAMPLE
 
@@ -449,7 +448,7 @@ def test_undefined_attribute_in_a_rule_template_is_reported(write_config: WriteC
 def test_valid_templates_report_nothing(write_config: WriteConfig) -> None:
     body = "{{ job.name }} {{ run.exit_code }} {{ message_data.rows }} {{ run.output_tail }}"
     path = alerting_config(write_config, body)
-    assert template_problems(load_config(path)) == []
+    assert template_problems(load_config(path), read_template) == []
 
 
 def test_bad_subject_is_reported(write_config: WriteConfig) -> None:
@@ -474,4 +473,4 @@ def _rejected(path: Path) -> list[Problem]:
 
 
 def test_sample_config_templates_are_valid() -> None:
-    assert template_problems(load_config(SAMPLE)) == []
+    assert template_problems(load_config(SAMPLE), read_template) == []

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.config.config import load_config
 from tuisched.domain.errors import StateError
+from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.runtime import Runtime
 
 from ..runtime_fixtures import write_config

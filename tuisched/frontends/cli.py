@@ -247,10 +247,13 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tuisched.runtime.oneshot import run_once  # noqa: PLC0415
+    from tuisched.frontends.foreground import run_in_foreground  # noqa: PLC0415
 
-    config = _load(args)
-    return run_once(config, _find_job(config, args.job), fire_events=args.fire_events)
+    path = _config_path(args)
+    _find_job(read_config(path)[1], args.job)
+    return run_in_foreground(
+        path, args.job, fire_events=args.fire_events, out=sys.stdout, err=sys.stderr
+    )
 
 
 # --- job rows -------------------------------------------------------------------

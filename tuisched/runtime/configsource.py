@@ -19,11 +19,11 @@ from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.bus import EventBus
-from tuisched.domain.config.config import parse_config
 from tuisched.domain.config.diff import ConfigDiff, config_diff
 from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
+from tuisched.runtime.configfiles import parse_config, read_config_text
 from tuisched.runtime.document import ConfigDocument, atomic_write
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -57,7 +57,7 @@ class ConfigSource:
     def read(cls, path: Path) -> tuple[str, Config]:
         """The text and the configuration of `path` (ConfigError if it is not valid)."""
         path = path.absolute()
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
         return text, parse_config(text, path)
 
     @property

@@ -18,8 +18,8 @@ import logging
 import os
 import socket
 import sys
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -35,13 +35,13 @@ from tuisched.domain.events import (
 )
 from tuisched.domain.model import Config
 from tuisched.domain.runs import Result, RunRecord
-from tuisched.domain.views import ConfigEdit, EditAction, EditTarget, SchedulerState
+from tuisched.domain.views import SchedulerState
+from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine
-from tuisched.runtime.engine.pauses import is_paused
 from tuisched.runtime.execution import install_child_watcher, kill_leftovers
-from tuisched.runtime.handlers.actions import ActionLog, who
+from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
@@ -52,8 +52,6 @@ from tuisched.runtime.watch import ConfigWatcher
 
 log = logging.getLogger(__name__)
 
-IDEMPOTENCY_KEYS = 1000
-"""Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
 HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
 
@@ -63,18 +61,6 @@ def add_config_folder_to_path(config: Config) -> None:
     folder = str(config.path.parent)
     if folder not in sys.path:
         sys.path.append(folder)
-
-
-def paused_jobs(config: Config) -> set[str]:
-    """The jobs paused now (themselves, by a group, or all), from the history database."""
-    if not has_history(config):
-        return set()
-    store = open_history(config)
-    try:
-        pauses = store.pauses()
-    finally:
-        store.close()
-    return {job.name for job in config.jobs.values() if is_paused(job, pauses)}
 
 
 def has_history(config: Config) -> bool:
@@ -92,6 +78,39 @@ def open_history(config: Config) -> HistoryStore:
     return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Role:
+    """What a runtime does besides running what it is asked to run."""
+
+    fires_slots: bool = True
+    """Fire schedules; record missed slots; take back WAITING runs and close abandoned ones
+    (of this node); beat the heartbeat."""
+    watches_config: bool = True
+    """Notice edits of the configuration file."""
+    exclusive: bool = True
+    """Hold the state directory's instance lock (one scheduler per state directory)."""
+    follows_runs: bool = True
+    """Send alerts and start `after` dependants when runs conclude."""
+    node_suffix: str = ""
+    """Added to the host name: a foreground run is not the scheduler's node, so a
+    scheduler starting meanwhile does not close its runs as abandoned."""
+
+
+SCHEDULER = Role()
+"""The scheduler itself (`tuisched`, `tuisched --no-ui`)."""
+
+
+def foreground(*, fire_events: bool) -> Role:
+    """`tuisched run JOB`: one run (and, with `fire_events`, its alerts and dependants)."""
+    return Role(
+        fires_slots=False,
+        watches_config=False,
+        exclusive=False,
+        follows_runs=fire_events,
+        node_suffix=":run",
+    )
+
+
 class Runtime:
     """A scheduler: config, bus, history, audit log and engine, started and stopped as one."""
 
@@ -103,24 +122,23 @@ class Runtime:
         bus: EventBus | None = None,
         clock: Clock | None = None,
         kill_grace: float = 5.0,
+        role: Role = SCHEDULER,
     ) -> None:
         self.config = config
+        self.role = role
         self._text = text if text is not None else config.path.read_text(encoding="utf-8")
         """The configuration file's content that `config` was read from."""
         self.bus = bus or EventBus()
         self.source: ConfigSource | None = None
         self._watcher: ConfigWatcher | None = None
-        self.actor = who("api")
-        """Who operator actions are recorded as when the caller names nobody."""
         self.latest = LatestRuns()
         """Each job's newest finished run and each running run's last line, for front ends."""
         self.state = SchedulerState.STARTING
-        self._manual_runs: OrderedDict[str, RunRecord] = OrderedDict()
-        """Manual runs by idempotency key, newest last (a double key press makes one run)."""
-        self._actions = ActionLog(
-            config.settings.state_dir / "actions.log", config.settings.timezone
+        self.actions = Actions(
+            self, ActionLog(config.settings.state_dir / "actions.log", config.settings.timezone)
         )
-        self.node = socket.gethostname()
+        """What operators do: run now, stop, pause, edit... each recorded in actions.log."""
+        self.node = socket.gethostname() + role.node_suffix
         self._clock: Clock = clock or SystemClock()
         self._kill_grace = kill_grace
         self._lock = InstanceLock(config.settings.state_dir / "tuisched.lock")
@@ -173,6 +191,24 @@ class Runtime:
         """
         return self.bus.subscribe(Event, callback, after=after)
 
+    @property
+    def busy(self) -> bool:
+        """Whether runs are in progress or to come: queued, running, waiting, retries,
+        dependants in their delay. (Mail in flight is the drain's business.)"""
+        engine_busy = self._engine is not None and self._engine.busy
+        return engine_busy or (self._triggers is not None and self._triggers.pending > 0)
+
+    async def settled(self) -> None:
+        """Return once nothing is in progress (see `busy`), checked after every event."""
+        changed = asyncio.Event()
+        subscription = self.bus.subscribe(Event, lambda _: changed.set())
+        try:
+            while self.busy:
+                changed.clear()
+                await changed.wait()
+        finally:
+            subscription.unsubscribe()
+
     def flush_audit(self) -> None:
         """Write the audit lines of the events delivered so far (before reading the log)."""
         if self._audit is not None:
@@ -184,7 +220,8 @@ class Runtime:
         """Start everything, in order. Raises AlreadyRunningError if the state dir is taken."""
         settings = self.config.settings
         prepare_state_dir(settings.state_dir)
-        self._lock.acquire()
+        if self.role.exclusive:
+            self._lock.acquire()
         try:
             await self._start_parts()
         except BaseException:
@@ -215,27 +252,34 @@ class Runtime:
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         self._audit.subscribe(self.bus)
-        self._start_alerts()
+        role = self.role
+        if role.follows_runs:
+            self._start_alerts()
         now = self._clock.now()
-        down_since = await self._history.call(lambda store: store.last_alive(self.node))
-        await self._close_abandoned(now)
+        down_since = None
+        if role.fires_slots:
+            down_since = await self._history.call(lambda store: store.last_alive(self.node))
+            await self._close_abandoned(now)
         add_config_folder_to_path(self.config)
         self._engine = Engine(
             self.config, bus=self.bus, history=self._history, node=self.node,
             output_dir=settings.state_dir / "output", clock=self._clock,
             kill_grace=self._kill_grace,
         )  # fmt: skip
-        self._triggers = DependencyTrigger(self._engine, lambda: self.config, self._clock)
-        self._triggers.subscribe(self.bus)
-        await self._engine.start(down_since=down_since)
+        if role.follows_runs:
+            self._triggers = DependencyTrigger(self._engine, lambda: self.config, self._clock)
+            self._triggers.subscribe(self.bus)
+        await self._engine.start(down_since=down_since, fire=role.fires_slots)
         self.source = ConfigSource(
             path=self.config.path, text=self._text, config=self.config,
             apply=self._apply_config, bus=self.bus, clock=self._clock.now,
         )  # fmt: skip
-        self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
-        self._watcher.start()
-        await self._mark_alive()
-        self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+        if role.watches_config:
+            self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
+            self._watcher.start()
+        if role.fires_slots:
+            await self._mark_alive()
+            self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.state = SchedulerState.RUNNING
         self.bus.publish(
             SchedulerStarted(
@@ -258,8 +302,8 @@ class Runtime:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
-        # Firing stops now: the next start records later slots as MISSED.
-        await self._mark_alive()
+        if self.role.fires_slots:  # firing stops now: the next start records later slots MISSED
+            await self._mark_alive()
         if self._triggers is not None:
             self._triggers.stop()
         await self._engine.drain(grace)
@@ -325,22 +369,6 @@ class Runtime:
             except Exception:
                 log.exception("could not record the heartbeat")
 
-    # --- operations ----------------------------------------------------------------
-
-    async def reload(self, *, actor: str | None = None) -> bool:
-        """Re-read the configuration file and apply it; a bad one changes nothing."""
-        if self.source is None:
-            return False
-        applied = await self.source.reload()
-        self._record("reload", "applied" if applied else "refused: not valid", actor)
-        return applied
-
-    def _record(self, action: str, subject: str, actor: str | None = None) -> None:
-        try:
-            self._actions.write(self._clock.now(), actor or self.actor, action, subject)
-        except OSError:
-            log.exception("could not record the action %s %s", action, subject)
-
     def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
         """Put `config` in force: the schedule, and the mailer if `email:` changed."""
         email_changed = config.email != self.config.email
@@ -354,109 +382,3 @@ class Runtime:
                 self._retired_alerts.append(self._alerts)
             self._alerts = None
             self._start_alerts()
-
-    # --- changes to the configuration (written to the file first) ------------------
-
-    def _source(self) -> ConfigSource:
-        if self.source is None:
-            raise TuischedError("the runtime is not started")
-        return self.source
-
-    async def edit(self, edit: ConfigEdit, *, actor: str | None = None) -> None:
-        """Make `edit` (add, replace or delete a job or a group): file first, then schedule."""
-        definition = edit.definition or {}
-        target, action = edit.target, edit.action
-        if target is EditTarget.JOB and action is EditAction.ADD:
-            await self.add_job(edit.name, definition, actor=actor)
-        elif target is EditTarget.JOB and action is EditAction.REPLACE:
-            await self.replace_job(edit.name, definition, actor=actor)
-        elif target is EditTarget.JOB:
-            await self.delete_job(edit.name, actor=actor)
-        elif action is EditAction.ADD:
-            await self.add_group(edit.name, definition, actor=actor)
-        elif action is EditAction.REPLACE:
-            await self.replace_group(edit.name, definition, actor=actor)
-        else:
-            await self.delete_group(edit.name, actor=actor)
-
-    async def add_job(
-        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
-    ) -> None:
-        """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
-        await self._source().edit(lambda document: document.add_job(name, definition))
-        self._record("add", f"job {name}", actor)
-
-    async def replace_job(
-        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
-    ) -> None:
-        """Replace a job's definition (UnknownJobError if there is none)."""
-        await self._source().edit(lambda document: document.replace_job(name, definition))
-        self._record("edit", f"job {name}", actor)
-
-    async def delete_job(self, name: str, *, actor: str | None = None) -> None:
-        """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
-        await self._source().edit(lambda document: document.delete_job(name))
-        self._record("delete", f"job {name}", actor)
-
-    async def add_group(
-        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
-    ) -> None:
-        """Add a group (JobActionError if the name exists)."""
-        await self._source().edit(lambda document: document.add_group(name, definition))
-        self._record("add", f"group {name}", actor)
-
-    async def replace_group(
-        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
-    ) -> None:
-        """Replace a group's definition (JobActionError if there is none)."""
-        await self._source().edit(lambda document: document.replace_group(name, definition))
-        self._record("edit", f"group {name}", actor)
-
-    async def delete_group(self, name: str, *, actor: str | None = None) -> None:
-        """Delete a group (JobActionError if there is none)."""
-        await self._source().edit(lambda document: document.delete_group(name))
-        self._record("delete", f"group {name}", actor)
-
-    async def undo(self, *, actor: str | None = None) -> None:
-        """Undo the last change (through the API or a reload): file and schedule."""
-        await self._source().undo()
-        self._record("undo", "the last change", actor)
-
-    def run_now(self, job: str, *, key: str | None = None, actor: str | None = None) -> RunRecord:
-        """Queue a manual run of `job`.
-
-        With an idempotency `key`, asking again with the same key returns the
-        run the first request made instead of making another (a double key
-        press, a client retrying after a lost answer).
-        """
-        if key is not None and key in self._manual_runs:
-            return self._manual_runs[key]
-        run = self.engine.run_now(job)
-        if key is not None:
-            self._manual_runs[key] = run
-            while len(self._manual_runs) > IDEMPOTENCY_KEYS:
-                self._manual_runs.popitem(last=False)
-        self._record("run now", f"job {job} (run {run.run_id})", actor)
-        return run
-
-    def stop_run(self, run_id: str, *, kill: bool = False, actor: str | None = None) -> None:
-        """Stop a queued, waiting or running run."""
-        self.engine.stop_run(run_id, kill=kill)
-        self._record("kill" if kill else "stop", f"run {run_id}", actor)
-
-    async def pause_job(self, name: str, *, paused: bool = True, actor: str | None = None) -> None:
-        """Pause (or resume) one job; the pause survives a restart."""
-        await self.engine.set_paused("job", name, paused=paused)
-        self._record("pause" if paused else "resume", f"job {name}", actor)
-
-    async def pause_group(
-        self, name: str, *, paused: bool = True, actor: str | None = None
-    ) -> None:
-        """Pause (or resume) every job of a group; the pause survives a restart."""
-        await self.engine.set_paused("group", name, paused=paused)
-        self._record("pause" if paused else "resume", f"group {name}", actor)
-
-    async def pause_all(self, *, paused: bool = True, actor: str | None = None) -> None:
-        """Pause (or resume) every job; the pause survives a restart."""
-        await self.engine.set_paused("all", "", paused=paused)
-        self._record("pause" if paused else "resume", "every job", actor)

@@ -1,8 +1,9 @@
 """Turn a YAML configuration into a valid `Config`, or a `ConfigError` listing every problem.
 
-Nothing is loaded from a file with a problem: `load_config` either returns a
-whole configuration or raises with all the problems it found, each naming
-the file, the line, the job (or group) and the rule broken.
+Nothing is loaded from a file with a problem: `interpret_config` either
+returns a whole configuration or raises with all the problems it found, each
+naming the file, the line, the job (or group) and the rule broken. What it
+needs from the machine comes through a `ConfigHost`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
@@ -20,7 +21,7 @@ from zoneinfo import ZoneInfo
 from tuisched.domain.config.dependencies import cycle_of, find_cycle
 from tuisched.domain.config.sections import Sections
 from tuisched.domain.config.values import Values, nearest
-from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value, read_yaml, read_yaml_file
+from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value, read_yaml
 from tuisched.domain.errors import ConfigError, CronError, Problem, ScheduleError
 from tuisched.domain.model import (
     After,
@@ -68,42 +69,33 @@ SELF = "self"
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
 
 
-def load_config(
-    path: Path,
-    *,
-    system_timezone: ZoneInfo | None = None,
-    default_state_dir: Path | None = None,
-) -> Config:
-    """Read and validate the configuration at `path`.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigHost:
+    """What reading a configuration needs from the machine it runs on (the runtime's).
 
-    Args:
-        path: the YAML file.
-        system_timezone: the zone used when `settings.timezone` is absent
-            (default: the machine's zone).
-        default_state_dir: used when `settings.state_dir` is absent (default:
-            the platform's user state directory for tuisched).
+    The domain reads no file and no environment itself: the zone and state
+    directory used when the file names none, and the sources of alert
+    templates, come from here (`tuisched.runtime.configfiles` makes the real one).
+    """
+
+    system_timezone: Callable[[], ZoneInfo]
+    """The zone when `settings.timezone` is absent (asked only then)."""
+    default_state_dir: Callable[[], Path]
+    """The state directory when `settings.state_dir` is absent (asked only then)."""
+    read_template: Callable[[Path], str]
+    """The source of an alert template file; raises TemplateError when it cannot."""
+
+
+def interpret_config(text: str, path: Path, host: ConfigHost) -> Config:
+    """Validate `text` as the contents of the configuration file at `path`.
 
     Raises:
         ConfigError: listing every problem found; nothing is returned then.
     """
     path = path.absolute()
     with collector_paused():
-        root, problems, _ = read_yaml_file(path, owner_of)
-        return _interpret(path, root, problems, system_timezone, default_state_dir)
-
-
-def parse_config(
-    text: str,
-    path: Path,
-    *,
-    system_timezone: ZoneInfo | None = None,
-    default_state_dir: Path | None = None,
-) -> Config:
-    """Validate `text` as if it were the contents of `path` (see `load_config`)."""
-    path = path.absolute()
-    with collector_paused():
         root, problems = read_yaml(path, text, owner_of)
-        return _interpret(path, root, problems, system_timezone, default_state_dir)
+        return _interpret(path, root, problems, host)
 
 
 @contextlib.contextmanager
@@ -123,22 +115,16 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _interpret(
-    path: Path,
-    root: Value | None,
-    problems: list[Problem],
-    system_timezone: ZoneInfo | None,
-    default_state_dir: Path | None,
-) -> Config:
+def _interpret(path: Path, root: Value | None, problems: list[Problem], host: ConfigHost) -> Config:
     if root is None:
         raise ConfigError(problems)
-    interpreter = _Interpreter(path, system_timezone, default_state_dir)
+    interpreter = _Interpreter(path, host)
     interpreter.values.problems.extend(problems)
     config = interpreter.config(root)
     if config is None or interpreter.values.problems:
         raise ConfigError(interpreter.values.problems)
     # Every alert template is rendered against a sample run: a typo fails here, not at 3 a.m.
-    rendering = template_problems(config)
+    rendering = template_problems(config, host.read_template)
     if rendering:
         raise ConfigError(rendering)
     return config
@@ -154,12 +140,10 @@ def owner_of(keys: tuple[str, ...]) -> dict[str, str]:
 class _Interpreter:
     """Walks the located YAML and builds the model, recording problems as it goes."""
 
-    def __init__(
-        self, path: Path, system_timezone: ZoneInfo | None, default_state_dir: Path | None
-    ) -> None:
+    def __init__(self, path: Path, host: ConfigHost) -> None:
         self.path = path
         self.values = Values(path, base=path.parent)
-        self.sections = Sections(self.values, system_timezone, default_state_dir)
+        self.sections = Sections(self.values, host)
         self.key_lines: dict[str, dict[str, int]] = {}
         """Line of each key of each job, for problems found across jobs."""
 

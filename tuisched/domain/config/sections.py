@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo
 
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, Value
+from tuisched.domain.errors import TemplateError
 from tuisched.domain.model import (
     AlertEvent,
     AlertRule,
@@ -19,6 +19,9 @@ from tuisched.domain.model import (
     SmtpSettings,
 )
 from tuisched.domain.templates import syntax_problem
+
+if TYPE_CHECKING:
+    from tuisched.domain.config.config import ConfigHost
 
 SETTINGS_KEYS = frozenset(
     {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
@@ -32,34 +35,12 @@ ALERT_KEYS = frozenset({"to", "template"})
 _DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
 
 
-def _system_timezone() -> ZoneInfo:
-    from tzlocal import get_localzone_name  # noqa: PLC0415  (only needed without settings.timezone)
-
-    name = os.environ.get("TZ") or get_localzone_name() or "UTC"
-    try:
-        return ZoneInfo(name.removeprefix(":"))
-    except (ValueError, KeyError):
-        return ZoneInfo("UTC")
-
-
-def _default_state_dir() -> Path:
-    from platformdirs import user_state_path  # noqa: PLC0415  (only needed without state_dir)
-
-    return user_state_path("tuisched")
-
-
 class Sections:
     """Reads the sections that are not jobs or groups, recording problems in `values`."""
 
-    def __init__(
-        self,
-        values: Values,
-        system_timezone: ZoneInfo | None = None,
-        default_state_dir: Path | None = None,
-    ) -> None:
+    def __init__(self, values: Values, host: ConfigHost) -> None:
         self.values = values
-        self.system_timezone = system_timezone
-        self.default_state_dir = default_state_dir
+        self.host = host
 
     # --- settings -------------------------------------------------------------
 
@@ -74,11 +55,9 @@ class Sections:
         v = self.values
         kwargs: dict[str, object] = {
             "timezone": v.opt(fields, "timezone", v.zone, "settings.timezone")
-            or self.system_timezone
-            or _system_timezone(),
+            or self.host.system_timezone(),
             "state_dir": v.opt(fields, "state_dir", v.path, "settings.state_dir")
-            or self.default_state_dir
-            or _default_state_dir(),
+            or self.host.default_state_dir(),
         }
         v.put(kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1))
         v.put(kwargs, fields, "shutdown_grace", v.duration)
@@ -217,10 +196,9 @@ class Sections:
         if path is None:
             return None
         try:
-            source = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = error.strerror if isinstance(error, OSError) else "not UTF-8"
-            self.values.problem(value.line, f"{what}: cannot read template {path}: {reason}")
+            source = self.host.read_template(path)
+        except TemplateError as error:
+            self.values.problem(value.line, f"{what}: {error}")
             return None
         problem = syntax_problem(source)
         if problem is not None:

@@ -234,20 +234,3 @@ def read_yaml(
             "the file holds several YAML documents ('---'); tuisched reads exactly one",
         )
     return documents[0][0], reader.problems
-
-
-def read_yaml_file(file: Path, scope: Scope = _no_scope) -> tuple[Value | None, list[Problem], str]:
-    """Read and compose `file`; also returns its text ("" when unreadable)."""
-    try:
-        raw = file.read_bytes()
-    except OSError as error:
-        problem = Problem(file=file, line=1, message=f"cannot read the file: {error.strerror}")
-        return None, [problem], ""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        problem = Problem(file=file, line=line, message="the file is not valid UTF-8 here")
-        return None, [problem], ""
-    root, problems = read_yaml(file, text, scope)
-    return root, problems, text

@@ -39,7 +39,7 @@ from tuisched.domain.templates.base import (
 )
 from tuisched.domain.templates.checks import template_problems
 from tuisched.domain.templates.context import alert_context, plain_data, sample_context, sample_run
-from tuisched.domain.templates.rendering import read_template, render
+from tuisched.domain.templates.rendering import render
 from tuisched.domain.templates.sandbox import MAX_BUILT, MAX_STEPS, sandbox, syntax_problem
 
 __all__ = [
@@ -53,7 +53,6 @@ __all__ = [
     "TemplateError",
     "alert_context",
     "plain_data",
-    "read_template",
     "render",
     "sample_context",
     "sample_run",

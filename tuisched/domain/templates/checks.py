@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 from tuisched.domain.errors import Problem
 from tuisched.domain.model import (
@@ -22,9 +23,11 @@ from tuisched.domain.templates.context import (
     sample_context,
 )
 from tuisched.domain.templates.rendering import (
-    read_template,
     render,
 )
+
+TemplateReader = Callable[[Path], str]
+"""Reads a template file's source (raises TemplateError when it cannot)."""
 
 # --- checking a configuration ---------------------------------------------------------
 
@@ -41,7 +44,9 @@ def _stand_in(config: Config, name: str, groups: tuple[str, ...]) -> Job:
     )
 
 
-def _rule_problem(job: Job, rule: AlertRule, email: EmailSettings) -> str | None:
+def _rule_problem(
+    job: Job, rule: AlertRule, email: EmailSettings, read_template: TemplateReader
+) -> str | None:
     """Why `rule`'s body template fails for a sample run of `job`, or None."""
     path = rule.template or email.default_template
     if path is None:
@@ -80,17 +85,21 @@ def _rules_problems(
     *,
     line: int,
     owner: Mapping[str, str],
+    read_template: TemplateReader,
 ) -> Iterator[Problem]:
     """A problem for each of `rules` whose template fails for a sample run of `job`."""
     assert config.email is not None  # noqa: S101  (checked by template_problems)
     for rule in rules:
-        message = _rule_problem(job, rule, config.email)
+        message = _rule_problem(job, rule, config.email, read_template)
         if message is not None:
             yield Problem(file=config.path, line=line, message=message, **owner)
 
 
-def template_problems(config: Config) -> list[Problem]:
+def template_problems(config: Config, read_template: TemplateReader) -> list[Problem]:
     """Render every alert template of `config` against a sample run; report what fails.
+
+    Template files are read with `read_template` (the runtime's, which reads
+    only regular files, up to a size).
 
     Checks each job's and each group's alert rules (their template, or
     `email.default_template`) and `email.subject`. Problems are located on
@@ -101,9 +110,15 @@ def template_problems(config: Config) -> list[Problem]:
         return []
     problems = list(_subject_problems(config, config.email))
     for job in config.jobs.values():
-        problems += _rules_problems(config, job, job.alerts, line=job.line, owner={"job": job.name})
+        problems += _rules_problems(
+            config, job, job.alerts, line=job.line, owner={"job": job.name},
+            read_template=read_template,
+        )  # fmt: skip
     for group in config.groups.values():
         member = _member(config, group)
         owner = {"group": group.name}
-        problems += _rules_problems(config, member, group.alerts, line=group.line, owner=owner)
+        problems += _rules_problems(
+            config, member, group.alerts, line=group.line, owner=owner,
+            read_template=read_template,
+        )  # fmt: skip
     return problems

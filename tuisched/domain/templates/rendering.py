@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import functools
-import os
-import stat
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from types import TracebackType
 
 from jinja2 import Template, TemplateSyntaxError
@@ -88,42 +85,3 @@ def render(source: str, context: Mapping[str, object]) -> str:
         raise TemplateError(f"{type(error).__name__}: {error}", line=line) from None
     finally:
         _BUDGET.reset(budget)
-
-
-def _read_capped(path: Path) -> bytes:
-    """At most `MAX_TEMPLATE_BYTES + 1` bytes of the regular file at `path`.
-
-    Opened without blocking (a FIFO must not hang the scheduler); a device, FIFO
-    or directory is refused before anything is read.
-    """
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(descriptor, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            return b""  # the caller refuses: see `read_template`
-        return file.read(MAX_TEMPLATE_BYTES + 1)
-
-
-def read_template(path: Path) -> str:
-    """The source of the template file at `path` (UTF-8).
-
-    Reads at most `MAX_TEMPLATE_BYTES + 1` bytes, and only from a regular file.
-
-    Raises:
-        TemplateError: the file cannot be read, is not a regular file, is
-            larger than `MAX_TEMPLATE_BYTES` or is not UTF-8.
-    """
-    try:
-        regular = path.is_file()
-        data = _read_capped(path) if regular else b""
-    except OSError as error:
-        raise TemplateError(f"cannot read template {path}: {error.strerror}") from None
-    if not regular:
-        raise TemplateError(f"cannot read template {path}: not a regular file")
-    if len(data) > MAX_TEMPLATE_BYTES:
-        raise TemplateError(
-            f"cannot read template {path}: larger than {MAX_TEMPLATE_BYTES // 1024} KiB"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise TemplateError(f"cannot read template {path}: not UTF-8") from None

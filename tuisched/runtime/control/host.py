@@ -7,12 +7,15 @@ the one thing a hosting front end sees of the runtime besides the seam.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.events import Event, RunConcluded
+from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.control.local import LocalControl
-from tuisched.runtime.runtime import Runtime
+from tuisched.runtime.runtime import Runtime, foreground
 
 
 class LocalScheduler:
@@ -25,6 +28,45 @@ class LocalScheduler:
     def from_file(cls, path: Path, *, kill_grace: float = 5.0) -> LocalScheduler:
         """The scheduler of the configuration at `path` (ConfigError if it is not valid)."""
         return cls(Runtime.from_file(path, kill_grace=kill_grace))
+
+    @classmethod
+    def foreground(cls, path: Path, *, fire_events: bool) -> LocalScheduler:
+        """A runtime for `tuisched run`: it fires no slot and runs only what it is asked.
+
+        The same engine, retries, timeouts, history and audit log as the
+        scheduler; alerts and `after` dependants only with `fire_events`. It
+        does not take the state directory: it may run beside the scheduler.
+        """
+        return cls(Runtime.from_file(path, role=foreground(fire_events=fire_events)))
+
+    async def run_job(self, name: str) -> RunRecord:
+        """Run `name` now and return its conclusion (its last attempt), once nothing of
+        what it set off (dependants, their retries) is still in progress.
+
+        Raises:
+            UnknownJobError: no job by that name.
+        """
+        runtime = self._runtime
+        concluded: asyncio.Future[RunRecord] = asyncio.get_running_loop().create_future()
+
+        def hear(event: Event) -> None:
+            if not isinstance(event, RunConcluded) or concluded.done():
+                return
+            if event.run.job == name and event.run.trigger is Trigger.MANUAL:
+                concluded.set_result(event.run)
+
+        subscription = runtime.subscribe(hear)
+        try:
+            runtime.engine.run_now(name)
+            final = await concluded
+            await runtime.settled()
+        finally:
+            subscription.unsubscribe()
+        return final
+
+    def stop_runs(self) -> None:
+        """Stop every run in progress now (an operator's Ctrl-C): recorded as stopped."""
+        self._runtime.engine.stop_all(Result.STOPPED)
 
     @property
     def config_path(self) -> Path:

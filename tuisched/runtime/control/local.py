@@ -12,7 +12,6 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 
-from tuisched.domain.config.config import parse_config
 from tuisched.domain.config.diff import config_diff
 from tuisched.domain.errors import (
     ConfigError,
@@ -42,6 +41,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
+from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
@@ -177,8 +177,8 @@ class LocalQueries:
 
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
         path = self._runtime.config.settings.state_dir / "audit.log"
+        self._runtime.flush_audit()  # the lines of the events delivered so far, written
         if offset is None:
-            self._runtime.flush_audit()
             found, end = await in_thread(Lane.FILES, tail_and_end, path, lines)
         else:
             found, end = await in_thread(Lane.FILES, read_from, path, offset)
@@ -263,33 +263,33 @@ class LocalControl(LocalQueries):
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
         self._engine()
-        return self._runtime.run_now(job, key=key, actor=self.actor)
+        return self._runtime.actions.run_now(job, key=key, actor=self.actor)
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
         self._engine()
-        self._runtime.stop_run(run_id, kill=kill, actor=self.actor)
+        self._runtime.actions.stop_run(run_id, kill=kill, actor=self.actor)
 
     async def set_paused(self, pause: Pause, *, paused: bool) -> None:
         self._engine()
         runtime, actor = self._runtime, self.actor
         if pause.kind is PauseKind.JOB:
-            await runtime.pause_job(pause.name, paused=paused, actor=actor)
+            await runtime.actions.pause_job(pause.name, paused=paused, actor=actor)
         elif pause.kind is PauseKind.GROUP:
-            await runtime.pause_group(pause.name, paused=paused, actor=actor)
+            await runtime.actions.pause_group(pause.name, paused=paused, actor=actor)
         else:
-            await runtime.pause_all(paused=paused, actor=actor)
+            await runtime.actions.pause_all(paused=paused, actor=actor)
 
     async def edit(self, edit: ConfigEdit) -> None:
         self._engine()
-        await self._runtime.edit(edit, actor=self.actor)
+        await self._runtime.actions.edit(edit, actor=self.actor)
 
     async def undo(self) -> None:
         self._engine()
-        await self._runtime.undo(actor=self.actor)
+        await self._runtime.actions.undo(actor=self.actor)
 
     async def reload(self) -> bool:
         self._engine()
-        return await self._runtime.reload(actor=self.actor)
+        return await self._runtime.actions.reload(actor=self.actor)
 
     async def shutdown(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
         await self._runtime.stop(grace=grace, reason=reason)

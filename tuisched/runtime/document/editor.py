@@ -29,7 +29,7 @@ class ConfigDocument:
 
     Comments, blank lines, quotes, key order and indentation are kept
     everywhere the edit did not touch. Nothing here validates: the caller
-    checks the result with `tuisched.domain.config.config.parse_config(doc.text(), path)`
+    checks the result with `tuisched.runtime.configfiles.parse_config(doc.text(), path)`
     before writing it (a deleted job may still be named by another job's
     `after` or `requires`, for example).
     """

@@ -34,10 +34,10 @@ from tuisched.domain.templates import (
     TemplateError,
     alert_context,
     plain_data,
-    read_template,
     render,
 )
 from tuisched.runtime.clock import Clock
+from tuisched.runtime.configfiles import read_template
 from tuisched.runtime.mail import Mailer, build_message
 from tuisched.runtime.threads import Lane, in_thread
 

@@ -1,0 +1,160 @@
+"""What operators do to a running scheduler, each recorded in `state_dir/actions.log`.
+
+Run now, stop, pause and resume, and changes to the configuration file (add,
+replace, delete, undo, reload): every one is recorded with who asked
+(`user@host (console)`) once it succeeded. The control seam calls these with
+its own actor.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from tuisched.domain.errors import TuischedError
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.views import ConfigEdit, EditAction, EditTarget
+from tuisched.runtime.configsource import ConfigSource
+from tuisched.runtime.handlers.actions import ActionLog, who
+
+if TYPE_CHECKING:
+    from tuisched.runtime.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+IDEMPOTENCY_KEYS = 1000
+"""Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
+
+
+class Actions:
+    """The operator's actions on one runtime; `actor` is who they are recorded as by default."""
+
+    def __init__(self, runtime: Runtime, log_file: ActionLog) -> None:
+        self._runtime = runtime
+        self._log = log_file
+        self.actor = who("api")
+        """Who actions are recorded as when the caller names nobody."""
+        self._manual_runs: OrderedDict[str, RunRecord] = OrderedDict()
+        """Manual runs by idempotency key, newest last (a double key press makes one run)."""
+
+    async def reload(self, *, actor: str | None = None) -> bool:
+        """Re-read the configuration file and apply it; a bad one changes nothing."""
+        if self._runtime.source is None:
+            return False
+        applied = await self._runtime.source.reload()
+        self._record("reload", "applied" if applied else "refused: not valid", actor)
+        return applied
+
+    def _record(self, action: str, subject: str, actor: str | None = None) -> None:
+        try:
+            self._log.write(self._runtime.now(), actor or self.actor, action, subject)
+        except OSError:
+            log.exception("could not record the action %s %s", action, subject)
+
+    # --- changes to the configuration (written to the file first) ------------------
+
+    def _source(self) -> ConfigSource:
+        if self._runtime.source is None:
+            raise TuischedError("the runtime is not started")
+        return self._runtime.source
+
+    async def edit(self, edit: ConfigEdit, *, actor: str | None = None) -> None:
+        """Make `edit` (add, replace or delete a job or a group): file first, then schedule."""
+        definition = edit.definition or {}
+        target, action = edit.target, edit.action
+        if target is EditTarget.JOB and action is EditAction.ADD:
+            await self.add_job(edit.name, definition, actor=actor)
+        elif target is EditTarget.JOB and action is EditAction.REPLACE:
+            await self.replace_job(edit.name, definition, actor=actor)
+        elif target is EditTarget.JOB:
+            await self.delete_job(edit.name, actor=actor)
+        elif action is EditAction.ADD:
+            await self.add_group(edit.name, definition, actor=actor)
+        elif action is EditAction.REPLACE:
+            await self.replace_group(edit.name, definition, actor=actor)
+        else:
+            await self.delete_group(edit.name, actor=actor)
+
+    async def add_job(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
+        """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
+        await self._source().edit(lambda document: document.add_job(name, definition))
+        self._record("add", f"job {name}", actor)
+
+    async def replace_job(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
+        """Replace a job's definition (UnknownJobError if there is none)."""
+        await self._source().edit(lambda document: document.replace_job(name, definition))
+        self._record("edit", f"job {name}", actor)
+
+    async def delete_job(self, name: str, *, actor: str | None = None) -> None:
+        """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
+        await self._source().edit(lambda document: document.delete_job(name))
+        self._record("delete", f"job {name}", actor)
+
+    async def add_group(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
+        """Add a group (JobActionError if the name exists)."""
+        await self._source().edit(lambda document: document.add_group(name, definition))
+        self._record("add", f"group {name}", actor)
+
+    async def replace_group(
+        self, name: str, definition: Mapping[str, object], *, actor: str | None = None
+    ) -> None:
+        """Replace a group's definition (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.replace_group(name, definition))
+        self._record("edit", f"group {name}", actor)
+
+    async def delete_group(self, name: str, *, actor: str | None = None) -> None:
+        """Delete a group (JobActionError if there is none)."""
+        await self._source().edit(lambda document: document.delete_group(name))
+        self._record("delete", f"group {name}", actor)
+
+    async def undo(self, *, actor: str | None = None) -> None:
+        """Undo the last change (through the API or a reload): file and schedule."""
+        await self._source().undo()
+        self._record("undo", "the last change", actor)
+
+    def run_now(self, job: str, *, key: str | None = None, actor: str | None = None) -> RunRecord:
+        """Queue a manual run of `job`.
+
+        With an idempotency `key`, asking again with the same key returns the
+        run the first request made instead of making another (a double key
+        press, a client retrying after a lost answer).
+        """
+        if key is not None and key in self._manual_runs:
+            return self._manual_runs[key]
+        run = self._runtime.engine.run_now(job)
+        if key is not None:
+            self._manual_runs[key] = run
+            while len(self._manual_runs) > IDEMPOTENCY_KEYS:
+                self._manual_runs.popitem(last=False)
+        self._record("run now", f"job {job} (run {run.run_id})", actor)
+        return run
+
+    def stop_run(self, run_id: str, *, kill: bool = False, actor: str | None = None) -> None:
+        """Stop a queued, waiting or running run."""
+        self._runtime.engine.stop_run(run_id, kill=kill)
+        self._record("kill" if kill else "stop", f"run {run_id}", actor)
+
+    async def pause_job(self, name: str, *, paused: bool = True, actor: str | None = None) -> None:
+        """Pause (or resume) one job; the pause survives a restart."""
+        await self._runtime.engine.set_paused("job", name, paused=paused)
+        self._record("pause" if paused else "resume", f"job {name}", actor)
+
+    async def pause_group(
+        self, name: str, *, paused: bool = True, actor: str | None = None
+    ) -> None:
+        """Pause (or resume) every job of a group; the pause survives a restart."""
+        await self._runtime.engine.set_paused("group", name, paused=paused)
+        self._record("pause" if paused else "resume", f"group {name}", actor)
+
+    async def pause_all(self, *, paused: bool = True, actor: str | None = None) -> None:
+        """Pause (or resume) every job; the pause survives a restart."""
+        await self._runtime.engine.set_paused("all", "", paused=paused)
+        self._record("pause" if paused else "resume", "every job", actor)
