@@ -1,0 +1,21 @@
+"""The keys a configuration file may hold, and the names it may use."""
+
+from __future__ import annotations
+
+TOP_KEYS = frozenset({"settings", "email", "groups", "jobs"})
+GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
+KIND_KEYS = ("command", "python", "wait_for")
+COMMAND_KEYS = frozenset({"cwd", "env", "success_codes"})
+JOB_KEYS = frozenset(KIND_KEYS) | COMMAND_KEYS | frozenset(
+    {
+        "description", "schedule", "after", "priority", "timeout", "overlap", "retries",
+        "retry_delay", "enabled", "timezone", "grace", "misfire", "requires", "wait_timeout",
+        "recover", "alerts",
+    }
+)  # fmt: skip
+SCHEDULE_KEYS = frozenset({"every", "cron", "at", "start", "stop"})
+AFTER_KEYS = frozenset({"job", "on", "delay"})
+SELF = "self"
+"""In `requires`, the job itself: its own previous slot must have succeeded."""
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
+"""What job and group names are made of."""
