@@ -310,3 +310,23 @@ async def test_offline_reads_what_a_stopped_scheduler_left(tmp_path: Path) -> No
         await offline.run_now("echo")
     with pytest.raises(SchedulerNotRunningError):
         await offline.set_paused(Pause(kind=PauseKind.ALL), paused=True)
+
+
+async def test_a_subscriber_that_comes_back_gets_what_it_missed_once(tmp_path: Path) -> None:
+    async with running(_config(tmp_path)) as (runtime, events):
+        control = LocalControl(runtime, actor=ACTOR)
+        first: list[Event] = []
+        subscription = control.subscribe(first.append)
+        run = await control.run_now("echo")
+        await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
+        runtime.bus.flush()
+        subscription.unsubscribe()  # the client goes away after the first events
+        seen = first[2].seq  # it saw up to here, say
+        await control.run_now("echo")
+        await events.wait_for(RunFinished, lambda e: e.run.job == "echo", count=2)
+        runtime.bus.flush()
+        again: list[Event] = []
+        control.subscribe(again.append, after=seen)
+        numbers = [event.seq for event in again]
+        assert numbers == list(range(seen + 1, runtime.bus.last_seq + 1))  # no gap, no repeat
+        assert all(a.seq > seen for a in again)
