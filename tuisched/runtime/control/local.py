@@ -20,10 +20,10 @@ from tuisched.domain.errors import (
     UnknownRunError,
 )
 from tuisched.domain.events import Event
-from tuisched.domain.model import Config, ManualSchedule
+from tuisched.domain.model import Config
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.schedule.describe import job_status, pause_views, plan_notes
-from tuisched.domain.schedule.slots import next_slot, next_slots
+from tuisched.domain.schedule.describe import job_status, pause_views
+from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
@@ -42,12 +42,11 @@ from tuisched.domain.views import (
     SchedulerStatus,
 )
 from tuisched.runtime.configfiles import parse_config
+from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.waiting import requirements_of
-from tuisched.runtime.execution.output import read_output
-from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -146,24 +145,8 @@ class LocalQueries:
     ) -> OutputChunk:
         run = await self._find_run(run_id)
         running = run.run_id in {r.run_id for r in self._engine().running()}
-        path = self._runtime.config.settings.state_dir / "output" / run.job / f"{run_id}.log"
-        try:
-            lines, start, end = await in_thread(
-                Lane.FILES, read_output, path, offset=offset, limit=limit, growing=running
-            )
-        except FileNotFoundError:
-            lines, start, end = [], 0, 0
-            if not running and run.output_tail:
-                return OutputChunk(
-                    run_id=run_id, job=run.job, source="tail",
-                    lines=tuple(run.output_tail.split("\n")),
-                )  # fmt: skip
-            if not running:
-                return OutputChunk(run_id=run_id, job=run.job, source="none")
-        return OutputChunk(
-            run_id=run_id, job=run.job, lines=tuple(lines), offset=start, next_offset=end,
-            running=running,
-        )  # fmt: skip
+        state_dir = self._runtime.config.settings.state_dir
+        return await output_chunk(state_dir, run, running=running, offset=offset, limit=limit)
 
     async def _find_run(self, run_id: str) -> RunRecord:
         engine = self._engine()
@@ -176,13 +159,9 @@ class LocalQueries:
         return found
 
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
-        path = self._runtime.config.settings.state_dir / "audit.log"
         self._runtime.flush_audit()  # the lines of the events delivered so far, written
-        if offset is None:
-            found, end = await in_thread(Lane.FILES, tail_and_end, path, lines)
-        else:
-            found, end = await in_thread(Lane.FILES, read_from, path, offset)
-        return AuditChunk(lines=tuple(found), next_offset=end)
+        path = self._runtime.config.settings.state_dir / "audit.log"
+        return await audit_chunk(path, offset=offset, lines=lines)
 
     async def config_text(self) -> str:
         source = self._runtime.source
@@ -201,15 +180,10 @@ class LocalQueries:
         return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
-        engine, config = self._engine(), self._runtime.config
-        job, now = config.job(name), after or self._runtime.now()
-        schedule = job.schedule
-        slots: tuple[datetime, ...] = ()
-        if job.after is None and schedule is not None and not isinstance(schedule, ManualSchedule):
-            found = next_slots(schedule, now, count)
-            slots = tuple(slot.astimezone(job.timezone) for slot in found)
-        notes = plan_notes(job, paused=engine.is_paused(job), slots=len(slots))
-        return JobPlan(job=name, slots=slots, notes=notes, waits=self._waits(name, now))
+        engine, job = self._engine(), self._runtime.config.job(name)
+        now = after or self._runtime.now()
+        paused, waits = engine.is_paused(job), self._waits(name, now)
+        return job_plan(job, now=now, count=count, paused=paused, waits=waits)
 
     def _waits(self, name: str, now: datetime) -> tuple[str, ...]:
         """What the job's waiting runs wait for, or what its next slot will need."""

@@ -14,15 +14,14 @@ from typing import TypeVar
 
 from tuisched.domain.errors import SchedulerNotRunningError, UnknownRunError
 from tuisched.domain.events import Event
-from tuisched.domain.model import Config, ManualSchedule
+from tuisched.domain.model import Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import (
     holding_pauses,
     job_status,
     pause_views,
-    plan_notes,
 )
-from tuisched.domain.schedule.slots import next_slot, next_slots
+from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
@@ -37,10 +36,9 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
+from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
-from tuisched.runtime.execution.output import read_output
-from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
 from tuisched.runtime.threads import Lane, in_thread
@@ -129,27 +127,12 @@ class OfflineQueries:
         run = await self._ask(lambda store: store.get(run_id), None)
         if run is None:
             raise UnknownRunError([run_id])
-        path = self._config.settings.state_dir / "output" / run.job / f"{run_id}.log"
-        try:
-            lines, start, end = await in_thread(
-                Lane.FILES, read_output, path, offset=offset, limit=limit
-            )
-        except FileNotFoundError:
-            source, tail = (
-                ("tail", tuple(run.output_tail.split("\n"))) if run.output_tail else ("none", ())
-            )
-            return OutputChunk(run_id=run_id, job=run.job, source=source, lines=tail)
-        return OutputChunk(
-            run_id=run_id, job=run.job, lines=tuple(lines), offset=start, next_offset=end
-        )
+        state_dir = self._config.settings.state_dir
+        return await output_chunk(state_dir, run, running=False, offset=offset, limit=limit)
 
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
         path = self._config.settings.state_dir / "audit.log"
-        if offset is None:
-            found, end = await in_thread(Lane.FILES, tail_and_end, path, lines)
-        else:
-            found, end = await in_thread(Lane.FILES, read_from, path, offset)
-        return AuditChunk(lines=tuple(found), next_offset=end)
+        return await audit_chunk(path, offset=offset, lines=lines)
 
     async def config_text(self) -> str:
         return self._text
@@ -162,16 +145,9 @@ class OfflineQueries:
         return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
-        job, now = self._config.job(name), after or self._clock()
-        pauses = await self._pauses()
-        schedule = job.schedule
-        slots: tuple[datetime, ...] = ()
-        if job.after is None and schedule is not None and not isinstance(schedule, ManualSchedule):
-            found = next_slots(schedule, now, count)
-            slots = tuple(slot.astimezone(job.timezone) for slot in found)
-        paused = bool(holding_pauses(job, pauses))
-        notes = plan_notes(job, paused=paused, slots=len(slots))
-        return JobPlan(job=name, slots=slots, notes=notes)
+        job = self._config.job(name)
+        paused = bool(holding_pauses(job, await self._pauses()))
+        return job_plan(job, now=after or self._clock(), count=count, paused=paused)
 
     async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
         raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
