@@ -53,7 +53,7 @@ def test_history_that_is_a_folder_says_so(tmp_path: Path) -> None:
     status, _, err = run("history", "-c", str(config))
     assert status == 1
     line = _one_clear_line(err)
-    assert line.startswith("tuisched: cannot create the history")
+    assert line.startswith("tuisched: cannot open ")
     assert line.endswith("history.db: Is a directory")
 
 

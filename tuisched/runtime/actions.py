@@ -50,7 +50,7 @@ class Actions:
     def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
             self._log.write(self._runtime.now(), actor or self.actor, action, subject)
-        except OSError:
+        except (OSError, TuischedError):
             log.exception("could not record the action %s %s", action, subject)
 
     # --- changes to the configuration (written to the file first) ------------------

@@ -20,11 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
+from tuisched.domain.errors import TuischedError
 from tuisched.domain.text import plain_text
+from tuisched.runtime.privatefiles import WriteTrouble, open_private, private_folder
 
 __all__ = ["LINE_MAX_CHARS", "OutputCapture", "plain_text"]
 
 _log = logging.getLogger(__name__)
+_TROUBLE = WriteTrouble(_log, "run output files")
 
 LINE_MAX_CHARS = 1000
 """Longest line handed to `on_lines`; longer lines arrive in pieces of this size."""
@@ -124,19 +127,28 @@ class _CappedFile:
         self._full = False
 
     def _open(self) -> BinaryIO:
-        folder = self._path.parent
-        if not folder.is_dir():  # private folders, made only when there is output
-            folder.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            folder.mkdir(mode=0o700, exist_ok=True)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW
-        fd = os.open(self._path, flags, 0o600)
-        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that existed
+        private_folder(self._path.parent)  # private folders, made only when there is output
+        fd = open_private(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         return os.fdopen(fd, "wb")
 
     def write(self, chunk: bytes) -> None:
-        """Append `chunk`, or what still fits under the cap followed by the marker."""
+        """Append `chunk`, or what still fits under the cap followed by the marker.
+
+        When the file cannot be written (a full disk, a link planted in its
+        place) the run goes on: its output is then kept in memory only, and
+        one warning says so for the whole episode.
+        """
         if self._full or not chunk:
             return
+        try:
+            self._append(chunk)
+        except (OSError, TuischedError) as error:
+            self._full = True  # nothing more is tried for this run
+            _TROUBLE.failed(error)
+        else:
+            _TROUBLE.succeeded()
+
+    def _append(self, chunk: bytes) -> None:
         if self._file is None:
             self._file = self._open()
         room = self._cap - self._written
@@ -147,9 +159,12 @@ class _CappedFile:
             self._full = True
 
     def close(self) -> None:
-        """Flush and close the file, if there is one."""
+        """Flush and close the file, if there is one (a failing flush is only reported)."""
         if self._file is not None:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError as error:
+                _TROUBLE.failed(error)
 
 
 class OutputCapture:

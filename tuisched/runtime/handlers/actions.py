@@ -16,6 +16,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.text import plain_text
+from tuisched.runtime.privatefiles import open_private
 
 
 def who(origin: str) -> str:
@@ -40,7 +41,7 @@ class ActionLog:
         fields = [at.astimezone(self.tz).isoformat(timespec="seconds"), actor, action, subject]
         line = " | ".join(plain_text(f).replace("\n", " ").replace("|", "¦") for f in fields)
         with self._lock:
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            descriptor = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
             try:
                 os.write(descriptor, (line + "\n").encode())
             finally:

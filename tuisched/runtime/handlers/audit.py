@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import stat
 import threading
 from pathlib import Path
 from typing import BinaryIO, TextIO
@@ -18,9 +17,9 @@ from zoneinfo import ZoneInfo
 
 from tuisched.domain.audit import audit_line
 from tuisched.domain.bus import EventBus, Subscription
-from tuisched.domain.errors import StateError
 from tuisched.domain.events import RunAbandoned, RunEvent, RunFinished, RunNotStarted, SlotMissed
 from tuisched.domain.runs import RunRecord
+from tuisched.runtime.privatefiles import open_private
 
 log = logging.getLogger(__name__)
 
@@ -30,17 +29,10 @@ _READ_BLOCK = 8192
 
 
 def _open_append(path: Path) -> TextIO:
-    """`path` opened for appending, line-buffered, created 0600 (an existing file of ours too)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        info = os.fstat(fd)
-        if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
-        # An fd, not a path: it was created with our mode, which Path.open cannot do.
-        return open(fd, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: PTH123
-    except BaseException:
-        os.close(fd)
-        raise
+    """`path` opened for appending, line-buffered, private (0600), never through a link."""
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    # An fd, not a path: it was created with our mode, which Path.open cannot do.
+    return open(fd, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: PTH123
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -68,10 +60,7 @@ class AuditLog:
         self.path = path
         self.tz = tz
         self._lock = threading.Lock()
-        try:
-            self._file: TextIO | None = _open_append(path)
-        except OSError as error:
-            raise StateError(f"cannot open the audit log {path}: {error.strerror}") from error
+        self._file: TextIO | None = _open_append(path)
         self._opened = os.fstat(self._file.fileno())
         self._pending: list[str] = []
         """Lines from bus events, written together once per loop turn."""

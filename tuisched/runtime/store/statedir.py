@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 from tuisched.domain.errors import AlreadyRunningError, StateError
+from tuisched.runtime.privatefiles import open_private
 
 # --- the state directory ------------------------------------------------------------
 
@@ -47,15 +48,9 @@ def create_private_file(path: Path) -> None:
     """Make sure `path` exists and is readable by its owner only (0600).
 
     A file created here is 0600 from its first byte; an existing one of ours
-    with a wider mode is narrowed.
+    with a wider mode is narrowed; a link is refused (StateError).
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        info = os.fstat(fd)
-        if info.st_uid == os.geteuid() and stat.S_IMODE(info.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+    os.close(open_private(path, os.O_RDWR | os.O_CREAT))
 
 
 class InstanceLock:
@@ -72,10 +67,7 @@ class InstanceLock:
             AlreadyRunningError: another process holds it (its pid is named).
             StateError: the lock file cannot be opened or written.
         """
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError as error:
-            raise StateError(f"cannot open the lock {self.path}: {error.strerror}") from error
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
