@@ -105,10 +105,11 @@ def test_unknown_job_is_a_clear_error_without_traceback() -> None:
     assert "Traceback" not in err
 
 
-def test_bad_now_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = call(capsys, "next", "heartbeat", "--now", "yesterday", "-c", str(SAMPLE))
-    assert status == 1
-    assert "--now: bad date-time 'yesterday'" in err
+def test_bad_now_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["next", "heartbeat", "--now", "yesterday", "-c", str(SAMPLE)])
+    assert exited.value.code == 2
+    assert "--now: bad date-time 'yesterday'" in capsys.readouterr().err
 
 
 def test_upstream_prints_the_required_slots(capsys: pytest.CaptureFixture[str]) -> None:

@@ -78,11 +78,29 @@ def test_month_names_and_steps(text: str, months: set[int]) -> None:
         ("0,10,20-22 * * * *", {0, 10, 20, 21, 22}),
         ("7-7/4 * * * *", {7}),
         ("*/100 * * * *", {0}),
-        ("? * * * *", set(range(60))),
     ],
 )
 def test_lists_ranges_steps(text: str, minutes: set[int]) -> None:
     assert CronExpr.parse(text).minutes == minutes
+
+
+def test_a_question_mark_means_any_day_and_nothing_else() -> None:
+    """As croniter and Quartz: `?` stands for "no value" in the two day fields only."""
+    assert CronExpr.parse("0 0 ? * MON").weekdays == {1}
+    assert len(CronExpr.parse("0 0 15 * ?").days) == 1
+    for text in ("? * * * *", "0 ? * * *", "0 0 1 ? *", "? 0 0 1 * *"):
+        with pytest.raises(CronError, match=r"'\?' is allowed only in the day-of-month"):
+            CronExpr.parse(text)
+
+
+@pytest.mark.parametrize("digit", ["\u00b9", "\u0663", "\uff11"])
+def test_digits_are_ascii_digits_only(digit: str) -> None:
+    """Superscript, Arabic-Indic and full-width digits are digits to Python (`int` reads
+    some of them): a cron field refuses them all."""
+    with pytest.raises(CronError, match="is not a value"):
+        CronExpr.parse(f"{digit} * * * *")
+    with pytest.raises(CronError, match="is not a number"):
+        CronExpr.parse(f"*/{digit} * * * *")
 
 
 @pytest.mark.parametrize(

@@ -53,12 +53,21 @@ class Problem:
     """The group the problem belongs to, when it belongs to one."""
 
     def __str__(self) -> str:
+        """`FILE:LINE: job 'NAME': message`, always one line: control characters in a
+        name or a message (a newline, a NUL) are shown escaped."""
         where = f"{self.file}:{self.line}"
         if self.job is not None:
-            return f"{where}: job '{self.job}': {self.message}"
+            return one_line(f"{where}: job '{self.job}': {self.message}")
         if self.group is not None:
-            return f"{where}: group '{self.group}': {self.message}"
-        return f"{where}: {self.message}"
+            return one_line(f"{where}: group '{self.group}': {self.message}")
+        return one_line(f"{where}: {self.message}")
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character escaped (`\\n`, `\\x00`): one printable line."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 class ConfigError(TuischedError):

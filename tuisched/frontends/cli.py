@@ -22,7 +22,7 @@ from tuisched import __version__
 from tuisched.domain.config.config import SELF
 from tuisched.domain.config.dependencies import previous_own_slot, required_slot
 from tuisched.domain.config.values import nearest
-from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError
+from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, one_line
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
@@ -43,8 +43,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EX_CONFIG
+    except UsageError as error:
+        parser.error(str(error))  # prints the usage and exits 2
     except TuischedError as error:
-        print(f"tuisched: {error}", file=sys.stderr)
+        print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
         return 1
 
 
@@ -151,13 +153,17 @@ def _find_job(config: Config, name: str) -> Job:
         raise TuischedError(f"{error} in {config.path}{hint}") from None
 
 
+class UsageError(TuischedError):
+    """An option's value does not parse: a usage error (exit 2), as argparse gives."""
+
+
 def _instant(text: str, job: Job, option: str) -> datetime:
     """Parse an ISO 8601 option; a date-time without offset is read in the job's zone."""
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         message = f"{option}: bad date-time '{text}'; write it like 2026-05-07T09:10"
-        raise TuischedError(message) from None
+        raise UsageError(message) from None
     if moment.tzinfo is None:
         return localize(moment, job.timezone)
     return moment

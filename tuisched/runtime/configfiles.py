@@ -10,6 +10,7 @@ without ever blocking on a FIFO or a device.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -66,9 +67,9 @@ def read_config_text(path: Path) -> str:
         ConfigError: the file cannot be read, or is not UTF-8 (the line says where).
     """
     try:
-        raw = path.read_bytes()
+        raw = _read_regular(path)
     except OSError as error:
-        message = f"cannot read the file: {error.strerror}"
+        message = f"cannot read the file: {error.strerror}{_hint(error)}"
         raise ConfigError([Problem(file=path, line=1, message=message)]) from None
     try:
         return raw.decode("utf-8")
@@ -76,6 +77,37 @@ def read_config_text(path: Path) -> str:
         line = raw[: error.start].count(b"\n") + 1
         message = "the file is not valid UTF-8 here"
         raise ConfigError([Problem(file=path, line=line, message=message)]) from None
+
+
+MAX_CONFIG_BYTES = 256 * 1024 * 1024
+"""A configuration larger than this (a runaway generator, /dev/zero) is refused unread."""
+
+
+def _read_regular(path: Path) -> bytes:
+    """The bytes of the regular file at `path`, opened without blocking (a FIFO, a device
+    or a folder is refused before anything is read; so is a file over the size limit)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as file:
+        info = os.fstat(file.fileno())
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a pipe or a device?)")
+        if info.st_size > MAX_CONFIG_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES // 2**20} MiB")
+        return file.read(MAX_CONFIG_BYTES + 1)
+
+
+def _hint(error: OSError) -> str:
+    """What to do about a configuration that cannot be read."""
+    if isinstance(error, FileNotFoundError):
+        return (
+            "; name a configuration with -c PATH or $TUISCHED_CONFIG, or create one "
+            "(sample_config/tuisched.yaml shows every feature)"
+        )
+    if isinstance(error, IsADirectoryError):
+        return "; name the YAML file itself, not its folder"
+    return ""
 
 
 def config_host(

@@ -82,7 +82,9 @@ class JobReader:
         self.values.put(kwargs, fields, "priority", v.integer)
         self.values.put(kwargs, fields, "timeout", v.duration)
         self.values.put(kwargs, fields, "overlap", self.values.enum(Overlap))
-        self.values.put(kwargs, fields, "retries", lambda x, w: v.integer(x, w, minimum=0))
+        self.values.put(
+            kwargs, fields, "retries", lambda x, w: v.integer(x, w, minimum=0, maximum=1000)
+        )
         self.values.put(kwargs, fields, "retry_delay", v.duration)
         self.values.put(kwargs, fields, "enabled", v.boolean)
         self.values.put(kwargs, fields, "grace", v.duration)

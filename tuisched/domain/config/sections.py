@@ -59,7 +59,9 @@ class Sections:
             "state_dir": v.opt(fields, "state_dir", v.path, "settings.state_dir")
             or self.host.default_state_dir(),
         }
-        v.put(kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1))
+        v.put(
+            kwargs, fields, "max_workers", lambda x, w: v.integer(x, w, minimum=1, maximum=10_000)
+        )
         v.put(kwargs, fields, "shutdown_grace", v.duration)
         v.put(kwargs, fields, "history", self._database_url)
         v.put(kwargs, fields, "auto_reload", v.boolean)
@@ -156,7 +158,8 @@ class Sections:
         v = self.values
         v.put(kwargs, fields, "host", v.text, prefix="email.smtp")
         v.put(kwargs, fields, "security", self.values.enum(Security), prefix="email.smtp")
-        v.put(kwargs, fields, "port", lambda x, w: v.integer(x, w, minimum=1), prefix="email.smtp")
+        port = lambda x, w: v.integer(x, w, minimum=1, maximum=65535)  # noqa: E731
+        v.put(kwargs, fields, "port", port, prefix="email.smtp")
         v.put(kwargs, fields, "username_env", v.env_name, prefix="email.smtp")
         v.put(kwargs, fields, "password_env", v.env_name, prefix="email.smtp")
         v.put(kwargs, fields, "password_file", v.path, prefix="email.smtp")

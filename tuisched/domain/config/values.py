@@ -35,6 +35,26 @@ _YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
 _KIND_NAMES = {Scalar: "a single value", Seq: "a list", Map: "a mapping"}
 
 
+MAX_INTEGER = 1_000_000
+"""The largest number a setting takes unless it says otherwise (priorities, retries...)."""
+MAX_ZONE_NAME = 64
+"""No IANA zone name is longer; a longer one is refused before any lookup."""
+FIRST_YEAR = 1900
+LAST_YEAR = 9000
+"""Date-times a configuration may name: far enough for any schedule, and far from the
+edges of what date arithmetic can represent."""
+
+
+def _zone(name: str) -> ZoneInfo | None:
+    """The zone called `name`, or None for a name no zone has (too long for a file, too)."""
+    if len(name) > MAX_ZONE_NAME:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        return None
+
+
 def _kind(value: Value) -> str:
     return _KIND_NAMES[type(value)]
 
@@ -166,8 +186,19 @@ class Values:
         self.problem(scalar.line, f"{what} must be true or false, not '{scalar.text}'{hint}")
         return None
 
-    def integer(self, value: Value, what: str, *, minimum: int | None = None) -> int | None:
-        """A decimal integer; `0755`, `1_000`, `0x1F` and `12:30` are refused."""
+    def integer(
+        self,
+        value: Value,
+        what: str,
+        *,
+        minimum: int | None = None,
+        maximum: int = MAX_INTEGER,
+    ) -> int | None:
+        """A decimal integer; `0755`, `1_000`, `0x1F` and `12:30` are refused.
+
+        Numbers beyond `maximum` (and below `-maximum` without a `minimum`) are
+        refused too: no setting means anything there.
+        """
         scalar = self.scalar(value, what)
         if scalar is None:
             return None
@@ -179,9 +210,13 @@ class Values:
                 hint = " (YAML 1.1 reads 12:30 as the number 750)"
             self.problem(scalar.line, f"{what} must be a whole number, not '{scalar.text}'{hint}")
             return None
-        number = int(scalar.text)
-        if minimum is not None and number < minimum:
+        number = int(scalar.text) if len(scalar.text) <= 20 else maximum + 1
+        low = -maximum if minimum is None else minimum
+        if number < low and minimum is not None:
             self.problem(scalar.line, f"{what} must be at least {minimum}, not {number}")
+            return None
+        if not low <= number <= maximum:
+            self.problem(scalar.line, f"{what} must be from {low} to {maximum}, not {scalar.text}")
             return None
         return number
 
@@ -212,12 +247,12 @@ class Values:
         name = self.text(value, what)
         if name is None:
             return None
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
+        found = _zone(name)
+        if found is None:
+            shown = name if len(name) <= MAX_ZONE_NAME else name[:MAX_ZONE_NAME] + "…"
             near = nearest(name, frozenset(available_timezones()))
-            self.problem(value.line, f"{what}: unknown time zone '{name}'{near}")
-            return None
+            self.problem(value.line, f"{what}: unknown time zone '{shown}'{near}")
+        return found
 
     def local_datetime(self, value: Value, what: str) -> datetime | None:
         """An ISO 8601 date-time, bare or quoted; naive when written without offset."""
@@ -225,13 +260,20 @@ class Values:
         if scalar is None:
             return None
         try:
-            return datetime.fromisoformat(scalar.text.strip())
+            moment = datetime.fromisoformat(scalar.text.strip())
         except ValueError:
             self.problem(
                 scalar.line,
                 f"{what}: bad date-time '{scalar.text}'; write it like 2026-05-04T02:30",
             )
             return None
+        if not FIRST_YEAR <= moment.year <= LAST_YEAR:
+            self.problem(
+                scalar.line,
+                f"{what}: {scalar.text} is out of range (years {FIRST_YEAR} to {LAST_YEAR})",
+            )
+            return None
+        return moment
 
     def address(self, text: str, line: int, what: str) -> str | None:
         """An e-mail address, optionally with a display name (`Ops <ops@example.org>`)."""

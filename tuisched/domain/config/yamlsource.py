@@ -32,6 +32,8 @@ _ALLOWED_TAGS = frozenset(
     for name in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map", "merge")
 )
 _MERGE_KEY = "<<"
+MAX_DEPTH = 64
+"""Nesting a configuration may reach; deeper is refused (and never recursed into)."""
 # libyaml's parser is several times faster on large files and gives the same events.
 _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -107,6 +109,8 @@ class _Reader:
     anchors: dict[str, Value] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
     """The keys leading to the value being read."""
+    depth: int = 0
+    """Lists and mappings open around the value being read."""
 
     def problem(self, line: int, message: str) -> None:
         owner = self.scope(tuple(self.keys))
@@ -152,21 +156,44 @@ class _Reader:
         return value
 
     def _sequence(self, line: int) -> Seq:
+        if self._too_deep(line):
+            return Seq(items=(), line=line)
         items = []
+        self.depth += 1
         for event in self.events:
             if isinstance(event, SequenceEndEvent):
                 break
             items.append(self.value(event))
+        self.depth -= 1
         return Seq(items=tuple(items), line=line)
 
     def _mapping(self, line: int) -> Map:
+        if self._too_deep(line):
+            return Map(entries={}, line=line)
         entries: dict[str, Entry] = {}
         merged: dict[str, Entry] = {}
+        self.depth += 1
         for key_event in self.events:
             if isinstance(key_event, MappingEndEvent):
                 break
             self._entry(key_event, entries, merged)
+        self.depth -= 1
         return Map(entries={**merged, **entries}, line=line)
+
+    def _too_deep(self, line: int) -> bool:
+        """At MAX_DEPTH: say so, and skip the collection's events without recursing."""
+        if self.depth < MAX_DEPTH:
+            return False
+        self.problem(line, f"the YAML is nested too deeply here (more than {MAX_DEPTH} levels)")
+        open_ = 1
+        for event in self.events:
+            if isinstance(event, SequenceStartEvent | MappingStartEvent):
+                open_ += 1
+            elif isinstance(event, SequenceEndEvent | MappingEndEvent):
+                open_ -= 1
+                if not open_:
+                    break
+        return True
 
     def _entry(self, key_event: Event, entries: dict[str, Entry], merged: dict[str, Entry]) -> None:
         key_line = _line(key_event)

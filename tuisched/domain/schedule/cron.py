@@ -131,6 +131,13 @@ class CronExpr:
     @classmethod
     def _from_fields(cls, text: str, parts: list[str], *, has_seconds: bool) -> CronExpr:
         sec, minute, hour, dom, month, dow = parts
+        fields = zip((sec, minute, hour, month), (_SECOND, _MINUTE, _HOUR, _MONTH), strict=True)
+        for part, spec in fields:
+            if "?" in part:  # as croniter and Quartz: '?' means "no value" for days only
+                raise CronError(
+                    f"cron: {spec.name} field '{part}': '?' is allowed only in the "
+                    "day-of-month and day-of-week fields"
+                )
         free = [p.startswith(("*", "?")) for p in parts]
         return cls(
             text=text,
@@ -344,8 +351,13 @@ def _parse_item(item: str, text: str, spec: _Field) -> range:
     return range(low, high + 1, step)
 
 
+def _digits(text: str) -> bool:
+    """Whether `text` is ASCII digits only (`¹` and `٣` are digits to `str.isdigit`)."""
+    return text.isascii() and text.isdigit()
+
+
 def _parse_step(step_text: str, text: str, spec: _Field) -> int:
-    if not step_text.isdigit():
+    if not _digits(step_text):
         raise CronError(f"cron: {spec.name} field '{text}': step '{step_text}' is not a number")
     step = int(step_text)
     if step == 0:
@@ -357,7 +369,7 @@ def _parse_value(value: str, text: str, spec: _Field) -> int:
     upper = value.upper()
     if upper in spec.names:
         return spec.names.index(upper) + spec.name_base
-    if not value.isdigit():
+    if not _digits(value):
         hint = " (L, W and # are not supported)" if any(c in value for c in "LW#") else ""
         raise CronError(f"cron: {spec.name} field '{text}': '{value}' is not a value{hint}")
     number = int(value)

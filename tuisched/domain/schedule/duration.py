@@ -6,6 +6,8 @@ import re
 from datetime import timedelta
 
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+MAX_SECONDS = 100 * 366 * 86400
+"""No duration means anything beyond a century (and date arithmetic has its limits)."""
 _PART = re.compile(r"(\d+)([wdhms])")
 _WHOLE = re.compile(r"(?:\d+[wdhms])+")
 
@@ -29,6 +31,8 @@ def parse_duration(text: str) -> timedelta:
             raise ValueError(f"bad duration '{text}': units must go from largest to smallest")
         seen.append(unit)
         total += int(amount) * _UNITS[unit]
+    if total > MAX_SECONDS:
+        raise ValueError(f"bad duration '{text}': longer than 100 years")
     return timedelta(seconds=total)
 
 

@@ -42,6 +42,7 @@ from tuisched.domain.model import (
     Schedule,
     Unit,
 )
+from tuisched.domain.schedule.duration import parse_duration
 
 __all__ = [
     "describe",
@@ -419,17 +420,25 @@ def _clock(moment: datetime) -> str:
 
 
 def parse_every(text: str) -> tuple[int, Unit]:
-    """Read `"<n> <unit>"`: a positive whole step and a unit (plurals accepted).
+    """Read `"<n> <unit>"` (plurals accepted) or a compact duration (`5s`, `1h30m`, `1d`).
+
+    A compact duration of whole days or weeks alone is a calendar step (`1d` is
+    `1 day`); any other is an exact step in the largest of hours, minutes or
+    seconds it divides into (`1h30m` is `90 minutes`).
 
     Raises:
-        ScheduleError: the text is not `<n> <unit>`, the step is not a positive
-            whole number, or the unit is unknown (the message lists the units).
+        ScheduleError: the text is neither form, the step is not a positive
+            whole number or is longer than a century, or the unit is unknown
+            (the message lists the units).
     """
+    compact = _compact_every(text)
+    if compact is not None:
+        return compact
     found = _EVERY_RE.fullmatch(text)
     if found is None:
-        raise ScheduleError(f"every: expected '<n> <unit>' such as '2 hours', got '{text}'")
+        raise ScheduleError(f"every: expected '<n> <unit>' such as '2 hours' (or 2h), got '{text}'")
     step_text, unit_text = found["step"], found["unit"].lower()
-    if not step_text.isdigit() or int(step_text) == 0:
+    if not (step_text.isascii() and step_text.isdigit()) or int(step_text) == 0:
         raise ScheduleError(f"every: step must be a positive whole number, got '{step_text}'")
     unit_name = unit_text.removesuffix("s")
     if unit_name not in Unit.__members__.values():
@@ -437,4 +446,35 @@ def parse_every(text: str) -> tuple[int, Unit]:
         raise ScheduleError(
             f"every: unknown unit '{unit_text}' (use one of: {units}; plurals work)"
         )
-    return int(step_text), Unit(unit_name)
+    step, unit = int(step_text), Unit(unit_name)
+    if step > _MAX_STEPS[unit]:
+        raise ScheduleError(f"every: '{text}' is longer than a century")
+    return step, unit
+
+
+_MAX_STEPS = {
+    Unit.SECOND: 100 * 366 * 86400, Unit.MINUTE: 100 * 366 * 1440, Unit.HOUR: 100 * 366 * 24,
+    Unit.DAY: 100 * 366, Unit.WEEK: 100 * 53, Unit.MONTH: 1200, Unit.YEAR: 100,
+}  # fmt: skip
+"""The longest step of each unit: a century."""
+_COMPACT_EVERY = re.compile(r"(?:\d+[wdhms])+")
+
+
+def _compact_every(text: str) -> tuple[int, Unit] | None:
+    """`5s`, `1h30m`, `1d`, `2w` as a step and a unit; None when `text` is not that form."""
+    compact = text.strip().replace(" ", "")
+    if not _COMPACT_EVERY.fullmatch(compact):
+        return None
+    try:
+        seconds = int(parse_duration(compact).total_seconds())
+    except ValueError as error:
+        raise ScheduleError(f"every: {error}") from None
+    if not seconds:
+        raise ScheduleError(f"every: step must be longer than 0s, got '{text}'")
+    if compact[-1] in "dw" and compact.count(compact[-1]) == 1 and compact[:-1].isdigit():
+        unit = Unit.DAY if compact[-1] == "d" else Unit.WEEK
+        return int(compact[:-1]), unit
+    for unit, size in ((Unit.HOUR, 3600), (Unit.MINUTE, 60)):
+        if seconds % size == 0:
+            return seconds // size, unit
+    return seconds, Unit.SECOND
