@@ -203,7 +203,7 @@ async def test_an_offline_edit_is_pending_until_reloaded(tmp_path: Path) -> None
         assert not (await control.pending_edit()).present
         path.write_text(path.read_text().replace("every: 1 hour", "every: 2 hours"))
         assert runtime.source is not None
-        runtime.source.on_disk_text(path.read_text())  # what the watcher does on a save
+        await runtime.source.look()  # what the watcher does on a save
         pending = await control.pending_edit()
         assert pending.present
         assert pending.valid
@@ -212,7 +212,7 @@ async def test_an_offline_edit_is_pending_until_reloaded(tmp_path: Path) -> None
         assert await control.reload()
         assert not (await control.pending_edit()).present
         path.write_text("jobs: [")
-        runtime.source.on_disk_text(path.read_text())
+        await runtime.source.look()
         broken = await control.pending_edit()
         assert broken.present
         assert not broken.valid

@@ -133,6 +133,11 @@ class SchedulerStatus:
     can_undo: bool = False
     last_seq: int = 0
     """The sequence number of the newest event published so far."""
+    loop_lag: float = 0.0
+    """How long the event loop was blocked in its latest episode, if that was within the
+    last minute (seconds; 0 otherwise)."""
+    lag_episodes: int = 0
+    """Times the event loop was blocked for over 250 ms since the scheduler started."""
 
     @property
     def all_paused(self) -> bool:

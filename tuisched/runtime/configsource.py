@@ -67,39 +67,59 @@ class ConfigSource:
 
     # --- the file changed on disk -------------------------------------------------
 
-    def on_disk_text(self, text: str) -> None:
-        """The watcher read the file: note an offline edit, or nothing if it is ours."""
+    async def look(self) -> None:
+        """Read the file (off the loop): note an offline edit, or nothing if it is ours.
+
+        A file that cannot be read now (deleted, caught between an editor's
+        unlink and rename) is noted only if it is there and refused (a FIFO, a
+        device, too large): the next save tells the rest.
+        """
+        try:
+            text = await in_thread(Lane.CONFIG, read_config_text, self.path)
+        except ConfigError as error:
+            if self.path.exists():
+                self.pending = ""
+                self._publish_change(None, error.problems)
+            return
+        await self.on_disk_text(text)
+
+    async def on_disk_text(self, text: str) -> None:
+        """The file says `text` now: an offline edit unless it is what is in force."""
         if text == self.text:
             self.pending = None
             return
         self.pending = text
+        config, now = self.config, self.clock()
         try:
-            candidate = parse_config(text, self.path)
+            diff = await in_thread(Lane.CONFIG, _diff_of, text, self.path, config, now)
         except ConfigError as error:
-            event = ConfigChangedOnDisk(
-                at=self.clock(), path=self.path, diff=None, problems=error.problems
-            )
-        else:
-            diff = config_diff(self.config, candidate, self.clock())
-            event = ConfigChangedOnDisk(at=self.clock(), path=self.path, diff=diff)
-        self.bus.publish(event)
-        if self.config.settings.auto_reload and not event.problems:
-            asyncio.get_running_loop().create_task(self.reload())
+            self._publish_change(None, error.problems)
+            return
+        self._publish_change(diff, ())
+        if self.config.settings.auto_reload:
+            await self.reload()
+
+    def _publish_change(self, diff: ConfigDiff | None, problems: tuple[Problem, ...]) -> None:
+        self.bus.publish(
+            ConfigChangedOnDisk(at=self.clock(), path=self.path, diff=diff, problems=problems)
+        )
 
     async def reload(self) -> bool:
         """Apply what the file says now. A file that does not validate changes nothing."""
         async with self._lock:
             try:
-                text = await in_thread(Lane.CONFIG, self.path.read_text, encoding="utf-8")
-                config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
-            except (OSError, UnicodeDecodeError) as error:
-                self._reject(ConfigError([]), reason=str(error))
-                return False
+                text = await in_thread(Lane.CONFIG, read_config_text, self.path)
+                config, diff = await self._checked(text)
             except ConfigError as error:
                 self._reject(error)
                 return False
-            self._swap(text, config, "reload", remember=True)
+            self._swap(text, config, diff, "reload", remember=True)
             return True
+
+    async def _checked(self, text: str) -> tuple[Config, ConfigDiff]:
+        """The configuration `text` gives, and what it changes (off the loop: it takes a while
+        on a big file). Raises ConfigError."""
+        return await in_thread(Lane.CONFIG, _parsed, text, self.path, self.config, self.clock())
 
     def _reject(self, error: ConfigError, *, reason: str = "") -> None:
         problems = error.problems or (Problem(file=self.path, line=1, message=reason),)
@@ -117,14 +137,10 @@ class ConfigSource:
         """
         async with self._lock:
             await self._refuse_if_edited_on_disk()
-            document = ConfigDocument(self.text, self.path)
-            change(document)
-            text = document.text()
-            config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
-            await in_thread(
-                Lane.CONFIG, atomic_write, self.path, text, backup=backup_path(self.path)
-            )
-            self._swap(text, config, "edit", remember=True)
+            text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
+            config, diff = await self._checked(text)
+            await self._write(text)
+            self._swap(text, config, diff, "edit", remember=True)
             return config
 
     def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
@@ -149,12 +165,10 @@ class ConfigSource:
                 raise JobActionError("there is no change to undo")
             await self._refuse_if_edited_on_disk()
             text = self._undo[-1]
-            config = await in_thread(Lane.CONFIG, parse_config, text, self.path)
-            await in_thread(
-                Lane.CONFIG, atomic_write, self.path, text, backup=backup_path(self.path)
-            )
+            config, diff = await self._checked(text)
+            await self._write(text)
             self._undo.pop()
-            self._swap(text, config, "undo", remember=False)
+            self._swap(text, config, diff, "undo", remember=False)
             return config
 
     async def _write(self, text: str) -> None:
@@ -163,8 +177,8 @@ class ConfigSource:
 
     async def _refuse_if_edited_on_disk(self) -> None:
         try:
-            on_disk = await in_thread(Lane.CONFIG, self.path.read_text, encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            on_disk = await in_thread(Lane.CONFIG, read_config_text, self.path)
+        except ConfigError:
             on_disk = ""
         if on_disk != self.text:
             raise JobActionError(
@@ -173,10 +187,11 @@ class ConfigSource:
                 "by hand is overwritten"
             )
 
-    def _swap(self, text: str, config: Config, origin: str, *, remember: bool) -> None:
+    def _swap(
+        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool
+    ) -> None:
         if remember:
             self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
-        diff = config_diff(self.config, config, self.clock())
         self.text, self.config, self.pending = text, config, None
         self.apply(config, diff, origin)
         self.bus.publish(
@@ -185,3 +200,21 @@ class ConfigSource:
                 groups=len(config.groups), origin=origin, diff=diff,
             )
         )  # fmt: skip
+
+
+def _parsed(text: str, path: Path, live: Config, now: datetime) -> tuple[Config, ConfigDiff]:
+    """`text` validated as the file at `path`, and what it changes from `live` (blocking)."""
+    config = parse_config(text, path)
+    return config, config_diff(live, config, now)
+
+
+def _diff_of(text: str, path: Path, live: Config, now: datetime) -> ConfigDiff:
+    """What `text` would change from `live` (blocking; ConfigError if it does not validate)."""
+    return _parsed(text, path, live, now)[1]
+
+
+def _edited(text: str, path: Path, change: Callable[[ConfigDocument], None]) -> str:
+    """`text` with `change` made to it, comments kept (blocking: a big file takes a while)."""
+    document = ConfigDocument(text, path)
+    change(document)
+    return document.text()

@@ -49,6 +49,7 @@ from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.watch import ConfigWatcher
+from tuisched.runtime.watchdog import LoopWatchdog
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,8 @@ class Runtime:
         self.bus = bus or EventBus()
         self.source: ConfigSource | None = None
         self._watcher: ConfigWatcher | None = None
+        self.watchdog = LoopWatchdog()
+        """Notices a blocked event loop and says what blocked it."""
         self.latest = LatestRuns()
         """Each job's newest finished run and each running run's last line, for front ends."""
         self.state = SchedulerState.STARTING
@@ -241,10 +244,12 @@ class Runtime:
             self._audit.close()
             self._audit = None
         self._lock.release()
+        self.watchdog.stop()
 
     async def _start_parts(self) -> None:
         settings = self.config.settings
         install_child_watcher()
+        self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
         self.latest.subscribe(self.bus)
         self._history = AsyncHistory(open_history(self.config))
@@ -275,7 +280,7 @@ class Runtime:
             apply=self._apply_config, bus=self.bus, clock=self._clock.now,
         )  # fmt: skip
         if role.watches_config:
-            self._watcher = ConfigWatcher(self.config.path, self.source.on_disk_text)
+            self._watcher = ConfigWatcher(self.config.path, self.source.look)
             self._watcher.start()
         if role.fires_slots:
             await self._mark_alive()
@@ -314,6 +319,7 @@ class Runtime:
         if self._audit is not None:
             self._audit.close()
         self._lock.release()
+        self.watchdog.stop()
         self._engine = None
         self.state = SchedulerState.STOPPED
 

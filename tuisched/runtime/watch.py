@@ -2,9 +2,10 @@
 
 Editors and atomic writers save by renaming a new file over the old one, so
 the folder is watched and events are filtered by the file's name; a burst of
-events (write, rename, chmod) is debounced into one look at the file. What
-the file now says is handed on; whether it is an offline edit (and not our
-own write) is decided by its content, never by timing.
+events (write, rename, chmod) is debounced into one look at the file, which
+the configuration source takes (reading off the loop, regular files only);
+whether it is an offline edit (and not our own write) is decided by its
+content, never by timing.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from watchfiles import Change, awatch
@@ -24,11 +25,11 @@ DEBOUNCE_MS = 300
 
 
 class ConfigWatcher:
-    """Calls `on_text(text)` (on the loop) whenever the file may have changed."""
+    """Awaits `on_change()` (on the loop) whenever the file may have changed; it reads it."""
 
-    def __init__(self, path: Path, on_text: Callable[[str], None]) -> None:
+    def __init__(self, path: Path, on_change: Callable[[], Awaitable[None]]) -> None:
         self.path = path.resolve()
-        self._on_text = on_text
+        self._on_change = on_change
         self._stop: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -57,15 +58,6 @@ class ConfigWatcher:
                 stop_event=stop,
                 recursive=False,
             ):
-                self._look()
+                await self._on_change()
         except Exception:  # the scheduler goes on without noticing offline edits
             log.exception("watching %s failed; offline edits will not be noticed", self.path)
-
-    def _look(self) -> None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            # Deleted, or caught between an editor's unlink and rename: the next event tells.
-            log.info("configuration %s is unreadable for now: %s", self.path, error)
-            return
-        self._on_text(text)

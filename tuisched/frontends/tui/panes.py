@@ -57,8 +57,14 @@ class LivePanes:
         self._pending: list[Event] = []
         self._subscription: Subscription | None = None
         self._busy = asyncio.Lock()
+        self._held = False
+        """While the terminal belongs to another program ($EDITOR), nothing is drawn."""
         self.sort = 0
         """Index into SORTS."""
+
+    def hold(self, held: bool) -> None:
+        """Stop drawing (the terminal is lent to another program), or draw again."""
+        self._held = held
 
     @property
     def _shown(self) -> bool:
@@ -67,7 +73,7 @@ class LivePanes:
         Textual closes the screens before the app stops the scheduler; a
         refresh that was waiting for an answer then finds no widgets.
         """
-        return self._screen.is_attached and self._screen.app.is_running
+        return not self._held and self._screen.is_attached and self._screen.app.is_running
 
     def on_event(self, event: Event) -> None:
         """The one place events are heard: queue them for `refresh`."""
@@ -205,6 +211,7 @@ class LivePanes:
             f"  {word}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
             f"jobs {status.jobs}  run {status.running}  "
             f"failed/24h {self._state.failures_within(now)}"
+            + (f"  LAG {status.loop_lag:.1f}s" if status.loop_lag else "")
             + ("  read-only" if self._read_only else "")
         )
         room = max(8, self._screen.size.width - len(facts) - 1)

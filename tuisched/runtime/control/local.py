@@ -70,6 +70,7 @@ class LocalQueries:
         runtime = self._runtime
         config, state = runtime.config, runtime.state
         engine = runtime.engine if state in _LIVE else None
+        lag = runtime.watchdog.report()
         source = runtime.source
         return SchedulerStatus(
             config_path=config.path,
@@ -84,7 +85,9 @@ class LocalQueries:
             pauses=pause_views(engine.pauses) if engine else (),
             offline_edit=source is not None and source.pending is not None,
             can_undo=source is not None and source.can_undo,
-            last_seq=getattr(runtime.bus, "last_seq", 0),
+            last_seq=runtime.bus.last_seq,
+            loop_lag=lag.recent,
+            lag_episodes=lag.episodes,
         )
 
     async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:

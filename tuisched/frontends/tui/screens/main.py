@@ -6,9 +6,10 @@ then the control seam). The panes are kept in step by `LivePanes`.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shlex
-import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
@@ -178,13 +179,32 @@ class MainScreen(Screen[None]):
         self.host.operator.reload()
 
     def action_edit_file(self) -> None:
-        """Edit the YAML in $EDITOR; the change shows as an offline edit (R to reload)."""
+        """Edit the YAML in $EDITOR; the change shows as an offline edit (R to reload).
+
+        The scheduler keeps firing while the editor runs: the editor is a child
+        process awaited on the loop, never a blocking call.
+        """
         status = self.host.state.status
-        if status is None:
+        if status is not None:
+            self.run_worker(self._edit_file(status.config_path), group="editor", exclusive=True)
+
+    async def _edit_file(self, path: Path) -> None:
+        command = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        try:
+            editor = shlex.split(command)
+        except ValueError as error:
+            self.notify(f"cannot read $EDITOR '{command}': {error}", severity="error", markup=False)
             return
-        editor = shlex.split(os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi")
-        with self.app.suspend():
-            subprocess.run([*editor, str(status.config_path)], check=False)  # noqa: S603
+        self.panes.hold(True)  # no repaints over the editor's screen
+        try:
+            with self.app.suspend():
+                status = await _run_editor([*editor, str(path)])
+        finally:
+            self.panes.hold(False)
+        if status is None:
+            self.notify(f"cannot start the editor '{editor[0]}'", severity="error", markup=False)
+        elif status:
+            self.notify(f"the editor exited with status {status}", severity="warning", markup=False)
 
     def action_dismiss_banner(self) -> None:
         self.query_one(Banner).hide()
@@ -239,3 +259,12 @@ class MainScreen(Screen[None]):
     def _job_chosen(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value is not None:
             self.host.show_job(event.row_key.value)
+
+
+async def _run_editor(argv: list[str]) -> int | None:
+    """Run the editor on the terminal and wait for it on the loop; None if it cannot start."""
+    try:
+        process = await asyncio.create_subprocess_exec(*argv)
+    except OSError:
+        return None
+    return await process.wait()
