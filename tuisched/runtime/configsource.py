@@ -13,7 +13,7 @@ ever overwritten. The last applied change can be undone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -44,7 +44,7 @@ class ConfigSource:
     text: str
     """The file's content as last loaded or written by us."""
     config: Config
-    apply: Callable[[Config, ConfigDiff, str], None]
+    apply: Callable[[Config, ConfigDiff, str], Awaitable[None]]
     """Puts a new configuration in force (the schedule); called after the file is written."""
     bus: EventBus
     clock: Callable[[], datetime]
@@ -113,7 +113,7 @@ class ConfigSource:
             except ConfigError as error:
                 self._reject(error)
                 return False
-            self._swap(text, config, diff, "reload", remember=True)
+            await self._swap(text, config, diff, "reload", remember=True)
             return True
 
     async def _checked(self, text: str) -> tuple[Config, ConfigDiff]:
@@ -140,7 +140,7 @@ class ConfigSource:
             text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
             config, diff = await self._checked(text)
             await self._write(text)
-            self._swap(text, config, diff, "edit", remember=True)
+            await self._swap(text, config, diff, "edit", remember=True)
             return config
 
     def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
@@ -168,7 +168,7 @@ class ConfigSource:
             config, diff = await self._checked(text)
             await self._write(text)
             self._undo.pop()
-            self._swap(text, config, diff, "undo", remember=False)
+            await self._swap(text, config, diff, "undo", remember=False)
             return config
 
     async def _write(self, text: str) -> None:
@@ -187,13 +187,13 @@ class ConfigSource:
                 "by hand is overwritten"
             )
 
-    def _swap(
+    async def _swap(
         self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool
     ) -> None:
         if remember:
             self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
         self.text, self.config, self.pending = text, config, None
-        self.apply(config, diff, origin)
+        await self.apply(config, diff, origin)
         self.bus.publish(
             ConfigLoaded(
                 at=self.clock(), path=self.path, jobs=len(config.jobs),

@@ -375,12 +375,12 @@ class Runtime:
             except Exception:
                 log.exception("could not record the heartbeat")
 
-    def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
+    async def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
         """Put `config` in force: the schedule, and the mailer if `email:` changed."""
         email_changed = config.email != self.config.email
         self.config = config
         if self._engine is not None:
-            self._engine.apply(config)
+            await self._engine.apply(config)
         if email_changed:
             for subscription in self._alert_subscriptions:
                 subscription.unsubscribe()  # its mails in flight go on, drained at stop

@@ -30,7 +30,7 @@ from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_i
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.engine.catchup import record_missed
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
-from tuisched.runtime.engine.firing import SlotFiring
+from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.pauses import Pause, Pauses
 from tuisched.runtime.engine.retries import Retries
@@ -120,7 +120,7 @@ class Engine:
             )  # fmt: skip
         # Slots after `now` fire; those up to `now` were just recorded as missed.
         jobs = [(job, self._pauses.holds(job)) for job in self.config.jobs.values()]
-        self._firing.start(jobs, now)
+        await self._firing.start(jobs, now)
 
     async def _take_back_waiting(self) -> None:
         """WAITING runs of a previous instance go on waiting (R9 survives a restart)."""
@@ -190,15 +190,21 @@ class Engine:
 
     # --- configuration ----------------------------------------------------------
 
-    def apply(self, config: Config) -> None:
-        """Schedule `config` instead of the current one. Runs in progress go on."""
+    async def apply(self, config: Config) -> None:
+        """Schedule `config` instead of the current one. Runs in progress go on.
+
+        A few hundred jobs are looked at per loop iteration, so a reload that
+        changes 40,000 jobs never stalls the loop.
+        """
         old = self.config
         self.config = config
         now = self._clock.now()
         for name in old.jobs.keys() - config.jobs.keys():
             self._firing.unload(name)
             self._cancel_job("its job was deleted", name)
-        for name, job in config.jobs.items():
+        for count, (name, job) in enumerate(config.jobs.items(), start=1):
+            if count % LOADS_PER_STEP == 0:
+                await asyncio.sleep(0)
             if old.jobs.get(name) != job:
                 self._firing.unload(name)
                 self._firing.load(job, now, paused=self._pauses.holds(job))
