@@ -434,7 +434,7 @@ async def test_wrong_password_stays_out_of_events_and_logs(
             await live.failed_and_retried("export", 2)
             (last,) = await live.recorder.wait_for(AlertFailed, lambda e: e.final)
     assert "535" in last.error
-    assert "alert failed for job 'export' to ops@example.org failed (attempt 3" in caplog.text
+    assert "alert for job 'export' to ops@example.org not delivered (attempt 3" in caplog.text
     assert PASSWORD not in caplog.text
     assert all(PASSWORD not in str(event) for event in live.recorder.events)
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
 
 import pytest
 
-from tuisched.runtime.threads import Lane, in_thread
+from tuisched.runtime.threads import LANE_THREADS, Lane, LaneLoad, in_thread, lane_loads
 
 
 async def test_work_runs_off_the_loop_thread_and_its_result_comes_back() -> None:
@@ -22,3 +26,93 @@ async def test_its_exception_is_raised_where_it_is_awaited() -> None:
 
     with pytest.raises(KeyError, match="gone"):
         await in_thread(Lane.SENSORS, fail)
+
+
+def _load(lane: Lane) -> LaneLoad:
+    (load,) = [load for load in lane_loads() if load.lane is lane]
+    return load
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while not condition():  # noqa: ASYNC110  (a thread changes it, not a task)
+            await asyncio.sleep(0.005)
+
+
+async def test_a_lane_runs_at_most_its_threads_and_queues_the_rest() -> None:
+    size = LANE_THREADS[Lane.SENSORS]
+    gate = threading.Event()
+    running_now, most = [0], [0]
+    lock = threading.Lock()
+
+    def wait_at_the_gate() -> None:
+        with lock:
+            running_now[0] += 1
+            most[0] = max(most[0], running_now[0])
+        gate.wait(5)
+        with lock:
+            running_now[0] -= 1
+
+    calls = [
+        asyncio.ensure_future(in_thread(Lane.SENSORS, wait_at_the_gate)) for _ in range(size + 3)
+    ]
+    try:
+        await _until(lambda: _load(Lane.SENSORS).busy == size)
+        assert _load(Lane.SENSORS).queued == 3
+    finally:
+        gate.set()
+    await asyncio.gather(*calls)
+    assert most[0] == size
+    assert _load(Lane.SENSORS) == LaneLoad(Lane.SENSORS, busy=0, queued=0)
+
+
+async def test_a_lane_with_every_thread_stuck_does_not_hold_another() -> None:
+    gate = threading.Event()
+    stuck = [
+        asyncio.ensure_future(in_thread(Lane.MAIL, gate.wait, 5))
+        for _ in range(LANE_THREADS[Lane.MAIL] + 2)
+    ]
+    try:
+        await _until(lambda: _load(Lane.MAIL).busy == LANE_THREADS[Lane.MAIL])
+        # The mail lane is full and has a queue; the configuration lane answers at once.
+        assert await asyncio.wait_for(in_thread(Lane.CONFIG, lambda: "read"), 2) == "read"
+    finally:
+        gate.set()
+    await asyncio.gather(*stuck)
+
+
+async def test_work_given_up_before_it_started_never_runs() -> None:
+    gate = threading.Event()
+    ran: list[int] = []
+    blockers = [
+        asyncio.ensure_future(in_thread(Lane.FILES, gate.wait, 5))
+        for _ in range(LANE_THREADS[Lane.FILES])
+    ]
+    await _until(lambda: _load(Lane.FILES).busy == LANE_THREADS[Lane.FILES])
+    late = asyncio.ensure_future(in_thread(Lane.FILES, ran.append, 1))
+    await asyncio.sleep(0)
+    late.cancel()
+    gate.set()
+    await asyncio.gather(*blockers)
+    assert await in_thread(Lane.FILES, lambda: "after") == "after"  # the lane goes on
+    assert ran == []
+    assert late.cancelled()
+
+
+def test_a_process_exits_without_waiting_for_a_stuck_lane_thread() -> None:
+    program = (
+        "import asyncio, time\n"
+        "from tuisched.runtime.threads import Lane, in_thread\n"
+        "async def main():\n"
+        "    stuck = asyncio.ensure_future(in_thread(Lane.MAIL, time.sleep, 60))\n"
+        "    await asyncio.sleep(0.1)\n"
+        "    stuck.cancel()\n"
+        "asyncio.run(main())\n"
+        "print('done')\n"
+    )
+    # asyncio's default pool would hold the exit for the whole minute.
+    finished = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == "done\n"

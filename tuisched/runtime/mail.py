@@ -14,11 +14,13 @@ what went wrong in the operator's words.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import smtplib
 import socket
 import ssl
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -32,6 +34,8 @@ from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
 
+SEND_STEPS = 4
+"""A whole send may take this many `smtp.timeout`s (connect, greeting, login, data)."""
 MAX_SUBJECT = 200
 """Characters kept of a subject; a longer one ends in `…`."""
 _HIDDEN = "***"
@@ -143,7 +147,9 @@ def _describe(error: BaseException) -> str:
         return f"server said {error.smtp_code} {text}"
     if isinstance(error, ssl.SSLError | ssl.CertificateError):
         return f"TLS failed: {error}"
-    if isinstance(error, TimeoutError):
+    if isinstance(error, TimeoutError) or (
+        isinstance(error, smtplib.SMTPServerDisconnected) and str(error).endswith("timed out")
+    ):
         return "timed out"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
@@ -179,32 +185,54 @@ class SmtpMailer:
         return f"SmtpMailer({smtp.host}:{smtp.port}, security={smtp.security.value})"
 
     async def send(self, message: EmailMessage) -> None:
-        """Deliver `message` from a worker thread, within `smtp.timeout` per network step.
+        """Deliver `message` from a mail lane thread, within `smtp.timeout` per network
+        step and `SEND_STEPS` times that in all.
+
+        Cancelling the send (the scheduler stops) or running out of time cuts
+        the connection, so the lane's thread is free again at once.
 
         Raises:
             MailError: the credentials are missing, or the server could not be
-                reached, refused the login or every recipient, or went away.
+                reached, refused the login or every recipient, went away or did
+                not answer in time.
         """
-        await in_thread(Lane.MAIL, self._send, message)
+        connection = _Connection()
+        budget = self._smtp.timeout.total_seconds() * SEND_STEPS
+        try:
+            await asyncio.wait_for(in_thread(Lane.MAIL, self._send, message, connection), budget)
+        except TimeoutError:
+            where = f"{self._smtp.host}:{self._smtp.port}"
+            raise MailError(f"SMTP {where}: no answer within {budget:g} s in all") from None
+        finally:
+            connection.cut()
 
-    def _send(self, message: EmailMessage) -> None:
+    def _send(self, message: EmailMessage, connection: _Connection) -> None:
         login = _read_login(self._smtp, self._env)
         try:
-            with self._connect() as client:
+            with self._client() as client:
+                connection.opening(client)
+                client.connect(self._smtp.host, self._smtp.port)
                 self._deliver(client, message, login)
         except (smtplib.SMTPException, OSError, ValueError) as error:
             where = f"{self._smtp.host}:{self._smtp.port}"
-            text = _describe(error)
+            text = "cut short" if connection.was_cut else _describe(error)
             # from None: the chained error could carry what the server echoed of the login.
             raise MailError(f"SMTP {where}: {login.hide(text) if login else text}") from None
 
-    def _connect(self) -> smtplib.SMTP:
-        smtp, timeout = self._smtp, self._smtp.timeout.total_seconds()
-        if smtp.security is Security.TLS:
-            return smtplib.SMTP_SSL(
-                smtp.host, smtp.port, self._local_hostname, timeout=timeout, context=self._ssl
+    def _client(self) -> smtplib.SMTP:
+        """An SMTP client, not connected yet (so that its socket can be cut while it waits)."""
+        timeout = self._smtp.timeout.total_seconds()
+        client: smtplib.SMTP
+        if self._smtp.security is Security.TLS:
+            client = smtplib.SMTP_SSL(
+                local_hostname=self._local_hostname, timeout=timeout, context=self._ssl
             )
-        return smtplib.SMTP(smtp.host, smtp.port, self._local_hostname, timeout=timeout)
+        else:
+            client = smtplib.SMTP(local_hostname=self._local_hostname, timeout=timeout)
+        # The name TLS checks the certificate against; smtplib sets it only when the
+        # constructor connects (`connect()` does not), and that would wait uncut.
+        client._host = self._smtp.host  # type: ignore[attr-defined]
+        return client
 
     def _deliver(self, client: smtplib.SMTP, message: EmailMessage, login: _Login | None) -> None:
         if self._smtp.security is Security.STARTTLS:
@@ -214,6 +242,38 @@ class SmtpMailer:
         refused = client.send_message(message)
         if refused:
             log.warning("SMTP server refused some recipients: %s", ", ".join(refused))
+
+
+class _Connection:
+    """The client of a send in progress, so that the loop can cut it short.
+
+    `cut()` (from the loop) shuts the client's socket down: a thread blocked
+    reading from a silent server wakes with an error at once. A cut that
+    comes before the socket exists makes the thread stop at its next step.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._client: smtplib.SMTP | None = None
+        self.was_cut = False
+
+    def opening(self, client: smtplib.SMTP) -> None:
+        with self._lock:
+            if self.was_cut:
+                raise OSError("cut short before connecting")
+            self._client = client
+
+    def cut(self) -> None:
+        with self._lock:
+            if self._client is None:
+                self.was_cut = True
+                return
+            client, self._client = self._client, None
+            self.was_cut = True
+        sock = getattr(client, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 # --- the in-memory twin ---------------------------------------------------------------

@@ -79,6 +79,10 @@ def open_history(config: Config) -> HistoryStore:
     return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
 
 
+MAIL_GRACE = 1.0
+"""Seconds alert mail gets at shutdown when the runs took the whole grace."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Role:
     """What a runtime does besides running what it is asked to run."""
@@ -298,6 +302,7 @@ class Runtime:
             return
         if grace is None:
             grace = self.config.settings.shutdown_grace.total_seconds()
+        self._engine.stop_firing()  # now: what follows awaits, and no run may start meanwhile
         running = len(self._engine.running())
         self.state = SchedulerState.STOPPING
         self.bus.publish(SchedulerStopping(at=self._clock.now(), reason=reason, running=running))
@@ -311,8 +316,11 @@ class Runtime:
             await self._mark_alive()
         if self._triggers is not None:
             self._triggers.stop()
+        draining_since = self._clock.now()
         await self._engine.drain(grace)
-        await self._drain_alerts(grace)
+        # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).
+        spent = (self._clock.now() - draining_since).total_seconds()
+        await self._drain_alerts(min(grace, max(grace - spent, MAIL_GRACE)))
         await self._history.close()
         self.bus.publish(SchedulerStopped(at=self._clock.now()))
         self.bus.flush()  # the audit log must see the last runs before it closes

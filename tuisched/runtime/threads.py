@@ -3,25 +3,36 @@
 Nothing may block the loop the scheduler and the console share: reading or
 writing a file, parsing a big configuration, talking to a mail server or
 checking a sensor's files happens in a thread, through this function. Every
-call names its lane (what kind of neighbour it is), so that each kind of
-neighbour can get a bounded pool of its own and a slow one cannot hold the
-threads the others need. Python job threads and the history's writer thread
-are the runtime's own and do not go through here.
+call names its lane (what kind of neighbour it is), and each lane has a
+bounded pool of threads of its own, so a slow neighbour (a mail server that
+accepts and then says nothing) holds only its own lane's threads: a reload, a
+sensor and the console's reads go on in theirs.
+
+Lane threads are daemon threads that are never joined: a process that is
+shutting down does not wait for a mail server to time out (asyncio's default
+pool, which `asyncio.run` joins at exit, is not used). Python job threads and
+the history's writer thread are the runtime's own and do not go through here.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
+import functools
+import queue
+import threading
 from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
 class Lane(enum.StrEnum):
-    """What a piece of blocking work is, so each kind can be bounded on its own."""
+    """What a piece of blocking work is, so each kind is bounded on its own."""
 
     CONFIG = "config"
     """Reading, parsing, checking and writing the configuration file."""
@@ -33,11 +44,93 @@ class Lane(enum.StrEnum):
     """Looking for the files `wait_for` jobs wait for."""
 
 
+LANE_THREADS: dict[Lane, int] = {
+    Lane.CONFIG: 2,
+    Lane.FILES: 4,
+    Lane.MAIL: 4,
+    Lane.SENSORS: 4,
+}
+"""Threads each lane may have at most; more work waits in the lane's queue."""
+
+
+@dataclass(frozen=True, slots=True)
+class LaneLoad:
+    """How busy a lane is now."""
+
+    lane: Lane
+    busy: int
+    """Threads running a piece of work."""
+    queued: int
+    """Pieces of work waiting for a thread."""
+
+
+_Work = tuple["Future[Any]", Callable[[], Any]]
+
+
+class _Pool:
+    """Up to `size` daemon threads taking work from one queue; started as work comes."""
+
+    def __init__(self, lane: Lane, size: int) -> None:
+        self._lane = lane
+        self._size = size
+        self._queue: queue.SimpleQueue[_Work] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        """Threads waiting for work."""
+        self._busy = 0
+
+    def submit(self, call: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            self._queue.put((future, call))
+            if self._queue.qsize() > self._idle and self._threads < self._size:
+                self._threads += 1
+                name = f"tuisched-{self._lane.value}-{self._threads}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+        return future
+
+    def load(self) -> LaneLoad:
+        with self._lock:
+            return LaneLoad(self._lane, busy=self._busy, queued=self._queue.qsize())
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            future, call = self._queue.get()
+            with self._lock:
+                self._idle -= 1
+                if not future.set_running_or_notify_cancel():
+                    continue  # its awaiter gave up before a thread was free
+                self._busy += 1
+            try:
+                result = call()
+            except BaseException as error:  # handed to the awaiter, whatever it is
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+            finally:
+                del future, call  # a result must not stay alive while the thread waits
+                with self._lock:
+                    self._busy -= 1
+
+
+_POOLS = {lane: _Pool(lane, size) for lane, size in LANE_THREADS.items()}
+
+
 async def in_thread(lane: Lane, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run `fn(*args, **kwargs)` in a thread of `lane` and await its result (or exception).
 
-    Cancelling the awaiting task does not stop the thread: `fn` runs to its
-    end, and its result is dropped.
+    Cancelling the awaiting task drops work that has not started; work that
+    has started runs to its end (a thread cannot be stopped), and its result
+    is dropped. Bound such work itself (a socket timeout, a size limit).
     """
-    del lane  # every lane shares asyncio's default pool for now
-    return await asyncio.to_thread(fn, *args, **kwargs)
+    context = contextvars.copy_context()
+    call = functools.partial(context.run, fn, *args, **kwargs)
+    return await asyncio.wrap_future(_POOLS[lane].submit(call))
+
+
+def lane_loads() -> list[LaneLoad]:
+    """How busy each lane is now."""
+    return [pool.load() for pool in _POOLS.values()]

@@ -135,14 +135,18 @@ class Engine:
             else:
                 await self.waiting_room.enter(run, job, recorded=True)
 
+    def stop_firing(self) -> None:
+        """Start no more runs (slots, dependants, waiting runs); runs in progress go on."""
+        self._accepting = False
+        self.waiting_room.stop()
+        self._firing.stop()
+
     async def drain(self, grace: float) -> None:
         """Stop firing; give running runs `grace` seconds, then stop them (SHUTDOWN).
 
         WAITING runs stay WAITING in the history: the next start takes them back.
         """
-        self._accepting = False
-        self.waiting_room.stop()
-        self._firing.stop()
+        self.stop_firing()
         self._retries.drop_all()  # the retries will not come: each failure is the outcome
         self._dispatcher.cancel("the scheduler shut down before it started")
         _, pending = await self._clock.wait({*self._workers.tasks, *self._tasks}, grace)

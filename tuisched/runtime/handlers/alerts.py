@@ -267,7 +267,7 @@ class AlertHandler:
         mail = delivery.mail
         then = "giving up" if final else "will retry"
         log.warning(
-            "alert %s for job %r to %s failed (attempt %d, %s): %s",
+            "%s alert for job %r to %s not delivered (attempt %d, %s): %s",
             mail.alert, mail.job.name, ", ".join(mail.to), delivery.attempts, then, error,
         )  # fmt: skip
         self._bus.publish(
