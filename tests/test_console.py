@@ -370,3 +370,16 @@ async def test_closing_with_events_still_to_show_does_not_fail(
         await until(pilot, lambda: app.started)
         runtime.actions.run_now("hello")  # its events wait for the next refresh
     assert not app.started  # closed cleanly, and the runtime was stopped
+
+
+async def test_edit_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: Path) -> None:
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:  # a headless driver cannot suspend
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await pilot.press("E")
+        await until(pilot, lambda: app._notifications)
+        (message,) = [n.message for n in app._notifications]
+        assert message.startswith("this terminal cannot be handed to an editor; edit ")
+        assert app.is_running
+        await pilot.press("r")  # the console still answers its keys
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))

@@ -90,3 +90,55 @@ def test_the_console_in_tmux_runs_a_job_edits_the_file_and_quits(
     tmux.wait_for("added")
     tmux("send-keys", "-t", "t", "q")
     tmux.wait_for("EXIT=0")
+
+
+def test_the_scheduler_keeps_firing_while_the_editor_is_open(tmp_path: Path, tmux: Tmux) -> None:
+    config = write_config(
+        tmp_path, "tick: {command: [/bin/true], schedule: {every: 1s, start: 2026-01-01T00:00}}"
+    )
+    marker = tmp_path / "editor-done"
+    editor = tmp_path / "editor.sh"  # an editor the operator keeps open for 3 s
+    editor.write_text(f'#!/bin/sh\nsleep 3\ntouch "{marker}"\n')
+    editor.chmod(0o755)
+    command = f"EDITOR={editor} {sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
+    tmux.wait_for("tick |")  # the first slots ran
+    tmux("send-keys", "-t", "t", "E")
+    deadline = time.monotonic() + 20
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists()
+    tmux.wait_for("1 Jobs")  # the console came back
+    tmux("send-keys", "-t", "t", "q")
+    tmux.wait_for("EXIT=0")
+    audit = (tmp_path / "state" / "audit.log").read_text().splitlines()
+    assert not [line for line in audit if "MISSED" in line or "missed" in line]
+    assert len([line for line in audit if line.startswith("tick | ")]) >= 4
+
+
+@pytest.mark.parametrize(
+    ("editor", "said"),
+    [
+        ("/nonexistent/editor", "cannot start the editor"),
+        ("false", "the editor exited with status 1"),
+        ("'unclosed", "cannot read $EDITOR"),
+    ],
+)
+def test_a_missing_or_failing_editor_is_reported_and_the_console_stays(
+    tmp_path: Path, tmux: Tmux, editor: str, said: str
+) -> None:
+    config = write_config(tmp_path, "greet: {command: [echo, hi], schedule: manual}")
+    command = (
+        f'EDITOR="{editor}" VISUAL= {sys.executable} -m tuisched -c {config}; '
+        "echo EXIT=$?; sleep 30"
+    )
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
+    tmux.wait_for("greet")
+    tmux("send-keys", "-t", "t", "E")
+    tmux.wait_for(said)  # a toast wraps long lines: the start of the message
+    tmux("send-keys", "-t", "t", "r")
+    tmux.wait_for("Run greet now?")
+    tmux("send-keys", "-t", "t", "y")
+    tmux.wait_for("greet |")
+    tmux("send-keys", "-t", "t", "q")
+    tmux.wait_for("EXIT=0")

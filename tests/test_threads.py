@@ -10,7 +10,14 @@ from collections.abc import Callable
 
 import pytest
 
-from tuisched.runtime.threads import LANE_THREADS, Lane, LaneLoad, in_thread, lane_loads
+from tuisched.runtime.threads import (
+    LANE_THREADS,
+    Lane,
+    LaneLoad,
+    LanePool,
+    in_thread,
+    lane_loads,
+)
 
 
 async def test_work_runs_off_the_loop_thread_and_its_result_comes_back() -> None:
@@ -40,7 +47,8 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 
 async def test_a_lane_runs_at_most_its_threads_and_queues_the_rest() -> None:
-    size = LANE_THREADS[Lane.SENSORS]
+    size = 3
+    pool = LanePool(Lane.SENSORS, size)
     gate = threading.Event()
     running_now, most = [0], [0]
     lock = threading.Lock()
@@ -53,17 +61,15 @@ async def test_a_lane_runs_at_most_its_threads_and_queues_the_rest() -> None:
         with lock:
             running_now[0] -= 1
 
-    calls = [
-        asyncio.ensure_future(in_thread(Lane.SENSORS, wait_at_the_gate)) for _ in range(size + 3)
-    ]
+    calls = [asyncio.ensure_future(pool.run(wait_at_the_gate)) for _ in range(size + 3)]
     try:
-        await _until(lambda: _load(Lane.SENSORS).busy == size)
-        assert _load(Lane.SENSORS).queued == 3
+        await _until(lambda: pool.load().busy == size)
+        assert pool.load().queued == 3
     finally:
         gate.set()
     await asyncio.gather(*calls)
     assert most[0] == size
-    assert _load(Lane.SENSORS) == LaneLoad(Lane.SENSORS, busy=0, queued=0)
+    assert pool.load() == LaneLoad(Lane.SENSORS, busy=0, queued=0)
 
 
 async def test_a_lane_with_every_thread_stuck_does_not_hold_another() -> None:
@@ -82,19 +88,17 @@ async def test_a_lane_with_every_thread_stuck_does_not_hold_another() -> None:
 
 
 async def test_work_given_up_before_it_started_never_runs() -> None:
+    pool = LanePool(Lane.FILES, 2)
     gate = threading.Event()
     ran: list[int] = []
-    blockers = [
-        asyncio.ensure_future(in_thread(Lane.FILES, gate.wait, 5))
-        for _ in range(LANE_THREADS[Lane.FILES])
-    ]
-    await _until(lambda: _load(Lane.FILES).busy == LANE_THREADS[Lane.FILES])
-    late = asyncio.ensure_future(in_thread(Lane.FILES, ran.append, 1))
+    blockers = [asyncio.ensure_future(pool.run(gate.wait, 5)) for _ in range(2)]
+    await _until(lambda: pool.load().busy == 2)
+    late = asyncio.ensure_future(pool.run(ran.append, 1))
     await asyncio.sleep(0)
     late.cancel()
     gate.set()
     await asyncio.gather(*blockers)
-    assert await in_thread(Lane.FILES, lambda: "after") == "after"  # the lane goes on
+    assert await pool.run(lambda: "after") == "after"  # the lane goes on
     assert ran == []
     assert late.cancelled()
 

@@ -67,7 +67,7 @@ class LaneLoad:
 _Work = tuple["Future[Any]", Callable[[], Any]]
 
 
-class _Pool:
+class LanePool:
     """Up to `size` daemon threads taking work from one queue; started as work comes."""
 
     def __init__(self, lane: Lane, size: int) -> None:
@@ -107,16 +107,25 @@ class _Pool:
             try:
                 result = call()
             except BaseException as error:  # handed to the awaiter, whatever it is
+                self._done()
                 future.set_exception(error)
             else:
+                self._done()  # before the awaiter hears of it: its load is then right
                 future.set_result(result)
-            finally:
-                del future, call  # a result must not stay alive while the thread waits
-                with self._lock:
-                    self._busy -= 1
+            del future, call  # a result must not stay alive while the thread waits
+
+    def _done(self) -> None:
+        with self._lock:
+            self._busy -= 1
+
+    async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run `fn(*args, **kwargs)` in one of the pool's threads and await its result."""
+        context = contextvars.copy_context()
+        call = functools.partial(context.run, fn, *args, **kwargs)
+        return await asyncio.wrap_future(self.submit(call))
 
 
-_POOLS = {lane: _Pool(lane, size) for lane, size in LANE_THREADS.items()}
+_POOLS = {lane: LanePool(lane, size) for lane, size in LANE_THREADS.items()}
 
 
 async def in_thread(lane: Lane, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
@@ -126,9 +135,7 @@ async def in_thread(lane: Lane, fn: Callable[P, T], *args: P.args, **kwargs: P.k
     has started runs to its end (a thread cannot be stopped), and its result
     is dropped. Bound such work itself (a socket timeout, a size limit).
     """
-    context = contextvars.copy_context()
-    call = functools.partial(context.run, fn, *args, **kwargs)
-    return await asyncio.wrap_future(_POOLS[lane].submit(call))
+    return await _POOLS[lane].run(fn, *args, **kwargs)
 
 
 def lane_loads() -> list[LaneLoad]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
-from textual.app import ComposeResult
+from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.events import ScreenResume, ScreenSuspend
 from textual.screen import Screen
@@ -199,6 +199,12 @@ class MainScreen(Screen[None]):
         try:
             with self.app.suspend():
                 status = await _run_editor([*editor, str(path)])
+        except SuspendNotSupported:
+            self.notify(
+                f"this terminal cannot be handed to an editor; edit {path} elsewhere",
+                severity="warning", markup=False,
+            )  # fmt: skip
+            return
         finally:
             self.panes.hold(False)
         if status is None:
