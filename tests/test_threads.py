@@ -96,6 +96,8 @@ async def test_work_given_up_before_it_started_never_runs() -> None:
     late = asyncio.ensure_future(pool.run(ran.append, 1))
     await asyncio.sleep(0)
     late.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await late  # its work is withdrawn from the queue by now
     gate.set()
     await asyncio.gather(*blockers)
     assert await pool.run(lambda: "after") == "after"  # the lane goes on

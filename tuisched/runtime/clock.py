@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import time
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -202,3 +203,38 @@ class ManualClock:
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+RENDER_SECONDS = 2.0
+"""The time one alert template may take to render (a sample one in `validate` too)."""
+
+
+class Deadline:
+    """An interrupt for work in a thread: out of time `seconds` after it is first
+    asked (when the work starts, not while it waits for a thread), or cancelled.
+
+    The work asks it at each step (a template render does, see
+    `tuisched.domain.templates.render`); `cancel()` may be called from any
+    thread, and the work stops at its next step. Timed on the monotonic
+    clock, so a wall clock that jumps neither ends nor extends it.
+    """
+
+    def __init__(self, seconds: float = RENDER_SECONDS) -> None:
+        self._seconds = seconds
+        self._ends: float | None = None
+        self._cancelled: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        """Make the work stop at its next step, giving `reason`."""
+        self._cancelled = reason
+
+    def __call__(self) -> str | None:
+        """Why the work must stop now, or None."""
+        if self._cancelled is not None:
+            return self._cancelled
+        now = time.monotonic()
+        if self._ends is None:
+            self._ends = now + self._seconds
+        elif now > self._ends:
+            return f"took longer than {self._seconds:g} s"
+        return None

@@ -20,6 +20,7 @@ from tuisched.domain.config.config import ConfigHost, interpret_config
 from tuisched.domain.errors import ConfigError, Problem, TemplateError
 from tuisched.domain.model import Config
 from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES
+from tuisched.runtime.clock import Deadline
 
 
 def load_config(
@@ -118,6 +119,7 @@ def config_host(
         system_timezone=(lambda: system_timezone) if system_timezone else _system_timezone,
         default_state_dir=(lambda: default_state_dir) if default_state_dir else _user_state_dir,
         read_template=read_template,
+        render_limit=Deadline,
     )
 
 

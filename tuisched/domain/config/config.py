@@ -28,10 +28,15 @@ from tuisched.domain.model import (
     Group,
     Job,
 )
-from tuisched.domain.templates import template_problems
+from tuisched.domain.templates import Interrupt, template_problems
+from tuisched.domain.templates.checks import RenderLimit
 
 SELF = keys.SELF
 """In `requires`, the job itself (see `tuisched.domain.config.keys`)."""
+
+
+def _no_render_limit() -> Interrupt | None:
+    return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +54,8 @@ class ConfigHost:
     """The state directory when `settings.state_dir` is absent (asked only then)."""
     read_template: Callable[[Path], str]
     """The source of an alert template file; raises TemplateError when it cannot."""
+    render_limit: RenderLimit = _no_render_limit
+    """The interrupt of each sample render of an alert template (the runtime's: a time budget)."""
 
 
 def interpret_config(text: str, path: Path, host: ConfigHost) -> Config:
@@ -89,7 +96,7 @@ def _interpret(path: Path, root: Value | None, problems: list[Problem], host: Co
     if config is None or interpreter.values.problems:
         raise ConfigError(interpreter.values.problems)
     # Every alert template is rendered against a sample run: a typo fails here, not at 3 a.m.
-    rendering = template_problems(config, host.read_template)
+    rendering = template_problems(config, host.read_template, host.render_limit)
     if rendering:
         raise ConfigError(rendering)
     return config

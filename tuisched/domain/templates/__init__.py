@@ -35,6 +35,7 @@ from tuisched.domain.templates.base import (
     MAX_PRODUCT,
     MAX_RENDERED_BYTES,
     MAX_TEMPLATE_BYTES,
+    Interrupt,
     TemplateError,
 )
 from tuisched.domain.templates.checks import template_problems
@@ -50,6 +51,7 @@ __all__ = [
     "MAX_RENDERED_BYTES",
     "MAX_STEPS",
     "MAX_TEMPLATE_BYTES",
+    "Interrupt",
     "TemplateError",
     "alert_context",
     "plain_data",

@@ -17,6 +17,7 @@ from tuisched.domain.model import (
     ManualSchedule,
 )
 from tuisched.domain.templates.base import (
+    Interrupt,
     TemplateError,
 )
 from tuisched.domain.templates.context import (
@@ -28,6 +29,8 @@ from tuisched.domain.templates.rendering import (
 
 TemplateReader = Callable[[Path], str]
 """Reads a template file's source (raises TemplateError when it cannot)."""
+RenderLimit = Callable[[], Interrupt | None]
+"""Gives each sample render its interrupt (a time budget), or None for none."""
 
 # --- checking a configuration ---------------------------------------------------------
 
@@ -45,27 +48,31 @@ def _stand_in(config: Config, name: str, groups: tuple[str, ...]) -> Job:
 
 
 def _rule_problem(
-    job: Job, rule: AlertRule, email: EmailSettings, read_template: TemplateReader
-) -> str | None:
+    job: Job, rule: AlertRule, email: EmailSettings, read_template: TemplateReader,
+    limit: RenderLimit,
+) -> str | None:  # fmt: skip
     """Why `rule`'s body template fails for a sample run of `job`, or None."""
     path = rule.template or email.default_template
     if path is None:
         return f"alerts.{rule.event}: no template and no email.default_template"
     origin = "" if rule.template is not None else " (email.default_template)"
     try:
-        render(read_template(path), sample_context(job, rule.event, job.timezone))
+        context = sample_context(job, rule.event, job.timezone)
+        render(read_template(path), context, interrupt=limit())
     except TemplateError as error:
         where = f"{path}:{error.line}" if error.line is not None else str(path)
         return f"alerts.{rule.event}: template {where}{origin}: {error.reason}"
     return None
 
 
-def _subject_problems(config: Config, email: EmailSettings) -> Iterator[Problem]:
+def _subject_problems(
+    config: Config, email: EmailSettings, limit: RenderLimit
+) -> Iterator[Problem]:
     job = next(iter(config.jobs.values()), None) or _stand_in(config, "example", ())
     found: set[str] = set()
     for event in AlertEvent:
         try:
-            render(email.subject, sample_context(job, event, job.timezone))
+            render(email.subject, sample_context(job, event, job.timezone), interrupt=limit())
         except TemplateError as error:
             found.add(f"email.subject: {error}")
     for message in sorted(found):
@@ -86,20 +93,28 @@ def _rules_problems(
     line: int,
     owner: Mapping[str, str],
     read_template: TemplateReader,
+    limit: RenderLimit,
 ) -> Iterator[Problem]:
     """A problem for each of `rules` whose template fails for a sample run of `job`."""
     assert config.email is not None  # noqa: S101  (checked by template_problems)
     for rule in rules:
-        message = _rule_problem(job, rule, config.email, read_template)
+        message = _rule_problem(job, rule, config.email, read_template, limit)
         if message is not None:
             yield Problem(file=config.path, line=line, message=message, **owner)
 
 
-def template_problems(config: Config, read_template: TemplateReader) -> list[Problem]:
+def _no_limit() -> None:
+    return None
+
+
+def template_problems(
+    config: Config, read_template: TemplateReader, limit: RenderLimit = _no_limit
+) -> list[Problem]:
     """Render every alert template of `config` against a sample run; report what fails.
 
     Template files are read with `read_template` (the runtime's, which reads
-    only regular files, up to a size).
+    only regular files, up to a size); each render is bounded by what `limit`
+    gives it (the runtime's: a time budget).
 
     Checks each job's and each group's alert rules (their template, or
     `email.default_template`) and `email.subject`. Problems are located on
@@ -108,17 +123,17 @@ def template_problems(config: Config, read_template: TemplateReader) -> list[Pro
     """
     if config.email is None:
         return []
-    problems = list(_subject_problems(config, config.email))
+    problems = list(_subject_problems(config, config.email, limit))
     for job in config.jobs.values():
         problems += _rules_problems(
             config, job, job.alerts, line=job.line, owner={"job": job.name},
-            read_template=read_template,
+            read_template=read_template, limit=limit,
         )  # fmt: skip
     for group in config.groups.values():
         member = _member(config, group)
         owner = {"group": group.name}
         problems += _rules_problems(
             config, member, group.alerts, line=group.line, owner=owner,
-            read_template=read_template,
+            read_template=read_template, limit=limit,
         )  # fmt: skip
     return problems

@@ -14,12 +14,15 @@ from tuisched.domain.templates.base import (
     CUT_MARKER,
     MAX_RENDERED_BYTES,
     MAX_TEMPLATE_BYTES,
+    Interrupt,
     TemplateError,
 )
 from tuisched.domain.templates.sandbox import (
     _BUDGET,
     _ENVIRONMENT,
+    Interrupted,
     _Budget,
+    nesting_problem,
 )
 
 # --- rendering -----------------------------------------------------------------------
@@ -56,25 +59,38 @@ def _template_line(traceback: TracebackType | None) -> int | None:
     return line
 
 
-def render(source: str, context: Mapping[str, object]) -> str:
+def render(
+    source: str, context: Mapping[str, object], *, interrupt: Interrupt | None = None
+) -> str:
     """Render the template `source` with `context` in the alert sandbox.
 
     The result is cut at `MAX_RENDERED_BYTES` (ending in `CUT_MARKER`); output
     is streamed, so a runaway loop stops as soon as the cap is reached.
+    `interrupt` is asked at every step (loop iteration, call, filter): when
+    it gives a reason (out of time, cancelled), the render stops with it.
 
     Raises:
-        TemplateError: the source is too large or malformed, names something
-            undefined, breaks the sandbox's rules, or fails while running.
+        TemplateError: the source is too large, nested too deeply or
+            malformed, names something undefined, breaks the sandbox's
+            rules, fails while running, or was interrupted.
     """
     if len(source.encode()) > MAX_TEMPLATE_BYTES:
         raise TemplateError(f"template is larger than {MAX_TEMPLATE_BYTES // 1024} KiB")
+    nested = nesting_problem(source)
+    if nested is not None:
+        raise TemplateError(nested[1], line=nested[0])
     try:
         template = _compile(source)
     except TemplateSyntaxError as error:
         raise TemplateError(f"syntax error: {error.message}", line=error.lineno) from None
-    budget = _BUDGET.set(_Budget())
+    except (RecursionError, SyntaxError, MemoryError):  # what the nesting check let through
+        raise TemplateError("template is nested too deeply to compile") from None
+    budget = _BUDGET.set(_Budget(interrupt))
     try:
         return _cut(template.generate(context))
+    except Interrupted as error:
+        line = _template_line(error.__traceback__)
+        raise TemplateError(f"rendering stopped: {error}", line=line) from None
     except SecurityError as error:
         line = _template_line(error.__traceback__)
         raise TemplateError(f"not allowed in a template: {error}", line=line) from None

@@ -20,10 +20,12 @@ from jinja2.utils import Namespace
 from markupsafe import EscapeFormatter, Markup
 
 from tuisched.domain.templates.base import (
+    MAX_NESTING,
     MAX_POWER_BITS,
     MAX_PRODUCT,
     MAX_RENDERED_BYTES,
     MAX_TEMPLATE_BYTES,
+    Interrupt,
 )
 
 # --- the sandbox -----------------------------------------------------------------------
@@ -67,14 +69,19 @@ MAX_BUILT = 16 * MAX_RENDERED_BYTES
 """Most text (characters, estimated) one render may build with operators, filters and methods."""
 
 
+class Interrupted(Exception):
+    """The render was stopped from outside: out of time, or cancelled."""
+
+
 class _Budget:
-    """What one render has spent: loop iterations and calls, and text built."""
+    """What one render has spent (loop iterations and calls, text built), and who may stop it."""
 
-    __slots__ = ("built", "steps")
+    __slots__ = ("built", "interrupt", "steps")
 
-    def __init__(self) -> None:
+    def __init__(self, interrupt: Interrupt | None = None) -> None:
         self.steps = 0
         self.built = 0
+        self.interrupt = interrupt
 
 
 _BUDGET: ContextVar[_Budget | None] = ContextVar("tuisched_template_budget", default=None)
@@ -94,6 +101,8 @@ def _step(count: int = 1) -> None:
         raise SecurityError(
             f"template does too much work (more than {MAX_STEPS} loop iterations and calls)"
         )
+    if budget.interrupt is not None and (reason := budget.interrupt()) is not None:
+        raise Interrupted(reason)
 
 
 def _build(size: int, what: str) -> None:
@@ -371,6 +380,17 @@ def _bounded_filter(name: str, original: Callable[..., Any]) -> Callable[..., An
     return bounded
 
 
+def _stepping(original: Callable[..., Any]) -> Callable[..., Any]:
+    """`original` (a filter or test), spending one step of the render's budget per call."""
+
+    @functools.wraps(original)  # keeps Jinja's pass_context and friends
+    def stepping(*args: Any, **kwargs: Any) -> Any:
+        _step()
+        return original(*args, **kwargs)
+
+    return stepping
+
+
 _CHECKED_FILTERS = _TEXT_FILTERS | {"center", "indent", "wordwrap", "replace", "join", "format"}
 _CHECKED_FILTERS |= {"slice", "batch", "sum"}
 
@@ -393,6 +413,12 @@ class _AlertSandbox(ImmutableSandboxedEnvironment):
         self.globals.pop("lipsum", None)
         for name in _CHECKED_FILTERS:
             self.filters[name] = _bounded_filter(name, self.filters[name])
+        # Every filter and test spends a step: `|sort|sort|...` or `|map(...)` cost time too.
+        for name, original in list(self.filters.items()):
+            self.filters[name] = _stepping(original)
+        tests: dict[str, Any] = self.tests  # typed `function` by Jinja
+        for name, test in list(tests.items()):
+            tests[name] = _stepping(test)
 
     def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
         """Apply an intercepted operator with its size bound."""
@@ -467,12 +493,55 @@ _ENVIRONMENT = sandbox()
 """Shared by every render: a Jinja environment is safe to use from many threads."""
 
 
+_OPENING_BLOCKS = frozenset(
+    {"if", "for", "macro", "call", "filter", "with", "block", "autoescape", "raw"}
+)
+
+
+def nesting_problem(source: str) -> tuple[int, str] | None:
+    """(line, message) where `source` nests deeper than `MAX_NESTING`, or None.
+
+    Counted from Jinja's tokens, before anything is parsed or compiled, so the
+    line is known: operators, filters and brackets within one tag, and blocks
+    inside each other.
+    """
+    blocks = 0
+    parts = 0
+    tag_opening = False
+    try:
+        for line, kind, value in _ENVIRONMENT.lex(source):
+            if kind in ("block_begin", "variable_begin"):
+                parts, tag_opening = 0, kind == "block_begin"
+            elif kind == "name" and tag_opening:
+                tag_opening = False
+                if value in _OPENING_BLOCKS:
+                    blocks += 1
+                elif value.startswith("end"):
+                    blocks -= 1
+            elif kind == "operator" and value not in ",:=)]}":
+                parts += 1
+            if blocks > MAX_NESTING:
+                return line, f"blocks are nested more than {MAX_NESTING} deep"
+            if parts > MAX_NESTING:
+                return line, f"more than {MAX_NESTING} operators, filters and brackets in one tag"
+            if kind not in ("whitespace", "block_begin", "name"):
+                tag_opening = False
+    except TemplateSyntaxError:
+        return None  # the parser says it better
+    return None
+
+
 def syntax_problem(source: str) -> tuple[int, str] | None:
     """Check `source` parses; return (line within the template, message) if not."""
     if len(source.encode()) > MAX_TEMPLATE_BYTES:
         return 1, f"template is larger than {MAX_TEMPLATE_BYTES // 1024} KiB"
+    nested = nesting_problem(source)
+    if nested is not None:
+        return nested[0], f"template {nested[1]}"
     try:
         sandbox().parse(source)
     except TemplateSyntaxError as error:
         return error.lineno, f"template syntax error: {error.message}"
+    except RecursionError:
+        return 1, "template is nested too deeply"
     return None

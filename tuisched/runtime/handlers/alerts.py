@@ -36,7 +36,7 @@ from tuisched.domain.templates import (
     plain_data,
     render,
 )
-from tuisched.runtime.clock import Clock
+from tuisched.runtime.clock import Clock, Deadline
 from tuisched.runtime.configfiles import read_template
 from tuisched.runtime.mail import Mailer, build_message
 from tuisched.runtime.threads import Lane, in_thread
@@ -209,8 +209,14 @@ class AlertHandler:
 
     async def _deliver(self, delivery: _Delivery) -> None:
         """Render, then send with retries; publish the outcome."""
+        deadline = Deadline()  # a render that runs away stops after RENDER_SECONDS
         try:
-            message = await in_thread(Lane.MAIL, self._compose, delivery.mail, self._clock.now())
+            message = await in_thread(
+                Lane.MAIL, self._compose, delivery.mail, self._clock.now(), deadline
+            )
+        except asyncio.CancelledError:
+            deadline.cancel("cancelled: the scheduler stopped")  # the thread stops rendering
+            raise
         except Exception as error:  # a template (or a bug) that fails now would fail again
             self._failed(delivery, _error_text(error), final=True)
             return
@@ -228,7 +234,7 @@ class AlertHandler:
                 self._sent(delivery, str(message["Subject"]))
                 return
 
-    def _compose(self, mail: _Mail, now: datetime) -> EmailMessage:
+    def _compose(self, mail: _Mail, now: datetime, deadline: Deadline) -> EmailMessage:
         """The message for `mail` (blocking: reads the template file).
 
         Raises:
@@ -239,12 +245,12 @@ class AlertHandler:
             hostname=self._hostname, tz=mail.job.timezone,
         )  # fmt: skip
         try:
-            subject = render(mail.email.subject, context)
+            subject = render(mail.email.subject, context, interrupt=deadline)
         except TemplateError as error:
             raise TemplateError(f"email.subject: {error}") from None
         source = read_template(mail.template)
         try:
-            body = render(source, context)
+            body = render(source, context, interrupt=deadline)
         except TemplateError as error:
             where = mail.template if error.line is None else f"{mail.template}:{error.line}"
             raise TemplateError(f"template {where}: {error.reason}") from None
