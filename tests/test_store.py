@@ -538,7 +538,7 @@ def test_the_latest_state_lands_whether_the_row_exists_or_not(db_path: Path) -> 
 def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import tuisched.runtime.store.writer
 
-    monkeypatch.setattr(tuisched.runtime.store.writer, "TRANSIENT_RETRY_PAUSES", (0, 0))
+    monkeypatch.setattr(tuisched.runtime.store.writer, "OUTAGE_PAUSES", (0, 0))
     # The batch fails, then the write alone fails twice more before the database frees up.
     failures = iter([HistoryUnavailableError("history database: database is locked")] * 3)
     real_write_many = HistoryStore.write_many

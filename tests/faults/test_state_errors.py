@@ -43,8 +43,30 @@ def test_history_over_a_corrupt_database_says_so_in_one_line(tmp_path: Path) -> 
         status, out, err = run(*command, "-c", str(config))
         assert (status, out) == (1, ""), command
         line = _one_clear_line(err)
-        assert line.startswith("tuisched: cannot open history database"), line
+        assert line.startswith(f"tuisched: the history database {state}/history.db is damaged")
         assert "file is not a database" in line
+        assert "move it away to start an empty history" in line
+
+
+def test_garbage_in_the_middle_of_the_history_is_named_and_never_written_over(
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, JOBS)
+    for _ in range(3):  # a history of a few pages
+        run("run", "tick", "-c", str(config))
+    database = tmp_path / "state" / "history.db"
+    data = bytearray(database.read_bytes())
+    assert len(data) > 3 * 4096
+    data[2 * 4096 : 3 * 4096] = bytes(range(256)) * 16  # the third page is garbage
+    database.write_bytes(bytes(data))
+    for command in (["--no-ui"], ["run", "tick"]):
+        status, _, err = run(*command, "-c", str(config))
+        assert status in (1, 73), (command, err)
+        line = _one_clear_line(err)
+        assert f"the history database {database} is damaged" in line, line
+        assert "tuisched will not write to it" in line
+        assert ".recover" in line
+    assert database.read_bytes() == bytes(data)  # never written over
 
 
 def test_history_that_is_a_folder_says_so(tmp_path: Path) -> None:

@@ -139,6 +139,10 @@ class HistoryUnavailableError(HistoryError):
     """The history database is locked or unreachable for now; the operation may be retried."""
 
 
+class HistoryDamagedError(HistoryUnavailableError):
+    """The history database file is damaged: nothing is written to it again."""
+
+
 class DuplicateRunError(HistoryError):
     """A run id is already in the history (a new run cannot reuse it)."""
 

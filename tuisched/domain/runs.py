@@ -113,10 +113,11 @@ class RunRecord:
 
     @property
     def duration(self) -> timedelta | None:
-        """How long it ran, once it has ended."""
+        """How long it ran, once it has ended (never negative, even in old records
+        written while the wall clock was set back)."""
         if self.started_at is None or self.ended_at is None:
             return None
-        return self.ended_at - self.started_at
+        return max(self.ended_at - self.started_at, timedelta(0))
 
     def finished(self, outcome: Outcome, ended_at: datetime, output_tail: str = "") -> RunRecord:
         """This run, closed with `outcome` at `ended_at`."""

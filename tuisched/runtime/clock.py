@@ -41,6 +41,10 @@ class Clock(Protocol):
         """The current instant, aware (UTC)."""
         ...
 
+    def monotonic(self) -> float:
+        """Seconds on a clock that never goes back, whatever the wall clock does (durations)."""
+        ...
+
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         """Run `callback(*args)` after `delay` seconds (at once for 0 or less)."""
         ...
@@ -65,6 +69,10 @@ class SystemClock:
     def now(self) -> datetime:
         """The current instant (UTC)."""
         return datetime.now(UTC)
+
+    def monotonic(self) -> float:
+        """`time.monotonic()`."""
+        return time.monotonic()
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         """A timer of the running loop."""
@@ -114,6 +122,8 @@ class ManualClock:
 
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
+        self._start = self._now
+        self._jumped = 0.0
         self._due: list[tuple[datetime, int, _Due]] = []
         self._order = itertools.count()
         self._arming: list[tuple[float | None, asyncio.Future[None]]] = []
@@ -121,6 +131,16 @@ class ManualClock:
     def now(self) -> datetime:
         """The instant the clock shows."""
         return self._now
+
+    def monotonic(self) -> float:
+        """Seconds advanced so far; a `jump` of the wall clock does not change it."""
+        return (self._now - self._start).total_seconds() - self._jumped
+
+    def jump(self, seconds: float) -> None:
+        """Set the wall clock forward (or back, for a negative `seconds`) without time
+        passing: what an operator or NTP does to the system clock. No timer fires."""
+        self._now += timedelta(seconds=seconds)
+        self._jumped += seconds
 
     def call_later(self, delay: float, callback: Callable[..., object], *args: Any) -> Timer:
         """A timer that fires when the clock is advanced past `delay` seconds from now."""

@@ -32,7 +32,8 @@ def open_private(path: Path, flags: int) -> int:
         StateError: `path` is a symbolic link, not a regular file, or cannot be opened.
     """
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+        # O_NONBLOCK: a FIFO planted here is refused at once instead of blocking the open.
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, PRIVATE_FILE)
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise StateError(

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import HistoryUnavailableError, TuischedError
 from tuisched.domain.events import (
     Event,
     RunAbandoned,
@@ -48,6 +48,7 @@ from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
+from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
 
@@ -141,9 +142,10 @@ class Runtime:
         self.latest = LatestRuns()
         """Each job's newest finished run and each running run's last line, for front ends."""
         self.state = SchedulerState.STARTING
-        self.actions = Actions(
-            self, ActionLog(config.settings.state_dir / "actions.log", config.settings.timezone)
+        self._actions_log = ActionLog(
+            config.settings.state_dir / "actions.log", config.settings.timezone
         )
+        self.actions = Actions(self, self._actions_log)
         """What operators do: run now, stop, pause, edit... each recorded in actions.log."""
         self.node = socket.gethostname() + role.node_suffix
         self._clock: Clock = clock or SystemClock()
@@ -178,6 +180,14 @@ class Runtime:
         if self._history is None:
             raise TuischedError("the runtime is not started")
         return self._history
+
+    @property
+    def unwritten(self) -> tuple[int, int]:
+        """What is kept in memory because the disk or database does not take it now:
+        (history writes, audit log bytes)."""
+        writes = self._history.unwritten if self._history is not None else 0
+        audit = self._audit.unwritten if self._audit is not None else 0
+        return writes, audit
 
     @property
     def config_text(self) -> str:
@@ -216,10 +226,10 @@ class Runtime:
         finally:
             subscription.unsubscribe()
 
-    def flush_audit(self) -> None:
+    async def flush_audit(self) -> None:
         """Write the audit lines of the events delivered so far (before reading the log)."""
         if self._audit is not None:
-            self._audit.flush()
+            await in_thread(Lane.AUDIT, self._audit.flush)
 
     # --- start and stop ----------------------------------------------------------
 
@@ -245,7 +255,7 @@ class Runtime:
             await self._history.close()
             self._history = None
         if self._audit is not None:
-            self._audit.close()
+            await in_thread(Lane.AUDIT, self._audit.close)
             self._audit = None
         self._lock.release()
         self.watchdog.stop()
@@ -325,7 +335,8 @@ class Runtime:
         self.bus.publish(SchedulerStopped(at=self._clock.now()))
         self.bus.flush()  # the audit log must see the last runs before it closes
         if self._audit is not None:
-            self._audit.close()
+            await in_thread(Lane.AUDIT, self._audit.close)
+        await in_thread(Lane.AUDIT, self._actions_log.close)
         self._lock.release()
         self.watchdog.stop()
         self._engine = None
@@ -369,9 +380,18 @@ class Runtime:
             self.bus.publish(RunAbandoned(at=now, run=run))
 
     async def _mark_alive(self) -> None:
+        """Note in the history that this scheduler is alive now (a heartbeat).
+
+        A history that takes no write now (its outage is reported by the
+        writer) costs only this beat: the next start then counts missed slots
+        from an earlier beat, which records more MISSED slots, never fewer.
+        """
         if self._history is not None:
             at, pid = self._clock.now(), os.getpid()
-            await self._history.call(lambda store: store.mark_alive(self.node, at, pid))
+            try:
+                await self._history.call(lambda store: store.mark_alive(self.node, at, pid))
+            except HistoryUnavailableError as error:
+                log.debug("heartbeat not noted: %s", error)
 
     async def _beat(self) -> None:
         while True:

@@ -34,6 +34,8 @@ T = TypeVar("T")
 class Lane(enum.StrEnum):
     """What a piece of blocking work is, so each kind is bounded on its own."""
 
+    AUDIT = "audit"
+    """Appending to the audit log (one thread, so that lines keep their order)."""
     CONFIG = "config"
     """Reading, parsing, checking and writing the configuration file."""
     FILES = "files"
@@ -45,6 +47,7 @@ class Lane(enum.StrEnum):
 
 
 LANE_THREADS: dict[Lane, int] = {
+    Lane.AUDIT: 1,
     Lane.CONFIG: 2,
     Lane.FILES: 4,
     Lane.MAIL: 4,

@@ -162,7 +162,7 @@ class LocalQueries:
         return found
 
     async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
-        self._runtime.flush_audit()  # the lines of the events delivered so far, written
+        await self._runtime.flush_audit()  # the lines of the events delivered so far, written
         path = self._runtime.config.settings.state_dir / "audit.log"
         return await audit_chunk(path, offset=offset, lines=lines)
 

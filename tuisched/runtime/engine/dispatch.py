@@ -38,6 +38,8 @@ class Active:
     runner: Runner | None = None
     stop_result: Result | None = None
     kill: bool = False
+    began: float | None = None
+    """When it was launched, on the clock's monotonic scale (its duration is measured on it)."""
 
 
 class Dispatcher:

@@ -120,7 +120,8 @@ class Engine:
             )  # fmt: skip
         # Slots after `now` fire; those up to `now` were just recorded as missed.
         jobs = [(job, self._pauses.holds(job)) for job in self.config.jobs.values()]
-        await self._firing.start(jobs, now)
+        held = await self._history.call(lambda store: store.latest_slots())
+        await self._firing.start(jobs, now, held)
 
     async def _take_back_waiting(self) -> None:
         """WAITING runs of a previous instance go on waiting (R9 survives a restart)."""

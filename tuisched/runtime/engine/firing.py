@@ -110,14 +110,22 @@ class SlotFiring:
         self._fires = fires
         self._scheduler: BackgroundScheduler | None = None
         self._inbox: _Inbox | None = None
+        self._fired: dict[str, datetime] = {}
+        """The newest slot of each job that fired or that the history holds."""
 
-    async def start(self, jobs: list[tuple[Job, bool]], now: datetime) -> None:
-        """Load `jobs` (each with whether it is paused) and start firing slots after `now`.
+    async def start(
+        self, jobs: list[tuple[Job, bool]], now: datetime, held: dict[str, datetime]
+    ) -> None:
+        """Load `jobs` (each with whether it is paused) and start firing slots after `now`,
+        and after the newest slot of each job that the history holds (`held`).
 
-        Jobs are loaded a few hundred at a time, the loop free in between; a
-        slot that falls due meanwhile fires at once when its job is loaded,
-        because each job's first slot is counted from `now`.
+        A slot the history holds never fires again, even when the wall clock is
+        now behind it (a restart after the clock was set back). Jobs are loaded
+        a few hundred at a time, the loop free in between; a slot that falls
+        due meanwhile fires at once when its job is loaded, because each job's
+        first slot is counted from `now`.
         """
+        self._fired = dict(held)
         self._inbox = _Inbox(asyncio.get_running_loop(), self._take)
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -142,7 +150,8 @@ class SlotFiring:
         schedule = job.schedule
         if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
             return
-        first = next_slot(schedule, now)
+        fired = self._fired.get(job.name)
+        first = next_slot(schedule, now if fired is None else max(now, fired))
         if first is None or self._scheduler is None:  # stop (or `at`) is past: not loaded
             return
         self._scheduler.add_job(
@@ -190,6 +199,11 @@ class SlotFiring:
 
     def _fire(self, job: Job, run_times: list[datetime], now: datetime) -> None:
         """Run the slots less than `grace` late; record the others as MISSED."""
+        fired = self._fired.get(job.name)
+        if fired is not None:  # held by the history already (the clock was set back)
+            run_times = [slot for slot in run_times if slot > fired]
+        if run_times:
+            self._fired[job.name] = max(run_times)
         late = [slot for slot in run_times if now - slot >= job.grace]
         kept = late[-MAX_MISSED_RECORDED:]
         for slot in kept:

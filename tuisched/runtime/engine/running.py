@@ -14,6 +14,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from tuisched.domain.errors import LaunchError
@@ -31,6 +32,8 @@ from tuisched.runtime.store import AsyncHistory
 
 log = logging.getLogger(__name__)
 
+ROW_WAIT_SECONDS = 1.0
+"""How long a run waits for its row to land before it starts anyway (the history is out)."""
 OUTPUT_FILES_KEPT = 50
 """Output files kept per job."""
 OUTPUT_LINES_PER_EVENT = 100
@@ -106,8 +109,8 @@ class Workers:
         active.run = replace(run, state=RunState.RUNNING, started_at=self._clock.now())
         if self._history.committed(self._dispatcher.ticket(run.run_id)):  # usually
             self._history.update_soon(active.run)
-        else:  # the row must be in the database before anything starts
-            await self._history.update(active.run)
+        else:  # the row should be in the database before anything starts
+            await self._row_written(active.run)
         if active.stop_result is not None:
             reason = "stopped before it started"
             return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
@@ -125,6 +128,20 @@ class Workers:
             if timer is not None:
                 timer.cancel()
 
+    async def _row_written(self, run: RunRecord) -> None:
+        """Wait for `run`'s row to land, for `ROW_WAIT_SECONDS` at most.
+
+        A history that takes no writes now (locked by another process, a full
+        disk) keeps the write and lands it later; the run does not wait for that.
+        """
+        writing = asyncio.ensure_future(self._history.update(run))
+        done, _ = await asyncio.wait({writing}, timeout=ROW_WAIT_SECONDS)
+        if writing in done:
+            writing.result()  # a write the history refused fails the run, as before
+            return
+        writing.add_done_callback(_ignore_result)  # the writer logs a write that fails
+        log.info("run %s of %s starts before its row is in the history", run.run_id, run.job)
+
     async def _launch_and_wait(self, active: Active) -> Outcome:
         assert active.runner is not None  # noqa: S101  (made in _run)
         try:
@@ -133,12 +150,21 @@ class Workers:
             reason = str(error)
             return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
         started = self._clock.now()
+        active.began = self._clock.monotonic()
         active.run = replace(active.run, pid=pid, started_at=started)
         self._history.update_soon(active.run)
         self._outcomes.publish(RunStarted(at=started, run=active.run))
         if active.stop_result is not None:  # a stop came while it was launching
             active.runner.stop(active.stop_result, kill=active.kill)
         return await active.runner.wait()
+
+    def _ended_at(self, active: Active, now: datetime) -> datetime:
+        """When `active` ended: its start plus the time it ran on the monotonic clock,
+        so a wall clock set back (or forward) meanwhile gives no negative duration."""
+        started = active.run.started_at
+        if started is None or active.began is None:
+            return now
+        return started + timedelta(seconds=max(0.0, self._clock.monotonic() - active.began))
 
     def _arm_timeout(self, active: Active) -> Timer | None:
         if active.job.timeout is None:
@@ -153,7 +179,7 @@ class Workers:
             tail = active.output.tail() if active.output is not None else ""
             if active.output is not None:
                 active.output.close()
-            closed = run.finished(outcome, now, tail)
+            closed = run.finished(outcome, self._ended_at(active, now), tail)
             self._history.update_soon(closed)
             data = active.runner.message_data if active.runner is not None else {}
             final = not self._retries.schedule(job, closed, data)
@@ -207,3 +233,8 @@ class Workers:
         for old in files[: max(0, len(files) - OUTPUT_FILES_KEPT)]:
             with contextlib.suppress(OSError):
                 old.unlink()
+
+
+def _ignore_result(task: asyncio.Future[None]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: the writer thread logged it already

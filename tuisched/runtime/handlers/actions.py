@@ -10,13 +10,12 @@ from __future__ import annotations
 import getpass
 import os
 import socket
-import threading
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.text import plain_text
-from tuisched.runtime.privatefiles import open_private
+from tuisched.runtime.handlers.appendfile import AppendFile
 
 
 def who(origin: str) -> str:
@@ -29,20 +28,26 @@ def who(origin: str) -> str:
 
 
 class ActionLog:
-    """Appends one line per operator action. Safe from any thread."""
+    """Appends one line per operator action (see `AppendFile`). Safe from any thread."""
 
     def __init__(self, path: Path, tz: ZoneInfo) -> None:
         self.path = path
         self.tz = tz
-        self._lock = threading.Lock()
+        self._file: AppendFile | None = None
 
     def write(self, at: datetime, actor: str, action: str, subject: str) -> None:
-        """Record that `actor` did `action` to `subject` at `at`."""
+        """Record that `actor` did `action` to `subject` at `at` (written off the loop).
+
+        Raises:
+            StateError: the file cannot be opened (the first time).
+        """
         fields = [at.astimezone(self.tz).isoformat(timespec="seconds"), actor, action, subject]
         line = " | ".join(plain_text(f).replace("\n", " ").replace("|", "¦") for f in fields)
-        with self._lock:
-            descriptor = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-            try:
-                os.write(descriptor, (line + "\n").encode())
-            finally:
-                os.close(descriptor)
+        if self._file is None:
+            self._file = AppendFile(self.path, f"the actions log {self.path}")
+        self._file.add(line)
+
+    def close(self) -> None:
+        """Write what is pending and close the file (blocking). Idempotent."""
+        if self._file is not None:
+            self._file.close()

@@ -2,24 +2,23 @@
 
 The line's format is `tuisched.domain.audit.audit_line`. The file is appended
 to, private to the user (0600), and reopened when logrotate (or anyone) moves
-it away.
+it away. Lines are written off the loop, and lines the disk does not take are
+kept in memory and written when it does (see `AppendFile`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-import threading
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import BinaryIO
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.audit import audit_line
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.events import RunAbandoned, RunEvent, RunFinished, RunNotStarted, SlotMissed
 from tuisched.domain.runs import RunRecord
-from tuisched.runtime.privatefiles import open_private
+from tuisched.runtime.handlers.appendfile import AppendFile
 
 log = logging.getLogger(__name__)
 
@@ -28,28 +27,9 @@ _AUDITED = (RunFinished, RunNotStarted, RunAbandoned, SlotMissed)
 _READ_BLOCK = 8192
 
 
-def _open_append(path: Path) -> TextIO:
-    """`path` opened for appending, line-buffered, private (0600), never through a link."""
-    fd = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-    # An fd, not a path: it was created with our mode, which Path.open cannot do.
-    return open(fd, "a", buffering=1, encoding="utf-8", errors="replace")  # noqa: PTH123
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    """The (device, inode) of `path`, or None if nothing is there."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return None
-    return info.st_dev, info.st_ino
-
-
 class AuditLog:
-    """Appends audit lines to one file. Safe from any thread.
-
-    Before each line it checks that the path still names the file it has open;
-    if the file was renamed or deleted (log rotation), it opens a new one.
-    """
+    """Appends audit lines to one file (see `AppendFile`): off the loop, in order, and
+    nothing lost to a full disk. Safe from any thread."""
 
     def __init__(self, path: Path, tz: ZoneInfo) -> None:
         """Open (or create, 0600) `path` for appending; times are written in `tz`.
@@ -59,61 +39,40 @@ class AuditLog:
         """
         self.path = path
         self.tz = tz
-        self._lock = threading.Lock()
-        self._file: TextIO | None = _open_append(path)
-        self._opened = os.fstat(self._file.fileno())
-        self._pending: list[str] = []
-        """Lines from bus events, written together once per loop turn."""
+        self._file = AppendFile(path, f"the audit log {path}")
+        self._closed = False
+
+    @property
+    def unwritten(self) -> int:
+        """Bytes of lines kept in memory because the file did not take them."""
+        return self._file.unwritten
 
     def write(self, run: RunRecord) -> None:
-        """Append the line of `run`, reopening the file first if it was rotated away.
+        """Append the line of `run` (at once when no loop runs in this thread).
 
         Raises:
             ValueError: the log is closed.
-            OSError: the file cannot be written.
         """
-        line = audit_line(run, self.tz) + "\n"
-        with self._lock:
-            self._current().write(line)
-
-    def _current(self) -> TextIO:
-        if self._file is None:
+        if self._closed:
             raise ValueError(f"audit log {self.path} is closed")
-        if _identity(self.path) != (self._opened.st_dev, self._opened.st_ino):
-            log.info("audit log %s was moved away: starting a new file", self.path)
-            self._file.close()
-            self._file = _open_append(self.path)
-            self._opened = os.fstat(self._file.fileno())
-        return self._file
+        self._file.add(audit_line(run, self.tz))
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
         """Write a line for every run that finished, did not start, was abandoned or missed."""
         return [bus.subscribe(kind, self._on_event) for kind in _AUDITED]
 
     def _on_event(self, event: RunEvent) -> None:
-        # A burst of thousands of runs costs one write, not thousands.
-        self._pending.append(audit_line(event.run, self.tz) + "\n")
-        if len(self._pending) > 1:
-            return
-        try:
-            asyncio.get_running_loop().call_soon(self.flush)
-        except RuntimeError:  # no loop (a synchronous bus): write at once
-            self.flush()
+        if not self._closed:  # a burst of thousands of runs costs one write, not thousands
+            self._file.add(audit_line(event.run, self.tz))
 
     def flush(self) -> None:
-        """Write the lines of events received so far."""
-        with self._lock:
-            lines, self._pending = self._pending, []
-            if lines and self._file is not None:
-                self._current().write("".join(lines))
+        """Write the lines of events received so far (blocking: not on the loop)."""
+        self._file.flush()
 
     def close(self) -> None:
-        """Write what is pending and close the file. Idempotent."""
-        self.flush()
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        """Write what is pending and close the file (blocking). Idempotent."""
+        self._closed = True
+        self._file.close()
 
 
 def read_tail(path: Path, lines: int) -> list[str]:

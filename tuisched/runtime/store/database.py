@@ -28,6 +28,7 @@ from sqlalchemy.pool import StaticPool
 
 from tuisched.domain.errors import (
     DuplicateRunError,
+    HistoryDamagedError,
     HistoryError,
     HistoryUnavailableError,
     UnknownRunError,
@@ -91,8 +92,52 @@ def _said(error: SQLAlchemyError) -> str:
     return str(error).split("\n", 1)[0]
 
 
+QUICK_CHECK_MAX_BYTES = 512 * 1024 * 1024
+"""SQLite histories up to this size are checked for damage when opened (a few seconds)."""
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt")
+
+
+def _damaged(where: str, said: str) -> HistoryDamagedError:
+    path = where.removeprefix("sqlite:///")
+    return HistoryDamagedError(
+        f"the history database {path} is damaged ({said}); tuisched will not write to it. "
+        f"Stop tuisched, then repair it (sqlite3 {path} .recover | sqlite3 repaired.db) "
+        "or move it away to start an empty history"
+    )
+
+
+def _damage(where: str, error: BaseException) -> HistoryDamagedError | None:
+    """The error to raise when `error` says the database file is damaged, else None."""
+    if isinstance(error, DBAPIError) and not isinstance(error, OperationalError):
+        said = str(error.orig)
+        if any(word in said for word in _DAMAGE_WORDS):
+            return _damaged(where, said)
+    return None
+
+
+def _quick_check(engine: Engine, where: str) -> None:
+    """Refuse a SQLite history whose file is damaged (checked only up to a size)."""
+    path = engine.url.database
+    if not path or path == ":memory:":
+        return
+    try:
+        if Path(path).stat().st_size > QUICK_CHECK_MAX_BYTES:
+            return
+    except OSError:  # not there yet: SQLite creates it, or says why it cannot
+        return
+    with engine.connect() as connection:
+        found = [row[0] for row in connection.exec_driver_sql("PRAGMA quick_check(5)")]
+    if found != ["ok"]:
+        lines = [part for line in found for part in str(line).splitlines()]
+        said = "; ".join(line for line in lines if not line.startswith("***"))
+        raise _damaged(where, said or "quick_check failed")
+
+
 def _cannot_open(where: str, error: Exception) -> HistoryError:
     """The error to raise for `error`, in the driver's own words without SQLAlchemy's wrapping."""
+    damage = _damage(where, error)
+    if damage is not None:
+        return damage
     if isinstance(error, ImportError):
         said = f"its driver is not installed ({error})"
     elif isinstance(error, DBAPIError) and error.orig is not None:
@@ -146,8 +191,11 @@ class HistoryStore:
     def __init__(self, engine: Engine) -> None:
         """Wrap an engine whose schema is ready; use `open` or `open_sqlite` instead."""
         self._engine = engine
+        self._where = engine.url.render_as_string(hide_password=True)
         self._host = socket.gethostname()
         self._closed = False
+        self._damage: HistoryDamagedError | None = None
+        """Set once the file was found damaged: it is never touched again."""
         dialect = engine.dialect
         self._insert = _BatchStatement.compile(runs.insert(), _RUN_COLUMNS, dialect)
         keys = [*_RUN_COLUMNS[1:], "b_run_id"]
@@ -193,7 +241,12 @@ class HistoryStore:
         except (SQLAlchemyError, ImportError) as error:
             raise _cannot_open(where, error) from error
         try:
+            if url.get_backend_name() == "sqlite":
+                _quick_check(engine, where)
             _create_schema(engine, where)
+        except HistoryDamagedError:
+            engine.dispose()
+            raise
         except SQLAlchemyError as error:
             engine.dispose()
             raise _cannot_open(where, error) from error
@@ -224,6 +277,8 @@ class HistoryStore:
         """
         if self._closed:
             raise HistoryError("the run history is closed")
+        if self._damage is not None:
+            raise self._damage
         try:
             with self._engine.begin() as connection:
                 yield connection
@@ -232,6 +287,9 @@ class HistoryStore:
         except OperationalError as error:
             raise HistoryUnavailableError(f"history database: {_said(error)}") from error
         except SQLAlchemyError as error:
+            self._damage = _damage(self._where, error)
+            if self._damage is not None:
+                raise self._damage from error
             raise HistoryError(f"history database: {_said(error)}") from error
 
     def insert(self, run: RunRecord) -> None:
@@ -326,6 +384,16 @@ class HistoryStore:
         query = select(runs.c.job, runs.c.slot).where(runs.c.slot >= since)
         with self._begin() as connection:
             return {(job, slot) for job, slot in connection.execute(query)}
+
+    def latest_slots(self) -> dict[str, datetime]:
+        """The newest slot the history holds for each job, whatever its run's state (UTC)."""
+        query = (
+            select(runs.c.job, func.max(runs.c.slot))
+            .where(runs.c.slot.is_not(None))
+            .group_by(runs.c.job)
+        )
+        with self._begin() as connection:
+            return {job: slot for job, slot in connection.execute(query)}  # noqa: C416  (rows)
 
     def has_success(self, job: str, slot: datetime) -> bool:
         """Whether `job` succeeded for `slot` or a later slot (R9).

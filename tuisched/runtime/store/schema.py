@@ -35,8 +35,6 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-TRANSIENT_RETRY_PAUSES = (0.1, 0.5, 2.0)
-"""Seconds between tries of a write that failed for a passing reason (locked, connection lost)."""
 """The schema this code writes. A database with a newer one is refused, never changed."""
 
 ABANDONED_REASON = "the scheduler stopped without closing this run"

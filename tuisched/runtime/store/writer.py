@@ -6,7 +6,7 @@ import asyncio
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -21,12 +21,36 @@ from tuisched.runtime.store.database import (
     HistoryStore,
 )
 from tuisched.runtime.store.schema import (
-    TRANSIENT_RETRY_PAUSES,
     T,
     log,
 )
 
 # --- the writer thread ------------------------------------------------------------------
+
+OUTAGE_PAUSES = (0.1, 0.5, 1.0, 2.0, 5.0)
+"""Pauses between tries of held writes during an outage; the last one repeats."""
+CLOSE_TRIES_SECONDS = 1.0
+"""How long closing goes on trying held writes before reporting them lost."""
+
+
+class _Outage:
+    """An episode of the database not taking writes: when it began, when to try next."""
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+        self._tries = 0
+        self._next = self._since
+
+    def failed(self) -> None:
+        pause = OUTAGE_PAUSES[min(self._tries, len(OUTAGE_PAUSES) - 1)]
+        self._tries += 1
+        self._next = time.monotonic() + pause
+
+    def pause_left(self) -> float:
+        return max(0.0, self._next - time.monotonic())
+
+    def lasted(self) -> float:
+        return time.monotonic() - self._since
 
 
 @dataclass(slots=True)
@@ -35,6 +59,7 @@ class _Write:
     run: RunRecord
     future: asyncio.Future[Any] | None
     """None for a fire-and-forget update."""
+    ticket: int = 0
 
 
 @dataclass(slots=True)
@@ -108,6 +133,13 @@ class AsyncHistory:
     on their loop. A write that fails is logged and fails its own future (the
     batch is retried one write at a time to find it); the thread carries on.
     Cancelling a task that awaits a write does not cancel the write.
+
+    When the database cannot take writes for a passing reason (another
+    process holds its lock, the disk is full, the server is gone), the
+    writes are kept in memory, in order, and tried again with a growing
+    pause (`OUTAGE_PAUSES`); one warning opens the episode and one line ends
+    it. Queries go on meanwhile (they see the history without the writes
+    kept), and nothing waiting on the history blocks the scheduler for long.
     """
 
     def __init__(self, store: HistoryStore) -> None:
@@ -121,6 +153,14 @@ class AsyncHistory:
         self._ready = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closing: asyncio.Future[Any] | None = None
+        self._held: list[_Write] = []
+        """Writes the database did not take yet, in order (writer thread only)."""
+        self._outage: _Outage | None = None
+
+    @property
+    def unwritten(self) -> int:
+        """Writes kept in memory because the database does not take them now."""
+        return len(self._held)
 
     def start(self) -> None:
         """Start the writer thread. Idempotent; operations queued before wait for it."""
@@ -216,22 +256,31 @@ class AsyncHistory:
                 raise HistoryError("the run history is closed")
             self._pending.append(op)
             self._tickets += 1
+            if isinstance(op, _Write):
+                op.ticket = self._tickets
             self._ready.notify()
             return self._tickets
 
     # --- on the writer thread ---
 
     def _serve(self) -> None:
-        """The writer thread: take every pending operation, process them, until stopped."""
+        """The writer thread: take every pending operation, process them, until stopped.
+
+        With writes held, it wakes for the next try even when nothing new comes.
+        """
         while True:
             with self._ready:
                 while not self._pending:
-                    self._ready.wait()
+                    if self._outage is None:
+                        self._ready.wait()
+                    elif not self._ready.wait(self._outage.pause_left()):
+                        break  # time to try the held writes again
                 batch = list(self._pending)
                 self._pending.clear()
                 through = self._tickets
             stopped = self._process(batch)
-            self._done = through  # an int store: atomic, read by the loop thread
+            # Tickets up to the first held write are done; an int store is atomic.
+            self._done = self._held[0].ticket - 1 if self._held else through
             if stopped:
                 return
 
@@ -249,6 +298,7 @@ class AsyncHistory:
             if isinstance(op, _Call):
                 settlements.append(self._run_call(op))
             else:
+                self._last_tries(settlements)
                 settlements.append(self._close_store(op))
                 stopped = True
         self._commit(writes, settlements)
@@ -256,52 +306,78 @@ class AsyncHistory:
         return stopped
 
     def _commit(self, writes: list[_Write], settlements: list[_Settlement]) -> None:
-        """Commit `writes` in one transaction, or one by one if that fails."""
-        if not writes:
+        """Commit the held writes and `writes`, in one transaction if it can be.
+
+        During an outage, writes only join the held ones until the next try is due.
+        """
+        self._held.extend(writes)
+        if not self._held or (self._outage is not None and self._outage.pause_left() > 0):
             return
-        merged = _coalesce(writes)
-        if merged is not None and self._commit_merged(*merged):
-            settlements.extend((w.future, None, None) for w in writes if w.future is not None)
-        else:  # find the culprit: one write, one transaction
-            settlements.extend(self._commit_each(writes))
+        merged = _coalesce(self._held)
+        if merged is not None:
+            try:
+                self._store.write_many(*merged)
+            except HistoryUnavailableError as error:
+                self._outage_goes_on(error)
+                return
+            except Exception:
+                log.debug("history: a batch failed, retrying its writes one by one", exc_info=True)
+            else:
+                settlements.extend((w.future, None, None) for w in self._held if w.future)
+                self._held = []
+                self._outage_over()
+                return
+        self._commit_each(settlements)
 
-    def _commit_merged(self, inserts: list[RunRecord], updates: list[RunRecord]) -> bool:
-        try:
-            self._store.write_many(inserts, updates)
-        except Exception:
-            log.debug("history: a batch failed, retrying its writes one by one", exc_info=True)
-            return False
-        return True
-
-    def _commit_each(self, writes: list[_Write]) -> Iterable[_Settlement]:
-        for write in writes:
-            error = self._write_one(write)
-            if error is not None:
-                log.error(
-                    "history: could not %s run %s of job %r: %s",
-                    write.kind,
-                    write.run.run_id,
-                    write.run.job,
-                    error,
-                )
-            if write.future is not None:
-                yield write.future, None, error
-
-    def _write_one(self, write: _Write) -> BaseException | None:
-        """Write one run, retrying transient failures (a locked or lost database)."""
-        for pause in (*TRANSIENT_RETRY_PAUSES, None):
+    def _commit_each(self, settlements: list[_Settlement]) -> None:
+        """Commit the held writes one at a time: a bad one fails alone, an outage stops."""
+        while self._held:
+            write = self._held[0]
             try:
                 self._upsert(write)
             except HistoryUnavailableError as error:
-                if pause is None:
-                    return error
-                log.warning("history: %s; retrying in %ss", error, pause)
-                time.sleep(pause)
+                self._outage_goes_on(error)
+                return
             except Exception as error:
-                return error
+                log.error("history: could not %s run %s of job %r: %s",
+                          write.kind, write.run.run_id, write.run.job, error)  # fmt: skip
+                if write.future is not None:
+                    settlements.append((write.future, None, error))
             else:
-                return None
-        return None  # pragma: no cover  (the loop always returns)
+                if write.future is not None:
+                    settlements.append((write.future, None, None))
+            self._held.pop(0)
+        self._outage_over()
+
+    def _outage_goes_on(self, error: HistoryUnavailableError) -> None:
+        if self._outage is None:
+            self._outage = _Outage()
+            log.warning(
+                "history: cannot write (%s); %d writes are kept in memory and tried "
+                "again until it works (warning once until then)", error, len(self._held),
+            )  # fmt: skip
+        self._outage.failed()
+
+    def _outage_over(self) -> None:
+        if self._outage is not None:
+            log.warning("history: writing works again after %.0f s; every write kept has landed",
+                        self._outage.lasted())  # fmt: skip
+            self._outage = None
+
+    def _last_tries(self, settlements: list[_Settlement]) -> None:
+        """Before closing: try the held writes for a last moment, then report what is lost."""
+        ends = time.monotonic() + CLOSE_TRIES_SECONDS
+        while self._held and self._outage is not None and time.monotonic() < ends:
+            time.sleep(max(0.0, min(self._outage.pause_left(), ends - time.monotonic())))
+            self._commit([], settlements)
+        if not self._held:
+            return
+        lost = HistoryUnavailableError("the history did not take this write before shutdown")
+        log.error("history: %d writes could not be written before shutdown and are lost: %s",
+                  len(self._held), ", ".join(f"{w.run.job}#{w.run.run_id} {w.run.state.value}"
+                                             for w in self._held[-20:]))  # fmt: skip
+        settlements.extend((w.future, None, lost) for w in self._held if w.future is not None)
+        self._held = []
 
     def _upsert(self, write: _Write) -> None:
         """Insert or update, whichever the row needs: the run's latest state must land."""

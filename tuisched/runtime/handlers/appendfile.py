@@ -1,0 +1,158 @@
+"""An append-only private file that never blocks the loop and never loses a line to a
+full disk: the audit log and the actions log are written through it.
+
+Lines are added on any thread (`add`); they are written in the one thread of
+the log lane (`Lane.AUDIT`, so they keep their order), never on the event
+loop. Lines the file does not take (a full disk, a file size limit, an I/O
+error) are kept in memory, with one warning per episode, and written as soon
+as the file takes them again: with the next line, every `RETRY_SECONDS`, and
+at close. The file is opened private (0600) and never through a link, and is
+reopened when logrotate (or anyone) moves it away.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+from pathlib import Path
+
+from tuisched.runtime.privatefiles import WriteTrouble, open_private
+from tuisched.runtime.threads import Lane, in_thread
+
+log = logging.getLogger(__name__)
+
+MAX_UNWRITTEN = 64 * 1024 * 1024
+"""Bytes kept in memory while the file takes nothing; beyond it the oldest lines go."""
+RETRY_SECONDS = 5.0
+"""How often lines kept in memory are tried again when no new line comes."""
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of `path`, or None if nothing is there."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+class AppendFile:
+    """Appends lines to one file, off the loop, keeping what the disk does not take."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        """Open (or create, 0600) `path` for appending; `what` names it in warnings.
+
+        Raises:
+            StateError: the file cannot be opened (a link, a folder...).
+        """
+        self.path = path
+        self._what = what
+        self._lock = threading.Lock()
+        self._fd: int | None = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        self._opened = os.fstat(self._fd)
+        self._pending: list[str] = []
+        """Lines added and not yet handed to the writer."""
+        self._unwritten = bytearray()
+        """Bytes the file did not take yet, oldest first."""
+        self._dropped = 0
+        self._trouble = WriteTrouble(log, what)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._retry: asyncio.TimerHandle | None = None
+
+    @property
+    def unwritten(self) -> int:
+        """Bytes kept in memory because the file did not take them."""
+        return len(self._unwritten)
+
+    def add(self, line: str) -> None:
+        """Append `line` (a newline is added) soon, off the loop; never raises for the disk.
+
+        On the loop, lines added in one turn are written together in the log
+        lane; with no loop running, the line is written at once.
+        """
+        with self._lock:
+            self._pending.append(line + "\n")
+            first = len(self._pending) == 1
+        if not first:
+            return
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.flush()
+            return
+        self._loop.call_soon(self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        task = asyncio.ensure_future(in_thread(Lane.AUDIT, self.flush))
+        task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Future[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.error("writing %s failed", self._what, exc_info=task.exception())
+        if self._unwritten and self._retry is None and self._loop is not None:
+            self._retry = self._loop.call_later(RETRY_SECONDS, self._retry_now)
+
+    def _retry_now(self) -> None:
+        self._retry = None
+        self._flush_soon()
+
+    def flush(self) -> None:
+        """Write the lines added so far and any kept in memory (blocking: not on the loop)."""
+        with self._lock:
+            lines, self._pending = self._pending, []
+            if self._fd is not None:
+                self._append("".join(lines).encode())
+
+    def close(self) -> None:
+        """Write what is pending and close the file (blocking). Idempotent.
+
+        What the file still does not take is lost now, and said so in one line.
+        """
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
+        self.flush()
+        with self._lock:
+            if self._unwritten:
+                log.error("%s did not take %d bytes of lines before closing; they are lost",
+                          self._what, len(self._unwritten))  # fmt: skip
+                self._unwritten.clear()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+    def _append(self, data: bytes) -> None:
+        """Write what is kept, then `data`; keep what the file does not take (lock held)."""
+        self._unwritten += data
+        if len(self._unwritten) > MAX_UNWRITTEN:
+            self._drop_oldest()
+        if not self._unwritten:
+            return
+        try:
+            fd = self._current()
+            while self._unwritten:
+                written = os.write(fd, self._unwritten)
+                del self._unwritten[:written]
+        except OSError as error:
+            self._trouble.failed(error)
+            return
+        self._trouble.succeeded()
+
+    def _drop_oldest(self) -> None:
+        cut = self._unwritten.find(b"\n", len(self._unwritten) - MAX_UNWRITTEN) + 1
+        if self._dropped == 0:
+            log.error("%s takes nothing; the oldest lines kept in memory are dropped", self._what)
+        self._dropped += self._unwritten.count(b"\n", 0, cut)
+        del self._unwritten[:cut]
+
+    def _current(self) -> int:
+        assert self._fd is not None  # noqa: S101  (checked by the callers)
+        if _identity(self.path) != (self._opened.st_dev, self._opened.st_ino):
+            log.info("%s was moved away: starting a new file", self._what)
+            fd = open_private(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            os.close(self._fd)
+            self._fd = fd
+            self._opened = os.fstat(fd)
+        return self._fd
