@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import defaultdict
+from pathlib import Path
 
 GATES: defaultdict[str, threading.Event] = defaultdict(threading.Event)
 """Tests set GATES[name] to let a Blocker called `name` finish."""
@@ -50,3 +52,9 @@ def boom() -> None:
 
 def fail() -> None:
     raise RuntimeError("failed on purpose")
+
+
+def environment_to_file() -> None:
+    """Writes the environment a python job sees to `$TUISCHED_TEST_OUT`."""
+    out = Path(os.environ["TUISCHED_TEST_OUT"])
+    out.write_text("".join(f"{key}={value}\n" for key, value in os.environ.items()))

@@ -47,6 +47,7 @@ from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
+from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
@@ -142,6 +143,8 @@ class Runtime:
         self.latest = LatestRuns()
         """Each job's newest finished run and each running run's last line, for front ends."""
         self.state = SchedulerState.STARTING
+        self._secrets = Secrets()
+        """The variables the configuration names for secrets, moved out of the environment."""
         self._actions_log = ActionLog(
             config.settings.state_dir / "actions.log", config.settings.timezone
         )
@@ -262,6 +265,8 @@ class Runtime:
 
     async def _start_parts(self) -> None:
         settings = self.config.settings
+        self._secrets.take(secret_names(self.config))  # before any job or thread can look
+        hide_process()
         install_child_watcher()
         self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
@@ -345,7 +350,8 @@ class Runtime:
     def _start_alerts(self) -> None:
         if self.config.email is None:
             return
-        mailer = SmtpMailer(self.config.email.smtp, local_hostname=self.node)
+        self._secrets.take(secret_names(self.config))
+        mailer = SmtpMailer(self.config.email.smtp, env=self._secrets, local_hostname=self.node)
         self._alerts = AlertHandler(
             lambda: self.config, mailer, bus=self.bus, hostname=self.node, clock=self._clock
         )

@@ -6,17 +6,7 @@ import os
 
 from tuisched.domain.model import CommandSpec, Config, Job
 from tuisched.domain.runs import RunRecord
-
-
-def secret_names(config: Config) -> set[str]:
-    """Environment variables holding the scheduler's own secrets (never passed to jobs)."""
-    names: set[str] = set()
-    if config.email is not None:
-        smtp = config.email.smtp
-        names.update(filter(None, (smtp.password_env, smtp.username_env)))
-    if config.settings.cluster is not None and config.settings.cluster.password_env:
-        names.add(config.settings.cluster.password_env)
-    return names
+from tuisched.runtime.secrets import secret_names
 
 
 def job_environment(config: Config, job: Job, run: RunRecord) -> dict[str, str]:
