@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -41,6 +42,7 @@ from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.execution import install_child_watcher, kill_leftovers
+from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
@@ -81,6 +83,12 @@ def open_history(config: Config) -> HistoryStore:
     return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
 
 
+FOLLOW_SECONDS = 1.0
+"""How often the processes of runs are looked for in /proc (while runs are going)."""
+LEFTOVER_GRACE = 1.0
+"""Seconds the processes ended runs left running get between SIGTERM and SIGKILL at stop."""
+PROCESSES_RECORD = "processes.json"
+"""The processes of runs, in the state directory: a killed scheduler's next start stops them."""
 MAIL_GRACE = 1.0
 """Seconds alert mail gets at shutdown when the runs took the whole grace."""
 
@@ -163,6 +171,9 @@ class Runtime:
         self._retired_alerts: list[AlertHandler] = []
         """Handlers replaced by a reload that changed `email:`; drained at stop."""
         self._heartbeat: asyncio.Task[None] | None = None
+        self._following: asyncio.Task[None] | None = None
+        self._descendants = Descendants()
+        """The processes of runs (recorded in the state directory once started)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -253,6 +264,8 @@ class Runtime:
         if self._engine is not None:
             await self._engine.drain(0)
             self._engine = None
+        if self._following is not None:
+            self._following.cancel()
         await self._drain_alerts(0)
         if self._history is not None:
             await self._history.close()
@@ -267,6 +280,9 @@ class Runtime:
         settings = self.config.settings
         self._secrets.take(secret_names(self.config))  # before any job or thread can look
         hide_process()
+        become_subreaper()  # orphans of runs are adopted here, not by init
+        record = settings.state_dir / PROCESSES_RECORD if self.role.exclusive else None
+        self._descendants = Descendants(record)
         install_child_watcher()
         self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
@@ -288,8 +304,9 @@ class Runtime:
         self._engine = Engine(
             self.config, bus=self.bus, history=self._history, node=self.node,
             output_dir=settings.state_dir / "output", clock=self._clock,
-            kill_grace=self._kill_grace,
+            kill_grace=self._kill_grace, descendants=self._descendants,
         )  # fmt: skip
+        self._following = asyncio.get_running_loop().create_task(self._follow_processes())
         if role.follows_runs:
             self._triggers = DependencyTrigger(self._engine, lambda: self.config, self._clock)
             self._triggers.subscribe(self.bus)
@@ -333,6 +350,7 @@ class Runtime:
             self._triggers.stop()
         draining_since = self._clock.now()
         await self._engine.drain(grace)
+        await self._stop_leftovers()
         # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).
         spent = (self._clock.now() - draining_since).total_seconds()
         await self._drain_alerts(min(grace, max(grace - spent, MAIL_GRACE)))
@@ -346,6 +364,31 @@ class Runtime:
         self.watchdog.stop()
         self._engine = None
         self.state = SchedulerState.STOPPED
+
+    async def _follow_processes(self) -> None:
+        """Look for the processes of runs once a second (real time: they are real)."""
+        while True:
+            await asyncio.sleep(FOLLOW_SECONDS)
+            if self._descendants.watching:
+                try:
+                    await in_thread(Lane.PROCESSES, self._descendants.scan)
+                except Exception:  # the runs go on; only their leftovers may be missed
+                    log.exception("looking for the processes of runs failed")
+
+    async def _stop_leftovers(self) -> None:
+        """Stop what ended runs left running: SIGTERM, then SIGKILL after the kill grace."""
+        if self._following is not None:
+            self._following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._following
+        await in_thread(Lane.PROCESSES, self._descendants.scan)
+        stopped = await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGTERM)
+        if stopped:
+            log.warning("stopping %d process(es) that ended runs left running", stopped)
+            await asyncio.sleep(min(self._kill_grace, LEFTOVER_GRACE))
+            await in_thread(Lane.PROCESSES, self._descendants.scan)
+            await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGKILL)
+        await in_thread(Lane.PROCESSES, self._descendants.forget_record)
 
     def _start_alerts(self) -> None:
         if self.config.email is None:
@@ -376,12 +419,19 @@ class Runtime:
         closed: list[RunRecord] = await self._history.call(
             lambda store: store.close_abandoned(self.node, now)
         )
+        record = self.config.settings.state_dir / PROCESSES_RECORD
+        recorded = (
+            await in_thread(Lane.PROCESSES, kill_recorded, record) if self.role.exclusive else 0
+        )
         if closed:
-            killed = kill_leftovers([run.run_id for run in closed])
+            run_ids = [run.run_id for run in closed]
+            killed = recorded + await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
             log.warning(
                 "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
                 len(closed), killed,
             )  # fmt: skip
+        elif recorded:
+            log.warning("%d process(es) left by the runs of a dead scheduler killed", recorded)
         for run in closed:
             self.bus.publish(RunAbandoned(at=now, run=run))
 

@@ -44,6 +44,8 @@ class Lane(enum.StrEnum):
     """Rendering and delivering alert mails."""
     SENSORS = "sensors"
     """Looking for the files `wait_for` jobs wait for."""
+    PROCESSES = "processes"
+    """Following the processes of runs in /proc, and signalling them."""
 
 
 LANE_THREADS: dict[Lane, int] = {
@@ -52,6 +54,7 @@ LANE_THREADS: dict[Lane, int] = {
     Lane.FILES: 4,
     Lane.MAIL: 4,
     Lane.SENSORS: 4,
+    Lane.PROCESSES: 1,
 }
 """Threads each lane may have at most; more work waits in the lane's queue."""
 

@@ -36,6 +36,7 @@ from tuisched.runtime.engine.pauses import Pause, Pauses
 from tuisched.runtime.engine.retries import Retries
 from tuisched.runtime.engine.running import Workers
 from tuisched.runtime.engine.waiting import WaitingRoom
+from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.store import AsyncHistory
 
 SHUTTING_DOWN = "the scheduler is shutting down"
@@ -54,7 +55,9 @@ class Engine:
         output_dir: Path,
         clock: Clock | None = None,
         kill_grace: float = 5.0,
+        descendants: Descendants | None = None,
     ) -> None:
+        """`descendants` follows the processes of runs (a fresh one, not recorded, if None)."""
         self.config = config
         self.node = node
         self._clock = clock = clock or SystemClock()
@@ -86,7 +89,7 @@ class Engine:
         self._workers = Workers(
             config=current, dispatcher=self._dispatcher, retries=self._retries,
             outcomes=outcomes, history=history, clock=clock, output_dir=output_dir,
-            kill_grace=kill_grace,
+            kill_grace=kill_grace, descendants=descendants,
         )  # fmt: skip
         self.waiting_room = WaitingRoom(
             history=history, bus=bus, config=current, admit=self._admit,

@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -27,8 +28,10 @@ from tuisched.runtime.engine.environment import job_environment
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.retries import Retries
 from tuisched.runtime.execution import make_runner
+from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.store import AsyncHistory
+from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +57,10 @@ class Workers:
         clock: Clock,
         output_dir: Path,
         kill_grace: float,
+        descendants: Descendants | None = None,
     ) -> None:
         self._config = config
+        self._descendants = descendants or Descendants()
         self._dispatcher = dispatcher
         self._retries = retries
         self._outcomes = outcomes
@@ -84,6 +89,19 @@ class Workers:
             active.kill = active.kill or kill
             if active.runner is not None:
                 active.runner.stop(active.stop_result, kill=kill)
+            self._signal_descendants(active.run.run_id, kill=kill)
+
+    def _signal_descendants(self, run_id: str, *, kill: bool) -> None:
+        """Stop the processes the run started outside its group too (off the loop)."""
+        if not self._descendants.watching:
+            return
+        signum = signal.SIGKILL if kill else signal.SIGTERM
+        _background(in_thread(Lane.PROCESSES, self._descendants.signal, run_id, signum))
+        if not kill:
+            self._clock.call_later(self._kill_grace, self._kill_descendants, run_id)
+
+    def _kill_descendants(self, run_id: str) -> None:
+        _background(in_thread(Lane.PROCESSES, self._descendants.signal, run_id, signal.SIGKILL))
 
     def live_status(self, run_id: str) -> str:
         """What a running run says of itself now (a python job's `status`), or ""."""
@@ -151,12 +169,23 @@ class Workers:
             return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
         started = self._clock.now()
         active.began = self._clock.monotonic()
+        if pid is not None:
+            self._descendants.watch(active.run.run_id, pid)
         active.run = replace(active.run, pid=pid, started_at=started)
         self._history.update_soon(active.run)
         self._outcomes.publish(RunStarted(at=started, run=active.run))
         if active.stop_result is not None:  # a stop came while it was launching
             active.runner.stop(active.stop_result, kill=active.kill)
         return await active.runner.wait()
+
+    def _report_leftovers(self, run: RunRecord) -> None:
+        left = self._descendants.run_ended(run.run_id)
+        if left:
+            log.warning(
+                "run %s of %s ended and left %d process(es) running (pid %s); they are "
+                "stopped when the scheduler stops", run.run_id, run.job, len(left),
+                ", ".join(str(proc.pid) for proc in left),
+            )  # fmt: skip
 
     def _ended_at(self, active: Active, now: datetime) -> datetime:
         """When `active` ended: its start plus the time it ran on the monotonic clock,
@@ -180,6 +209,7 @@ class Workers:
             if active.output is not None:
                 active.output.close()
             closed = run.finished(outcome, self._ended_at(active, now), tail)
+            self._report_leftovers(closed)
             self._history.update_soon(closed)
             data = active.runner.message_data if active.runner is not None else {}
             final = not self._retries.schedule(job, closed, data)
@@ -238,3 +268,19 @@ class Workers:
 def _ignore_result(task: asyncio.Future[None]) -> None:
     if not task.cancelled():
         task.exception()  # retrieved: the writer thread logged it already
+
+
+_BACKGROUND: set[asyncio.Future[object]] = set()
+
+
+def _background(work: Coroutine[object, object, object]) -> None:
+    """Run `work` without awaiting it (kept referenced until done; failures logged)."""
+    task = asyncio.ensure_future(work)
+    _BACKGROUND.add(task)
+    task.add_done_callback(_done)
+
+
+def _done(task: asyncio.Future[object]) -> None:
+    _BACKGROUND.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        log.error("signalling a run's processes failed", exc_info=task.exception())

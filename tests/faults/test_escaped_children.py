@@ -1,0 +1,121 @@
+"""Processes that leave their run's process group (`setsid`, `env -i`) are still found:
+stopped with the run, reported when they outlive it, stopped at shutdown, and stopped
+by the next start after a `kill -9` of the scheduler."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tuisched.domain.events import RunFinished, RunStarted
+
+from ..runtime_fixtures import running, write_config
+from ..test_headless import _alive, _gone_within
+
+REPO = Path(__file__).resolve().parents[2]
+
+# Two escapes: a new session, and a new session with an empty environment (so that
+# TUISCHED_RUN_ID cannot find it either). Each pid is written to `pids`.
+ESCAPE = "setsid sleep 300 & echo $! >> {pids}; env -i setsid sleep 301 & echo $! >> {pids}; "
+
+
+def _pids(path: Path, count: int = 2) -> list[int]:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if path.exists():
+            found = [int(line) for line in path.read_text().split()]
+            if len(found) >= count:
+                return found
+        time.sleep(0.02)  # the job writes them; no event to await
+    raise AssertionError(f"{path} never held {count} pids")
+
+
+async def _until(condition: object, within: float = 10) -> None:
+    async with asyncio.timeout(within):
+        while not condition():  # type: ignore[operator]  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+async def test_escaped_processes_are_stopped_with_their_run(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    command = ESCAPE.format(pids=pids) + "sleep 300"
+    path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: manual}}")
+    async with running(path) as (runtime, events):
+        runtime.actions.run_now("escape")
+        (started,) = await events.wait_for(RunStarted)
+        escaped = _pids(pids)
+        assert all(_alive(pid) for pid in escaped)
+        assert started.run.pid is not None
+        root_session = os.getsid(started.run.pid)
+        # Each is in a session of its own once `setsid` has run (just after the pid is known).
+        await _until(lambda: all(os.getsid(pid) != root_session for pid in escaped))
+        await asyncio.sleep(1.5)  # a scan or two finds them under the run
+        runtime.actions.stop_run(started.run.run_id)
+        await events.wait_for(RunFinished)
+        for pid in escaped:
+            await asyncio.to_thread(_gone_within, pid, 5)
+
+
+async def test_processes_a_run_leaves_running_are_reported_then_stopped_at_shutdown(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    pids = tmp_path / "pids"
+    command = ESCAPE.format(pids=pids) + "sleep 1.5"  # time for a scan to find them
+    path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: manual}}")
+    async with running(path) as (runtime, events):
+        runtime.actions.run_now("escape")
+        (finished,) = await events.wait_for(RunFinished)
+        escaped = _pids(pids)
+        assert all(_alive(pid) for pid in escaped)  # they outlived the run...
+    for pid in escaped:  # ...and the stop stopped them
+        await asyncio.to_thread(_gone_within, pid, 5)
+    text = caplog.text
+    assert f"run {finished.run.run_id} of escape ended and left 2 process(es) running" in text
+    assert "stopping 2 process(es) that ended runs left running" in text
+
+
+def test_the_start_after_a_kill_9_stops_what_the_runs_left_even_without_environment(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "pids"
+    command = ESCAPE.format(pids=pids) + "sleep 300"
+    soon = (datetime.now(UTC) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: {{at: '{soon}'}}}}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    record = tmp_path / "state" / "processes.json"
+
+    def scheduler() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+
+    first = scheduler()
+    try:
+        escaped = _pids(pids)
+        deadline = time.monotonic() + 10
+        while not (record.exists() and all(str(pid) in record.read_text() for pid in escaped)):
+            assert time.monotonic() < deadline, "the processes were never recorded"
+            time.sleep(0.05)  # the scheduler scans once a second
+    finally:
+        first.kill()  # kill -9: nothing is cleaned up
+        first.communicate(timeout=10)
+    assert all(_alive(pid) for pid in escaped)  # orphans now, adopted by init
+    second = scheduler()
+    try:
+        for pid in escaped:
+            _gone_within(pid, 15)
+    finally:
+        second.send_signal(signal.SIGTERM)
+        _, err = second.communicate(timeout=15)
+    assert "process(es) killed" in err, err

@@ -1,0 +1,261 @@
+"""Every process a run started, even one that left its process group or its session.
+
+A command run gets a process group of its own, and stopping it signals that
+group; but a child can leave it (`setsid`, a daemonizing double fork) and,
+once its parent exits, it would be adopted by init and never found again.
+The scheduler makes itself a child subreaper (`become_subreaper`), so such
+orphans are adopted by it instead, and `Descendants` keeps, for each run, the
+processes found under it by following parent links in `/proc` (scanned off
+the loop, once a second while runs are going). A process is known by its pid
+and its start time, so a recycled pid is never mistaken for it.
+
+With that, a stopped run's escaped processes are signalled with it, those that
+outlive a run are reported, and all of them are stopped at shutdown. The list
+is also written to the state directory, so that after a `kill -9` of the
+scheduler the next start stops them, even those that cleared their
+environment (`env -i`), where `TUISCHED_RUN_ID` cannot find them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tuisched.runtime.privatefiles import open_private
+
+log = logging.getLogger(__name__)
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants of this process its children (Linux). True when done."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return bool(libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class Proc:
+    """One process: its pid and its start time (clock ticks after boot), which together
+    name it for good (a pid alone may be reused)."""
+
+    pid: int
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    ppid: int
+    start: int
+    zombie: bool
+
+
+def _process_table() -> dict[int, _Row]:
+    """Every process this user can see: pid -> parent, start time, zombie or not."""
+    table: dict[int, _Row] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as stat:  # noqa: PTH123  (hot loop)
+                data = stat.read()
+        except OSError:
+            continue  # gone meanwhile
+        # The command name is in parentheses and may hold anything: split after the last ')'.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 19:
+            table[int(entry.name)] = _Row(int(fields[1]), int(fields[19]), fields[0] == b"Z")
+    return table
+
+
+def _alive(proc: Proc, table: dict[int, _Row]) -> bool:
+    row = table.get(proc.pid)
+    return row is not None and row.start == proc.start and not row.zombie
+
+
+@dataclass(slots=True)
+class _Run:
+    root: int
+    known: set[Proc] = field(default_factory=set)
+    ended: bool = False
+
+
+class Descendants:
+    """The processes of each run, found in `/proc`; safe from any thread.
+
+    `scan()` is blocking (it reads `/proc`): call it off the loop.
+    """
+
+    def __init__(self, record: Path | None = None) -> None:
+        """`record`: where the known processes are written after each scan that changes them."""
+        self._record = record
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._zombies: set[int] = set()
+        """Adopted children seen as zombies at the last scan (reaped if still so)."""
+        self._written: dict[str, list[tuple[int, int]]] = {}
+
+    @property
+    def watching(self) -> bool:
+        """Whether any run has processes to follow."""
+        return bool(self._runs)
+
+    def watch(self, run_id: str, pid: int) -> None:
+        """Follow the processes under `pid`, the process `run_id` started."""
+        with self._lock:
+            self._runs[run_id] = _Run(root=pid)
+
+    def escaped(self, run_id: str) -> list[Proc]:
+        """The known processes of `run_id` outside its own process group (alive at last scan)."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return []
+            return [proc for proc in run.known if _group_of(proc.pid) != run.root]
+
+    def signal(self, run_id: str, signum: int) -> int:
+        """Send `signum` to every known process of `run_id`; how many got it."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            procs = list(run.known) if run is not None else []
+        return _signal(procs, signum)
+
+    def run_ended(self, run_id: str) -> list[Proc]:
+        """`run_id`'s main process ended: the processes it left running (at last scan).
+
+        They stay followed (and are stopped at shutdown) until they end.
+        """
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is None:
+                return []
+            run.ended = True
+            if not run.known:
+                del self._runs[run_id]
+            return sorted(run.known, key=lambda proc: proc.pid)
+
+    def stop_all(self, signum: int) -> int:
+        """Send `signum` to every process left by an ended run (at shutdown)."""
+        with self._lock:
+            procs = [proc for run in self._runs.values() if run.ended for proc in run.known]
+        return _signal(procs, signum)
+
+    def scan(self) -> None:
+        """Look in `/proc`: add what each run started since, drop what ended, reap adopted
+        zombies, and write the record if it changed (blocking)."""
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, row in table.items():
+            children.setdefault(row.ppid, []).append(pid)
+        with self._lock:
+            roots = {run.root for run in self._runs.values()}
+            for run_id, run in list(self._runs.items()):
+                run.known = _found(run, table, children)
+                if run.ended and not run.known:
+                    del self._runs[run_id]
+            snapshot = {
+                run_id: sorted((proc.pid, proc.start) for proc in run.known)
+                for run_id, run in self._runs.items()
+                if run.known
+            }
+        self._reap(table, roots)
+        if snapshot != self._written:
+            self._write(snapshot)
+
+    def _reap(self, table: dict[int, _Row], roots: set[int]) -> None:
+        """Reap adopted children that died (asyncio reaps only what it started).
+
+        A zombie child is reaped once it was a zombie at two scans a second apart:
+        the loop reaps the processes it started within milliseconds, so such a
+        zombie is an orphan we adopted, never one asyncio waits for.
+        """
+        me = os.getpid()
+        zombies = {pid for pid, row in table.items() if row.ppid == me and row.zombie} - roots
+        for pid in zombies & self._zombies:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+        self._zombies = zombies
+
+    def _write(self, snapshot: dict[str, list[tuple[int, int]]]) -> None:
+        self._written = snapshot
+        if self._record is None:
+            return
+        try:
+            temporary = self._record.with_name(self._record.name + ".new")
+            fd = open_private(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                json.dump(snapshot, file)
+            temporary.replace(self._record)
+        except (OSError, ValueError) as error:
+            log.debug("could not record the runs' processes: %s", error)
+
+    def forget_record(self) -> None:
+        """Remove the record (a clean stop leaves nothing to clean up)."""
+        if self._record is not None:
+            with contextlib.suppress(OSError):
+                self._record.unlink()
+
+
+def _found(run: _Run, table: dict[int, _Row], children: dict[int, list[int]]) -> set[Proc]:
+    """The live processes under `run`'s root and under each process already known."""
+    starts = [run.root] if run.root in table and not run.ended else []
+    starts += [proc.pid for proc in run.known if _alive(proc, table)]
+    found: set[Proc] = set()
+    seen: set[int] = set()
+    while starts:
+        pid = starts.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        starts.extend(children.get(pid, ()))
+        row = table.get(pid)
+        if pid != run.root and row is not None and not row.zombie:
+            found.add(Proc(pid, row.start))
+    return found
+
+
+def _group_of(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
+def _signal(procs: Iterable[Proc], signum: int) -> int:
+    table = _process_table()
+    sent = 0
+    for proc in procs:
+        if _alive(proc, table):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signum)
+                sent += 1
+    return sent
+
+
+def kill_recorded(record: Path) -> int:
+    """SIGKILL the processes a killed scheduler's record names (pid and start time both
+    matching), then remove the record. How many were killed."""
+    try:
+        recorded = json.loads(record.read_text(encoding="utf-8"))
+        procs = [Proc(int(pid), int(start)) for pairs in recorded.values() for pid, start in pairs]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0
+    killed = _signal(procs, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        record.unlink()
+    return killed
