@@ -103,3 +103,66 @@ class FailsInInit:
 
     def run(self) -> None:
         pass
+
+
+# --- for python jobs in a process of their own ---------------------------------------
+
+
+def talk() -> None:
+    """Prints to stdout and stderr, and says which run it is."""
+    import os
+
+    print(f"hello from run {os.environ['TUISCHED_RUN_ID']}")
+    print("and a warning", file=sys.stderr)
+
+
+def hard_exit() -> None:
+    """Leaves the interpreter at once, as a careless job might."""
+    import os
+
+    os._exit(3)
+
+
+def segfault() -> None:
+    """Crashes the interpreter."""
+    import ctypes
+
+    ctypes.string_at(0)
+
+
+def deaf() -> None:
+    """Ignores SIGTERM (as some C libraries do) and sleeps: only SIGKILL ends it."""
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    Path(os.environ["TUISCHED_TEST_OUT"]).touch()  # deaf from now on
+    time.sleep(300)
+
+
+def quick() -> None:
+    """Returns after half a second."""
+    import time
+
+    time.sleep(0.5)
+
+
+class Counting:
+    """A class job that counts, reporting its status and data, until stopped."""
+
+    def __init__(self) -> None:
+        self.status = "starting"
+        self.message_data: dict[str, object] = {"count": 0}
+        self._stopped = threading.Event()
+
+    def run(self) -> None:
+        count = 0
+        while not self._stopped.wait(0.05):
+            count += 1
+            self.status = f"counted {count}"
+            self.message_data = {"count": count, "unit": "sheep"}
+
+    def stop(self) -> None:
+        self._stopped.set()

@@ -23,7 +23,7 @@ from .runtime_fixtures import write_config
 
 JOBS = """
 hello: {command: "echo '[bold]plain[/bold]'", schedule: manual}
-blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
 tick: {python: "tests.engine_jobs:noop", schedule: {every: 1 hour, start: 2026-01-01T00:00}}
 """
 SIZE = (80, 24)
@@ -241,7 +241,9 @@ async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_pat
 
 
 async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -> None:
-    jobs = JOBS + 'other: {python: "tests.engine_jobs:Blocker", schedule: manual}\n'
+    jobs = (
+        JOBS + 'other: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}\n'
+    )
     app, runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)

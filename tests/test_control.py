@@ -31,7 +31,9 @@ from .runtime_fixtures import running, write_config
 
 ACTOR = "tester@test (control)"
 JOBS = """
-blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, description: waits for its gate}
+blocker:
+  {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual,
+   description: waits for its gate}
 echo: {command: "printf 'one\\ntwo\\nthree\\n'", schedule: manual}
 hourly: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
 after-echo: {command: [/bin/true], after: echo}

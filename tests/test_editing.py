@@ -23,7 +23,7 @@ JOBS = """
 tick:
   python: "tests.engine_jobs:noop"   # end-of-line comment
   schedule: {every: 1 hour, start: 2026-01-01T00:00}
-blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
 """
 NEW_JOB = {"command": ["/bin/echo", "hi"], "schedule": {"cron": "*/5 * * * *"}, "retries": 2}
 

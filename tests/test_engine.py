@@ -36,10 +36,11 @@ async def test_queue_leaves_by_slot_then_priority_then_name(tmp_path: Path) -> N
     path = write_config(
         tmp_path,
         """
-        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
-        c: {python: "tests.engine_jobs:record_c", schedule: manual, priority: 5}
-        b: {python: "tests.engine_jobs:record_b", schedule: manual, overlap: allow}
-        a: {python: "tests.engine_jobs:record_a", schedule: manual}
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
+        c: {python: "tests.engine_jobs:record_c", isolation: thread, schedule: manual, priority: 5}
+        b: {python: "tests.engine_jobs:record_b", isolation: thread, schedule: manual,
+            overlap: allow}
+        a: {python: "tests.engine_jobs:record_a", isolation: thread, schedule: manual}
         """,
         settings="max_workers: 1",
     )
@@ -60,7 +61,8 @@ async def test_queue_leaves_by_slot_then_priority_then_name(tmp_path: Path) -> N
 
 async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
     path = write_config(
-        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}'
+        tmp_path,
+        'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}',
     )
     async with running(path) as (runtime, events):
         first = runtime.actions.run_now("blocker")
@@ -77,7 +79,9 @@ async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
 
 async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
     path = write_config(
-        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: queue}'
+        tmp_path,
+        'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual,'
+        " overlap: queue}",
     )
     async with running(path) as (runtime, events):
         first = runtime.actions.run_now("blocker")
@@ -94,7 +98,9 @@ async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
 
 async def test_overlap_allow_runs_side_by_side(tmp_path: Path) -> None:
     path = write_config(
-        tmp_path, 'blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: allow}'
+        tmp_path,
+        'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual,'
+        " overlap: allow}",
     )
     async with running(path) as (runtime, events):
         runtime.actions.run_now("blocker")
@@ -142,7 +148,7 @@ async def test_operator_stop_of_running_and_queued_runs(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,
         """
-        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
         other: {python: "tests.engine_jobs:noop", schedule: manual}
         """,
         settings="max_workers: 1",
@@ -264,7 +270,8 @@ async def test_stopping_a_backlogged_run_keeps_the_queue_discipline(tmp_path: Pa
     path = write_config(
         tmp_path,
         """
-        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual, overlap: queue}
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual,
+                  overlap: queue}
         other: {python: "tests.engine_jobs:noop", schedule: manual}
         """,
     )
@@ -288,7 +295,7 @@ async def test_drain_closes_queued_runs_as_shutdown(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,
         """
-        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
         waiting: {python: "tests.engine_jobs:noop", schedule: manual}
         """,
         settings="max_workers: 1",
@@ -310,7 +317,7 @@ async def test_reload_cancels_queued_runs_of_a_deleted_job_and_drops_its_retry(
     path = write_config(
         tmp_path,
         """
-        blocker: {python: "tests.engine_jobs:Blocker", schedule: manual}
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
         doomed: {python: "tests.engine_jobs:noop", schedule: manual}
         flaky: {python: "tests.engine_jobs:boom", schedule: manual, retries: 1, retry_delay: 1s}
         """,

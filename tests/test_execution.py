@@ -412,14 +412,14 @@ def test_not_executable(tmp_path: Path) -> None:
     ],
 )
 def test_bad_python_target(target: str, reason: str) -> None:
-    assert _launch(PythonSpec(target=target)) == reason
+    assert _launch(PythonSpec(target=target, in_thread=True)) == reason
 
 
 # --- python jobs ---------------------------------------------------------------
 
 
 def _job(name: str) -> PythonSpec:
-    return PythonSpec(target=f"tests.jobs_for_tests:{name}")
+    return PythonSpec(target=f"tests.jobs_for_tests:{name}", in_thread=True)
 
 
 @pytest.fixture

@@ -151,6 +151,9 @@ class PythonSpec:
     """An internal job: `package.module:attr`, a callable or a run/stop class."""
 
     target: str
+    in_thread: bool = False
+    """`isolation: thread`: run in a thread of the scheduler (fast, not contained) instead of
+    a child process of its own (the default)."""
 
     def describe(self) -> str:
         """The import target."""

@@ -41,7 +41,7 @@ from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine
-from tuisched.runtime.execution import install_child_watcher, kill_leftovers
+from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -266,6 +266,7 @@ class Runtime:
             self._engine = None
         if self._following is not None:
             self._following.cancel()
+        await close_warm_pool()
         await self._drain_alerts(0)
         if self._history is not None:
             await self._history.close()
@@ -350,6 +351,7 @@ class Runtime:
             self._triggers.stop()
         draining_since = self._clock.now()
         await self._engine.drain(grace)
+        await close_warm_pool()
         await self._stop_leftovers()
         # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).
         spent = (self._clock.now() - draining_since).total_seconds()

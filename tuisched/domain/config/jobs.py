@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.config.keys import COMMAND_KEYS, JOB_KEYS, KIND_KEYS, NAME_CHARS, SELF
+from tuisched.domain.config.keys import (
+    COMMAND_KEYS,
+    ISOLATIONS,
+    JOB_KEYS,
+    KIND_KEYS,
+    NAME_CHARS,
+    PYTHON_KEYS,
+    SELF,
+)
 from tuisched.domain.config.sections import Sections
 from tuisched.domain.config.triggers import TriggerReader
 from tuisched.domain.config.values import Values
@@ -120,15 +128,18 @@ class JobReader:
         if kind != "command":
             for key in COMMAND_KEYS & set(fields):
                 self.values.problem(fields[key].key_line, f"'{key}' applies only to command jobs")
+        if kind != "python":
+            for key in PYTHON_KEYS & set(fields):
+                self.values.problem(fields[key].key_line, f"'{key}' applies only to python jobs")
         value = fields[kind].value
         if kind == "python":
-            return self._python(value)
+            return self._python(value, fields.get("isolation"))
         if kind == "wait_for":
             path = self.values.path(value, "wait_for")
             return WaitForSpec(path=str(path)) if path else None
         return self._command(value, fields)
 
-    def _python(self, value: Value) -> PythonSpec | None:
+    def _python(self, value: Value, isolation: Entry | None) -> PythonSpec | None:
         target = self.values.text(value, "python")
         if target is None:
             return None
@@ -136,7 +147,18 @@ class JobReader:
         if not (_dotted(module) and _dotted(attr)):
             self.values.problem(value.line, f"python must be 'package.module:attr', not '{target}'")
             return None
-        return PythonSpec(target=target)
+        in_thread = False
+        if isolation is not None:
+            how = self.values.text(isolation.value, "isolation")
+            if how not in ISOLATIONS:
+                if how is not None:
+                    choices = " or ".join(ISOLATIONS)
+                    self.values.problem(
+                        isolation.value.line, f"isolation must be {choices}, not '{how}'"
+                    )
+                return None
+            in_thread = how == "thread"
+        return PythonSpec(target=target, in_thread=in_thread)
 
     def _command(self, value: Value, fields: dict[str, Entry]) -> CommandSpec | None:
         v = self.values

@@ -6,7 +6,10 @@ TOP_KEYS = frozenset({"settings", "email", "groups", "jobs"})
 GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
 KIND_KEYS = ("command", "python", "wait_for")
 COMMAND_KEYS = frozenset({"cwd", "env", "success_codes"})
-JOB_KEYS = frozenset(KIND_KEYS) | COMMAND_KEYS | frozenset(
+PYTHON_KEYS = frozenset({"isolation"})
+ISOLATIONS = ("process", "thread")
+"""How a python job runs: in a child process of its own (default), or in a scheduler thread."""
+JOB_KEYS = frozenset(KIND_KEYS) | COMMAND_KEYS | PYTHON_KEYS | frozenset(
     {
         "description", "schedule", "after", "priority", "timeout", "overlap", "retries",
         "retry_delay", "enabled", "timezone", "grace", "misfire", "requires", "wait_timeout",

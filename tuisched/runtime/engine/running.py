@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tuisched.domain.errors import LaunchError
 from tuisched.domain.events import RunFinished, RunNotStarted, RunOutputWritten, RunStarted
-from tuisched.domain.model import CommandSpec, Config, Job
+from tuisched.domain.model import CommandSpec, Config, Job, PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunRecord, RunState
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
@@ -235,10 +235,11 @@ class Workers:
         self._outcomes.publish(event)
 
     def _environment(self, job: Job, run: RunRecord) -> dict[str, str]:
-        # Only commands get an environment: building one costs a copy of os.environ.
-        if not isinstance(job.kind, CommandSpec):
-            return {}
-        return job_environment(self._config(), job, run)
+        # Jobs in a process of their own get an environment: building one copies os.environ.
+        kind = job.kind
+        if isinstance(kind, CommandSpec) or (isinstance(kind, PythonSpec) and not kind.in_thread):
+            return job_environment(self._config(), job, run)
+        return {}
 
     def _output_path(self, run: RunRecord) -> Path:
         # OutputCapture creates the folder at the first output, if any comes.

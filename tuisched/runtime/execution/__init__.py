@@ -33,6 +33,7 @@ from tuisched.runtime.execution.base import (
 from tuisched.runtime.execution.command import CommandRunner
 from tuisched.runtime.execution.leftovers import kill_leftovers
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.execution.pyprocess import ProcessPythonRunner, close_warm_pool
 from tuisched.runtime.execution.python import PythonRunner
 from tuisched.runtime.execution.waitfor import WaitForRunner, watch_root
 
@@ -40,9 +41,11 @@ __all__ = [
     "STATUS_MAX_CHARS",
     "CommandRunner",
     "LaunchError",
+    "ProcessPythonRunner",
     "PythonRunner",
     "Runner",
     "WaitForRunner",
+    "close_warm_pool",
     "install_child_watcher",
     "kill_leftovers",
     "make_runner",
@@ -73,7 +76,11 @@ def make_runner(
     match kind:
         case CommandSpec():
             return CommandRunner(kind, env=env, output=output, kill_grace=kill_grace, clock=clock)
-        case PythonSpec():
+        case PythonSpec(in_thread=True):
             return PythonRunner(kind, output=output, kill_grace=kill_grace, clock=clock)
+        case PythonSpec():
+            return ProcessPythonRunner(
+                kind, env=env, output=output, kill_grace=kill_grace, clock=clock
+            )
         case WaitForSpec():
             return WaitForRunner(kind, output=output)
