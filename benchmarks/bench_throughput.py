@@ -1,7 +1,8 @@
 """Benchmark 3: runs per second.
 
   a) 10,000 no-op python runs: tuisched `runtime.run_now` on 10,000 manual jobs
-     `{python: "benchmarks.jobs:noop"}` with max_workers W, versus raw
+     `{python: "benchmarks.jobs:noop", isolation: thread}` with max_workers W
+     (and a tenth as many in their own processes, the default), versus raw
      APScheduler 3.11 running 10,000 DateTrigger jobs due at one instant on an
      AsyncIOScheduler whose executor's thread pool (the loop's default
      executor) has W threads. Rate = runs / (first submit or slot -> last finish).
@@ -45,7 +46,9 @@ async def _tuisched(kind: str, n: int, workers: int, tmpdir: str | None) -> dict
     from tuisched.runtime.configfiles import load_config
     from tuisched.runtime.runtime import Runtime
 
-    target = '{python: "benchmarks.jobs:noop", schedule: manual}'
+    target = '{python: "benchmarks.jobs:noop", schedule: manual, isolation: thread}'
+    if kind == "pyprocess":  # a child process per run, from the warm pool
+        target = '{python: "benchmarks.jobs:noop", schedule: manual}'
     if kind == "command":
         target = "{command: [/bin/true], schedule: manual}"
     with tempfile.TemporaryDirectory(prefix="tuisched-bench-", dir=tmpdir) as tmp:
@@ -162,7 +165,7 @@ async def _raw_command(n: int, concurrency: int) -> dict[str, object]:
 
 def child(args: argparse.Namespace) -> None:
     what, n, width = args.child, args.n, args.width
-    if what in ("tuisched-python", "tuisched-command"):
+    if what in ("tuisched-python", "tuisched-pyprocess", "tuisched-command"):
         result = asyncio.run(_tuisched(what.split("-")[1], n, width, args.tmpdir))
     elif what == "raw-python":
         result = asyncio.run(_raw_python(n, width))
@@ -217,6 +220,12 @@ def main() -> None:
         lines.append(
             f"| {args.python_runs:,} no-op python runs, {w} workers | {t['rate']:.0f}/s "
             f"| {r['rate']:.0f}/s (raw APScheduler) | {ratio(t['rate'], r['rate'])} | | |"  # type: ignore[arg-type]
+        )
+        runs = max(args.python_runs // 10, 1)
+        p = measure("tuisched-pyprocess", runs, w)
+        lines.append(
+            f"| {runs:,} no-op python runs in their own processes, {w} workers "
+            f"| {p['rate']:.0f}/s | | | | |"
         )
     for c in (int(x) for x in args.concurrency.split(",") if x):
         t = measure("tuisched-command", args.command_runs, c)
