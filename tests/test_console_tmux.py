@@ -37,6 +37,11 @@ class Tmux:
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "t")
 
+    def press(self, key: str, *, then: str) -> str:
+        """Send `key` to the window, then wait for the screen to show `then`."""
+        self("send-keys", "-t", "t", key)
+        return self.wait_for(then)
+
     def wait_for(self, text: str, within: float = 20) -> str:
         """The screen once it shows `text` (polled; the test fails after `within` s)."""
         deadline = time.monotonic() + within
@@ -84,12 +89,9 @@ def test_the_console_in_tmux_runs_a_job_edits_the_file_and_quits(
     tmux("send-keys", "-t", "t", "E")  # the console steps aside for $EDITOR, then returns
     screen = tmux.wait_for("config changed on disk: +1 -0 ~0 jobs")
     assert "1 Jobs" in screen
-    tmux("send-keys", "-t", "t", "R")
-    tmux.wait_for("Reload the configuration from disk?")
-    tmux("send-keys", "-t", "t", "y")
-    tmux.wait_for("added")
-    tmux("send-keys", "-t", "t", "q")
-    tmux.wait_for("EXIT=0")
+    tmux.press("R", then="Reload the configuration from disk?")
+    tmux.press("y", then="added")
+    tmux.press("q", then="EXIT=0")
 
 
 def test_the_scheduler_keeps_firing_while_the_editor_is_open(tmp_path: Path, tmux: Tmux) -> None:
@@ -134,11 +136,7 @@ def test_a_missing_or_failing_editor_is_reported_and_the_console_stays(
     )
     tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
     tmux.wait_for("greet")
-    tmux("send-keys", "-t", "t", "E")
-    tmux.wait_for(said)  # a toast wraps long lines: the start of the message
-    tmux("send-keys", "-t", "t", "r")
-    tmux.wait_for("Run greet now?")
-    tmux("send-keys", "-t", "t", "y")
-    tmux.wait_for("greet |")
-    tmux("send-keys", "-t", "t", "q")
-    tmux.wait_for("EXIT=0")
+    tmux.press("E", then=said)  # a toast wraps long lines: the start of the message
+    tmux.press("r", then="Run greet now?")
+    tmux.press("y", then="greet |")
+    tmux.press("q", then="EXIT=0")

@@ -1,4 +1,5 @@
-"""The process a python job runs in. Run by path, never imported by the scheduler.
+"""The process a python job runs in. Run by path; it imports nothing but the standard
+library (the thread runner imports its two loaders).
 
 A warm process starts with nothing but the standard library and waits on
 stdin for one job, a JSON line::
@@ -46,7 +47,8 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _load(target: str) -> Callable[[], object]:
+def load_target(target: str) -> Callable[[], object]:
+    """Import `package.module:attr` (attr may be dotted) and check it can be called."""
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ImportError("expected 'package.module:attr'")
@@ -58,7 +60,8 @@ def _load(target: str) -> Callable[[], object]:
     return obj  # type: ignore[no-any-return]
 
 
-def _prepare(job: Callable[[], object]) -> tuple[object | None, Callable[[], object]]:
+def prepare_target(job: Callable[[], object]) -> tuple[object | None, Callable[[], object]]:
+    """The instance (for a class) and what to call: its `run`, or the callable itself."""
     if not isinstance(job, type):
         return None, job
     instance = job()
@@ -128,7 +131,7 @@ def main() -> int:
         return 0
     target = job["target"]
     try:
-        instance, call = _prepare(_load(target))
+        instance, call = prepare_target(load_target(target))
     except BaseException as exc:  # SystemExit at import too: a launch failure, not a run
         verb = "import" if isinstance(exc, ImportError | AttributeError) else "start"
         reports.send(launch_error=f"cannot {verb} '{target}': {_describe(exc)}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib
 import inspect
 import queue
 import sys
@@ -28,6 +27,7 @@ from tuisched.runtime.execution.base import (
     _StopRequest,
 )
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.execution.pyjob import load_target, prepare_target
 
 # --- python jobs -------------------------------------------------------------
 
@@ -40,19 +40,6 @@ class _Ending:
     """`ValueError: message` when run() or the callable raised."""
     abandoned: bool = False
     """The job did not stop within the grace period; its thread was left running."""
-
-
-def _load(target: str) -> Callable[[], object]:
-    """Import `package.module:attr` (attr may be dotted). Runs in the worker thread."""
-    module_name, sep, attr = target.partition(":")
-    if not sep or not module_name or not attr:
-        raise ImportError("expected 'package.module:attr'")
-    obj: Any = importlib.import_module(module_name)
-    for name in attr.split("."):
-        obj = getattr(obj, name)
-    if not callable(obj):
-        raise TypeError(f"{attr} is not callable")
-    return obj  # type: ignore[no-any-return]
 
 
 def _already_imported_function(target: str) -> Callable[[], object] | None:
@@ -68,17 +55,6 @@ def _already_imported_function(target: str) -> Callable[[], object] | None:
     for name in attr.split("."):
         obj = getattr(obj, name, None)
     return obj if inspect.isfunction(obj) or inspect.isbuiltin(obj) else None
-
-
-def _prepare(job: Callable[[], object]) -> tuple[object | None, Callable[[], object]]:
-    """The instance (for a class) and what the thread calls: its `run`, or the callable."""
-    if not isinstance(job, type):
-        return None, job
-    instance = job()
-    run = getattr(instance, "run", None)
-    if not callable(run):
-        raise TypeError(f"{job.__name__} has no run() method")
-    return instance, run
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +257,7 @@ class PythonRunner:
 
     def _thread_main(self, link: _Link) -> None:
         try:
-            instance, call = _prepare(_load(self._target))
+            instance, call = prepare_target(load_target(self._target))
         except BaseException as exc:  # SystemExit at import must not leave start() waiting
             _cross(link, _report_launch, link, LaunchError(self._launch_reason(exc)))
             return
