@@ -52,36 +52,38 @@ async def test_escaped_processes_are_stopped_with_their_run(tmp_path: Path) -> N
     async with running(path) as (runtime, events):
         runtime.actions.run_now("escape")
         (started,) = await events.wait_for(RunStarted)
-        escaped = _pids(pids)
+        escaped = await asyncio.to_thread(_pids, pids)
         assert all(_alive(pid) for pid in escaped)
         assert started.run.pid is not None
         root_session = os.getsid(started.run.pid)
         # Each is in a session of its own once `setsid` has run (just after the pid is known).
         await _until(lambda: all(os.getsid(pid) != root_session for pid in escaped))
-        await asyncio.sleep(1.5)  # a scan or two finds them under the run
+        record = tmp_path / "state" / "processes.json"
+        await _until(  # a scan finds them under the run and records them
+            lambda: record.exists() and all(str(pid) in record.read_text() for pid in escaped)
+        )
         runtime.actions.stop_run(started.run.run_id)
         await events.wait_for(RunFinished)
         for pid in escaped:
             await asyncio.to_thread(_gone_within, pid, 5)
 
 
-async def test_processes_a_run_leaves_running_are_reported_then_stopped_at_shutdown(
+async def test_processes_a_run_leaves_running_are_stopped_at_shutdown(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING)
     pids = tmp_path / "pids"
-    command = ESCAPE.format(pids=pids) + "sleep 1.5"  # time for a scan to find them
+    command = ESCAPE.format(pids=pids)  # and ends at once: no scan sees what it left
     path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: manual}}")
     async with running(path) as (runtime, events):
         runtime.actions.run_now("escape")
         (finished,) = await events.wait_for(RunFinished)
-        escaped = _pids(pids)
+        escaped = await asyncio.to_thread(_pids, pids)
         assert all(_alive(pid) for pid in escaped)  # they outlived the run...
     for pid in escaped:  # ...and the stop stopped them
         await asyncio.to_thread(_gone_within, pid, 5)
-    text = caplog.text
-    assert f"run {finished.run.run_id} of escape ended and left 2 process(es) running" in text
-    assert "stopping 2 process(es) that ended runs left running" in text
+    assert "stopping 2 process(es) that ended runs left running" in caplog.text
+    del finished
 
 
 def test_the_start_after_a_kill_9_stops_what_the_runs_left_even_without_environment(
@@ -119,3 +121,24 @@ def test_the_start_after_a_kill_9_stops_what_the_runs_left_even_without_environm
         second.send_signal(signal.SIGTERM)
         _, err = second.communicate(timeout=15)
     assert "process(es) killed" in err, err
+
+
+async def test_processes_a_run_leaves_running_are_reported_when_it_ends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    pids, gate = tmp_path / "pids", tmp_path / "gate"
+    command = ESCAPE.format(pids=pids) + f"while [ ! -e {gate} ]; do sleep 0.02; done"
+    path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: manual}}")
+    record = tmp_path / "state" / "processes.json"
+    async with running(path) as (runtime, events):
+        run = runtime.actions.run_now("escape")
+        escaped = await asyncio.to_thread(_pids, pids)
+        await _until(  # seen under the run while it runs
+            lambda: record.exists() and all(str(pid) in record.read_text() for pid in escaped)
+        )
+        gate.touch()  # the run ends; what it started goes on
+        await events.wait_for(RunFinished)
+        assert f"run {run.run_id} of escape ended and left 2 process(es) running" in caplog.text
+    for pid in escaped:
+        await asyncio.to_thread(_gone_within, pid, 5)

@@ -75,8 +75,9 @@ async def test_a_class_job_reports_its_status_and_data_and_stops_on_request(
     async with running(write_config(tmp_path, JOBS)) as (runtime, events):
         run = runtime.actions.run_now("counting")
         await events.wait_for(RunStarted)
-        await asyncio.sleep(0.6)  # it counts every 0.05 s; its status comes every 0.2 s
-        assert runtime.engine.live_status(run.run_id).startswith("counted ")
+        async with asyncio.timeout(10):  # its status comes over the pipe every 0.2 s
+            while not runtime.engine.live_status(run.run_id).startswith("counted "):  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
         runtime.actions.stop_run(run.run_id)  # its stop() makes run() return
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.result is Result.STOPPED

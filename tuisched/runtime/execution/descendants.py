@@ -120,14 +120,6 @@ class Descendants:
         with self._lock:
             self._runs[run_id] = _Run(root=pid)
 
-    def escaped(self, run_id: str) -> list[Proc]:
-        """The known processes of `run_id` outside its own process group (alive at last scan)."""
-        with self._lock:
-            run = self._runs.get(run_id)
-            if run is None:
-                return []
-            return [proc for proc in run.known if _group_of(proc.pid) != run.root]
-
     def signal(self, run_id: str, signum: int) -> int:
         """Send `signum` to every known process of `run_id`; how many got it."""
         with self._lock:
@@ -145,15 +137,32 @@ class Descendants:
             if run is None:
                 return []
             run.ended = True
+            # Those in the run's own group are killed with it by its runner.
+            run.known = {proc for proc in run.known if _group_of(proc.pid) not in (run.root, None)}
             if not run.known:
                 del self._runs[run_id]
             return sorted(run.known, key=lambda proc: proc.pid)
 
     def stop_all(self, signum: int) -> int:
-        """Send `signum` to every process left by an ended run (at shutdown)."""
+        """Send `signum` to every process left by an ended run, and to every process this
+        one adopted and what they started (at shutdown, once no run and no process
+        of ours is left: an adopted child is then the leftover of a run that ended
+        before a scan could see what it left)."""
+        table = _process_table()
+        children: dict[int, list[int]] = {}
+        for pid, row in table.items():
+            children.setdefault(row.ppid, []).append(pid)
+        # Adopted: a child in a session other than ours (runs, and what escapes them, have
+        # sessions of their own; a child this process started for itself shares ours).
+        ours = os.getsid(0)
+        orphans: set[Proc] = set()
+        for pid in children.get(os.getpid(), ()):
+            if _session_of(pid) not in (ours, None) and not table[pid].zombie:
+                orphans.add(Proc(pid, table[pid].start))
+                orphans |= _found(_Run(root=pid), table, children)
         with self._lock:
-            procs = [proc for run in self._runs.values() if run.ended for proc in run.known]
-        return _signal(procs, signum)
+            procs = {proc for run in self._runs.values() if run.ended for proc in run.known}
+        return _signal(procs | orphans, signum)
 
     def scan(self) -> None:
         """Look in `/proc`: add what each run started since, drop what ended, reap adopted
@@ -227,6 +236,13 @@ def _found(run: _Run, table: dict[int, _Row], children: dict[int, list[int]]) ->
         if pid != run.root and row is not None and not row.zombie:
             found.add(Proc(pid, row.start))
     return found
+
+
+def _session_of(pid: int) -> int | None:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return None
 
 
 def _group_of(pid: int) -> int | None:
