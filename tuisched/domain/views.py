@@ -138,6 +138,10 @@ class SchedulerStatus:
     last minute (seconds; 0 otherwise)."""
     lag_episodes: int = 0
     """Times the event loop was blocked for over 250 ms since the scheduler started."""
+    pid: int = 0
+    """The scheduler's process (0 when none runs)."""
+    started_at: datetime | None = None
+    """When the scheduler started (None when none runs)."""
 
     @property
     def all_paused(self) -> bool:

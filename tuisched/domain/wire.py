@@ -22,7 +22,7 @@ import enum
 import functools
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar, get_args, get_origin
@@ -151,6 +151,9 @@ def _generic(origin: Any, args: tuple[Any, ...]) -> _Decoder:
     if origin in (list, set, frozenset):
         item = _decoder(args[0] if args else Any)
         return lambda data, where: origin(_items(item, data, where))
+    if origin in (Collection, Sequence, Iterable):  # read-only views: a tuple will do
+        item = _decoder(args[0] if args else Any)
+        return lambda data, where: tuple(_items(item, data, where))
     if origin in (dict, Mapping) or origin is typing.Mapping:
         value = _decoder(args[1] if len(args) == 2 else Any)
         wrap = dict if origin is dict else types.MappingProxyType

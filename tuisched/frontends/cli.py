@@ -1,7 +1,8 @@
 """The `tuisched` command line (SPEC R20): stable, because scripts depend on it.
 
 Exit codes: 0 success; 1 a check failed (`validate`) or a named job does not
-exist; 2 a usage error; 78 (EX_CONFIG) a command could not read a valid
+exist; 2 a usage error; 69 (EX_UNAVAILABLE) a verb found no running
+scheduler (see `verbs`); 78 (EX_CONFIG) a command could not read a valid
 configuration. No user error ends in a traceback.
 """
 
@@ -26,6 +27,7 @@ from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import OfflineControl, read_config
 
 EX_CONFIG = 78
@@ -117,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
         help="also send the run's alerts and run its dependants (in the foreground)",
     )
     run.set_defaults(func=_run)
+    add_verbs(commands, config)
     return parser
 
 
@@ -130,18 +133,19 @@ def _positive(text: str) -> int:
     return value
 
 
-def _config_path(args: argparse.Namespace) -> Path:
+def config_path(args: argparse.Namespace) -> Path:
+    """The configuration file the command names (-c, $TUISCHED_CONFIG, ./tuisched.yaml)."""
     given = getattr(args, "config", None) or os.environ.get("TUISCHED_CONFIG") or DEFAULT_CONFIG
     return Path(given)
 
 
 def _load(args: argparse.Namespace) -> Config:
-    return read_config(_config_path(args))[1]
+    return read_config(config_path(args))[1]
 
 
 def _offline(args: argparse.Namespace) -> tuple[Config, OfflineControl]:
     """The configuration, and the seam over what its scheduler left (no scheduler started)."""
-    text, config = read_config(_config_path(args))
+    text, config = read_config(config_path(args))
     return config, OfflineControl(config, text, clock=lambda: datetime.now(UTC))
 
 
@@ -235,10 +239,10 @@ def _console(args: argparse.Namespace) -> int:
     if args.no_ui:
         from tuisched.frontends.headless import run_headless  # noqa: PLC0415  (no Textual headless)
 
-        return run_headless(_config_path(args), log_format=args.log_format)
+        return run_headless(config_path(args), log_format=args.log_format)
     from tuisched.frontends.tui.app import run_console  # noqa: PLC0415  (Textual only for the console)
 
-    return run_console(_config_path(args), read_only=args.read_only)
+    return run_console(config_path(args), read_only=args.read_only)
 
 
 def _history(args: argparse.Namespace) -> int:
@@ -255,7 +259,7 @@ def _history(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from tuisched.frontends.foreground import run_in_foreground  # noqa: PLC0415
 
-    path = _config_path(args)
+    path = config_path(args)
     _find_job(read_config(path)[1], args.job)
     return run_in_foreground(
         path, args.job, fire_events=args.fire_events, out=sys.stdout, err=sys.stderr

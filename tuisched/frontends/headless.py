@@ -15,6 +15,7 @@ import signal
 from pathlib import Path
 
 from tuisched.domain.errors import ConfigError, StateError, TuischedError
+from tuisched.domain.events import Event, SchedulerStopping
 from tuisched.frontends.eventlog import EventLog, configure_logging
 from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
@@ -44,9 +45,16 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
 
 async def _serve(scheduler: LocalScheduler) -> int:
     control = scheduler.control(who("headless"))
-    control.subscribe(EventLog(scheduler.timezone).write)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
+    write = EventLog(scheduler.timezone).write
+
+    def hear(event: Event) -> None:
+        write(event)
+        if isinstance(event, SchedulerStopping):  # asked through the control socket
+            stopping.set()
+
+    control.subscribe(hear)
 
     def on_stop_signal(name: str) -> None:
         if stopping.is_set():

@@ -47,6 +47,10 @@ class Actions:
         self._record("reload", "applied" if applied else "refused: not valid", actor)
         return applied
 
+    def refused(self, who: str) -> None:
+        """Record that `who` was refused by the control socket (not the scheduler's user)."""
+        self._record("refused", "the control socket", f"{who} (control socket)")
+
     def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
             self._log.write(self._runtime.now(), actor or self.actor, action, subject)

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from pathlib import Path
 from zoneinfo import ZoneInfo
+
+import yaml
 
 from tuisched.domain.config.config import ConfigHost, interpret_config
 from tuisched.domain.errors import ConfigError, Problem, TemplateError
@@ -109,6 +112,30 @@ def _hint(error: OSError) -> str:
     if isinstance(error, IsADirectoryError):
         return "; name the YAML file itself, not its folder"
     return ""
+
+
+_STATE_DIR_LINE = re.compile(r"""\bstate_dir:[ \t]*["']?([^"',}#\s]+)""")
+
+
+def state_dir_of(path: Path) -> Path:
+    """The state directory the configuration at `path` names, read leniently: from a file
+    that does not validate too, so that a scheduler running on it can still be found.
+
+    Raises:
+        ConfigError: the file cannot be read at all.
+    """
+    path = path.absolute()
+    text = read_config_text(path)
+    try:
+        given = yaml.safe_load(text).get("settings").get("state_dir")
+    except AttributeError:  # not a mapping: no state_dir
+        given = None
+    except yaml.YAMLError:  # a broken edit: the line that names it, if any
+        found = _STATE_DIR_LINE.search(text)
+        given = found.group(1) if found else None
+    if isinstance(given, str) and given:
+        return path.parent / Path(given).expanduser()
+    return _user_state_dir()
 
 
 def config_host(

@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -151,6 +151,8 @@ class Runtime:
         self.latest = LatestRuns()
         """Each job's newest finished run and each running run's last line, for front ends."""
         self.state = SchedulerState.STARTING
+        self.started_at: datetime | None = None
+        """When `start` finished (None before)."""
         self._secrets = Secrets()
         """The variables the configuration names for secrets, moved out of the environment."""
         self._actions_log = ActionLog(
@@ -174,6 +176,9 @@ class Runtime:
         self._following: asyncio.Task[None] | None = None
         self._descendants = Descendants()
         """The processes of runs (recorded in the state directory once started)."""
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._stopping: asyncio.Future[None] | None = None
+        """The stop under way (or done)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -250,6 +255,7 @@ class Runtime:
     async def start(self) -> None:
         """Start everything, in order. Raises AlreadyRunningError if the state dir is taken."""
         settings = self.config.settings
+        self._stopping = None
         prepare_state_dir(settings.state_dir)
         if self.role.exclusive:
             self._lock.acquire()
@@ -323,16 +329,32 @@ class Runtime:
             await self._mark_alive()
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
         self.state = SchedulerState.RUNNING
+        self.started_at = now
         self.bus.publish(
             SchedulerStarted(
                 at=now, node=self.node, config_path=self.config.path, jobs=len(self.config.jobs)
             )
         )
 
+    def close_at_stop(self, closer: Callable[[], Awaitable[None]]) -> None:
+        """Await `closer` at the end of `stop`, while the state directory is still ours
+        (however the stop was asked for: a front end, the control socket, a signal)."""
+        self._closers.append(closer)
+
     async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
-        """Drain (no new runs; running ones get `grace`, then are stopped) and close."""
-        if self._engine is None or self._history is None:
-            return
+        """Drain (no new runs; running ones get `grace`, then are stopped) and close.
+
+        Asked again while a stop is under way (a signal, the console, the control
+        socket), it waits for that stop: `hurry` is how to cut a drain short."""
+        if self._stopping is None:
+            if self._engine is None or self._history is None:
+                return
+            self._stopping = asyncio.ensure_future(self._stop(grace=grace, reason=reason))
+        await asyncio.shield(self._stopping)
+
+    async def _stop(self, *, grace: float | None, reason: str) -> None:
+        assert self._engine is not None  # noqa: S101  (stop checked)
+        assert self._history is not None  # noqa: S101
         if grace is None:
             grace = self.config.settings.shutdown_grace.total_seconds()
         self._engine.stop_firing()  # now: what follows awaits, and no run may start meanwhile
@@ -362,6 +384,12 @@ class Runtime:
         if self._audit is not None:
             await in_thread(Lane.AUDIT, self._audit.close)
         await in_thread(Lane.AUDIT, self._actions_log.close)
+        for closer in self._closers:
+            try:
+                await closer()
+            except Exception:  # the stop goes on: the lock must be released
+                log.exception("closing %r at stop failed", closer)
+        self._closers.clear()
         self._lock.release()
         self.watchdog.stop()
         self._engine = None

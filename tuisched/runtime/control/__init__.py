@@ -3,7 +3,9 @@
 ```
 SchedulerControl     the protocol: queries, commands and events (seam.py)
 ├── LocalControl     over a scheduler in this process (local.py)
+├── RemoteControl    over another process's scheduler, through its socket (remote.py)
 └── OfflineControl   over the files a stopped scheduler left (offline.py)
+ControlServer        serves a scheduler's seam on state_dir/control.sock (server.py)
 LocalScheduler       a scheduler hosted by a front end: start, control, stop (host.py)
 ```
 
@@ -12,28 +14,35 @@ forbids them the runtime's insides.
 """
 
 from tuisched.domain.errors import AlreadyRunningError, SchedulerNotRunningError
-from tuisched.runtime.control.files import read_config
+from tuisched.runtime.control.files import control_socket, read_config
 from tuisched.runtime.control.host import LocalScheduler
 from tuisched.runtime.control.local import LocalControl
 from tuisched.runtime.control.offline import OfflineControl
+from tuisched.runtime.control.remote import RemoteControl, describe_client
 from tuisched.runtime.control.seam import (
     AUDIT_LINES,
     OUTPUT_CHUNK_BYTES,
     SchedulerControl,
     Subscription,
 )
+from tuisched.runtime.control.server import PROTOCOL, socket_path
 from tuisched.runtime.handlers.actions import who
 
 __all__ = [
     "AUDIT_LINES",
     "OUTPUT_CHUNK_BYTES",
+    "PROTOCOL",
     "AlreadyRunningError",
     "LocalControl",
     "LocalScheduler",
     "OfflineControl",
+    "RemoteControl",
     "SchedulerControl",
     "SchedulerNotRunningError",
     "Subscription",
+    "control_socket",
+    "describe_client",
     "read_config",
+    "socket_path",
     "who",
 ]

@@ -8,14 +8,19 @@ the one thing a hosting front end sees of the runtime besides the seam.
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.errors import TuischedError
 from tuisched.domain.events import Event, RunConcluded
 from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.control.local import LocalControl
+from tuisched.runtime.control.server import ControlServer, socket_path
 from tuisched.runtime.runtime import Runtime, foreground
+
+log = logging.getLogger(__name__)
 
 
 class LocalScheduler:
@@ -23,6 +28,7 @@ class LocalScheduler:
 
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
+        self._server: ControlServer | None = None
 
     @classmethod
     def from_file(cls, path: Path, *, kill_grace: float = 5.0) -> LocalScheduler:
@@ -84,12 +90,31 @@ class LocalScheduler:
         return self._runtime.state
 
     async def start(self) -> None:
-        """Start everything (AlreadyRunningError when the state directory is taken)."""
-        await self._runtime.start()
+        """Start everything (AlreadyRunningError when the state directory is taken), and
+        serve the control seam on the state directory's socket (a scheduler only)."""
+        runtime = self._runtime
+        await runtime.start()
+        if not runtime.role.exclusive:
+            return
+        path = socket_path(runtime.config.settings.state_dir)
+        server = ControlServer(path, self.control, refused=runtime.actions.refused)
+        try:
+            await server.start()
+        except (OSError, TuischedError) as error:
+            log.warning("no control socket at %s: %s; attach and the CLI verbs will not "
+                        "reach this scheduler", path, error)  # fmt: skip
+            return
+        self._server = server
+        runtime.close_at_stop(server.stop_listening)
 
     async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
-        """Drain and stop (idempotent): no new runs; running ones get `grace` seconds."""
+        """Drain and stop (idempotent): no new runs; running ones get `grace` seconds.
+
+        The control socket answers during the drain, and closes after it."""
         await self._runtime.stop(grace=grace, reason=reason)
+        if self._server is not None:
+            await self._server.stop()
+            self._server = None
 
     def hurry(self) -> None:
         """During a drain, stop every run now."""

@@ -7,6 +7,7 @@ runtime's own operations, recorded in the actions log as this control's actor.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
@@ -88,6 +89,8 @@ class LocalQueries:
             last_seq=runtime.bus.last_seq,
             loop_lag=lag.recent,
             lag_episodes=lag.episodes,
+            pid=os.getpid() if state in _LIVE else 0,
+            started_at=runtime.started_at,
         )
 
     async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:

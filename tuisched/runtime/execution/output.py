@@ -129,7 +129,9 @@ class _CappedFile:
     def _open(self) -> BinaryIO:
         private_folder(self._path.parent)  # private folders, made only when there is output
         fd = open_private(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        return os.fdopen(fd, "wb")
+        # Unbuffered: each chunk from the pipe is one write, so a reader of a live run
+        # (an attached console, `tuisched logs -f`) sees it at once.
+        return os.fdopen(fd, "wb", buffering=0)
 
     def write(self, chunk: bytes) -> None:
         """Append `chunk`, or what still fits under the cap followed by the marker.
@@ -152,10 +154,10 @@ class _CappedFile:
         if self._file is None:
             self._file = self._open()
         room = self._cap - self._written
-        self._file.write(chunk[:room])
+        _write_all(self._file, chunk[:room])
         self._written += min(room, len(chunk))
         if len(chunk) > room:
-            self._file.write(f"\n[output truncated at {self._cap} bytes]\n".encode())
+            _write_all(self._file, f"\n[output truncated at {self._cap} bytes]\n".encode())
             self._full = True
 
     def close(self) -> None:
@@ -165,6 +167,14 @@ class _CappedFile:
                 self._file.close()
             except OSError as error:
                 _TROUBLE.failed(error)
+
+
+def _write_all(file: BinaryIO, data: bytes) -> None:
+    """Write all of `data` to an unbuffered file (a raw write may take only part)."""
+    view = memoryview(data)
+    while view:
+        written = file.write(view)
+        view = view[written or len(view) :]
 
 
 class OutputCapture:

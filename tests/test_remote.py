@@ -1,0 +1,189 @@
+"""The control seam over the Unix socket: the same answers as in-process, errors as the
+same classes, an event stream that resumes without loss or repeats, and only the
+scheduler's own user let in."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+
+import tuisched.runtime.control.remote
+from tuisched.domain.errors import ControlError, SchedulerNotRunningError, UnknownJobError
+from tuisched.domain.events import Event, RunFinished
+from tuisched.domain.views import Pause, PauseKind, SchedulerState
+from tuisched.runtime.configfiles import load_config
+from tuisched.runtime.control import LocalScheduler, RemoteControl, control_socket, socket_path
+from tuisched.runtime.runtime import Runtime
+
+from .runtime_fixtures import write_config
+
+JOBS = """
+hello: {command: "echo hello; echo world", schedule: manual}
+slow: {command: "sleep 30", schedule: manual}
+"""
+
+
+@asynccontextmanager
+async def serving(path: Path) -> AsyncIterator[tuple[LocalScheduler, RemoteControl]]:
+    """A scheduler in this process, serving its socket, and a client of that socket."""
+    scheduler = LocalScheduler(Runtime(load_config(path), kill_grace=0.5))
+    await scheduler.start()
+    remote = RemoteControl(socket_path(path.parent / "state"), client="test")
+    try:
+        await remote.connect()
+        yield scheduler, remote
+    finally:
+        await remote.close()
+        await scheduler.stop(grace=1)
+
+
+async def _until_event(events: list[Event], kind: type[Event], count: int = 1) -> None:
+    async with asyncio.timeout(10):
+        while len([e for e in events if isinstance(e, kind)]) < count:  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+
+async def test_the_socket_answers_as_the_scheduler_does(tmp_path: Path) -> None:
+    async with serving(write_config(tmp_path, JOBS)) as (scheduler, remote):
+        local = scheduler.control("test")
+        assert (await remote.jobs()) == (await local.jobs())
+        status = await remote.status()
+        assert status.state is SchedulerState.RUNNING
+        assert status.pid == os.getpid()
+        assert remote.server["pid"] == os.getpid()
+        events: list[Event] = []
+        subscription = remote.subscribe(events.append, after=status.last_seq)
+        run = await remote.run_now("hello")
+        await _until_event(events, RunFinished)
+        subscription.unsubscribe()
+        output = await remote.output(run.run_id)
+        assert output.lines == ("hello", "world")
+        await remote.set_paused(Pause(kind=PauseKind.JOB, name="hello"), paused=True)
+        assert (await local.status()).pauses == (Pause(kind=PauseKind.JOB, name="hello"),)
+        with pytest.raises(UnknownJobError, match="no job named 'nope'"):
+            await remote.run_now("nope")
+    actions = (tmp_path / "state" / "actions.log").read_text()
+    assert "(test) | pause | job hello" in actions  # the client named in the actions log
+
+
+async def test_a_reconnect_from_a_sequence_number_misses_nothing_and_repeats_nothing(
+    tmp_path: Path,
+) -> None:
+    async with serving(write_config(tmp_path, JOBS)) as (_scheduler, remote):
+        first: list[Event] = []
+        following = remote.subscribe(first.append, after=0)
+        for done in range(1, 4):
+            await remote.run_now("hello")
+            await _until_event(first, RunFinished, count=done)
+        following.unsubscribe()
+        middle = first[len(first) // 2].seq
+        later = len([e for e in first if isinstance(e, RunFinished) and e.seq > middle])
+        second: list[Event] = []
+        resumed = remote.subscribe(second.append, after=middle)
+        await remote.run_now("hello")
+        await _until_event(second, RunFinished, count=later + 1)
+        resumed.unsubscribe()
+    seqs = [e.seq for e in second]
+    assert seqs == sorted(set(seqs))  # no repeats, in order
+    assert seqs[0] == middle + 1  # nothing missed after `middle`
+    assert seqs == list(range(middle + 1, seqs[-1] + 1))
+
+
+async def test_another_protocol_version_is_refused_naming_both(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_config(tmp_path, JOBS)
+    async with serving(path):
+        monkeypatch.setattr(tuisched.runtime.control.remote, "PROTOCOL", 2)
+        other = RemoteControl(socket_path(tmp_path / "state"), client="test")
+        try:
+            with pytest.raises(ControlError, match="speaks protocol version 1; this tuisched "
+                               "speaks version 2"):  # fmt: skip
+                await other.connect()
+        finally:
+            await other.close()
+
+
+async def test_no_scheduler_is_said_plainly(tmp_path: Path) -> None:
+    remote = RemoteControl(tmp_path / "state" / "control.sock", client="test")
+    try:
+        with pytest.raises(SchedulerNotRunningError, match="no scheduler is running on"):
+            await remote.connect()
+    finally:
+        await remote.close()
+
+
+async def test_a_state_directory_too_deep_for_a_socket_path_still_works(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    assert len(str(socket_path(deep / "state"))) > 108  # beyond what a Unix socket takes
+    async with serving(write_config(deep, JOBS)) as (_scheduler, remote):
+        assert (await remote.status()).jobs == 2
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+"""An interpreter another user may run (the project's may sit in a private folder)."""
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("runuser") is None or not SYSTEM_PYTHON.exists(),
+    reason="needs root, runuser and /usr/bin/python3",
+)
+async def test_another_user_is_refused_and_recorded() -> None:
+    # A folder the other user can reach (pytest's own are private to root).
+    folder = Path(tempfile.mkdtemp(prefix="tuisched-peer-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        async with serving(write_config(folder, JOBS)):
+            state = folder / "state"
+            state.chmod(0o755)  # let the other user reach the socket: the kernel check must hold
+            socket_path(state).chmod(0o666)
+            program = (
+                "import http.client, socket, sys\n"
+                "class Unix(http.client.HTTPConnection):\n"
+                "    def connect(self):\n"
+                "        self.sock = socket.socket(socket.AF_UNIX)\n"
+                "        self.sock.connect(sys.argv[1])\n"
+                "c = Unix('tuisched'); c.request('GET', '/v1/status')\n"
+                "r = c.getresponse(); print(r.status, r.read().decode())\n"
+            )
+            done = await asyncio.to_thread(
+                subprocess.run,
+                ["runuser", "-u", "nobody", "--", str(SYSTEM_PYTHON), "-c", program,
+                 str(socket_path(state))],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+        status, _, body = done.stdout.partition(" ")
+        assert status == "403", done.stdout + done.stderr
+        assert json.loads(body)["message"] == "only the scheduler's own user may"
+        actions = (state / "actions.log").read_text()
+        assert "nobody (uid" in actions
+        assert "refused | the control socket" in actions
+    finally:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("settings: {state_dir: here}\njobs: {}\n", "here"),
+        ("settings:\n  state_dir: 'there'\njobs:\n  a: [broken\n", "there"),  # not YAML
+        ("settings: {state_dir: ~/x}\njobs:\n  a: {command: 1}\n", "HOME/x"),  # not valid
+    ],
+)
+def test_the_socket_is_found_from_a_file_that_does_not_validate(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "tuisched.yaml"
+    path.write_text(text)
+    folder = Path.home() / "x" if expected == "HOME/x" else tmp_path / expected
+    assert control_socket(path) == folder / "control.sock"

@@ -1,0 +1,167 @@
+"""Every CLI verb against a real headless scheduler, through its control socket; and the
+plain line and exit 69 when none runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .conftest import REPO
+from .runtime_fixtures import write_config
+from .test_cli import run
+
+JOBS = """
+hello: {command: "echo hello; echo world", schedule: manual}
+sad: {command: "echo trying; exit 3", schedule: manual}
+slow: {command: "echo started; sleep 30", schedule: manual}
+tick: {command: [/bin/true], schedule: {every: 1h, start: 2026-01-01T00:00}}
+"""
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = write_config(tmp_path, JOBS)
+    path.write_text(path.read_text() + "groups:\n  nightly: {jobs: [hello, sad]}\n")
+    return path
+
+
+@pytest.fixture
+def scheduler(config: Path) -> Iterator[subprocess.Popen[str]]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sock = config.parent / "state" / "control.sock"
+    deadline = time.monotonic() + 20
+    while not sock.exists():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the scheduler never listened"
+        time.sleep(0.05)  # a process we do not own: nothing to await
+    yield process
+    process.terminate()
+    process.communicate(timeout=20)
+
+
+def test_status_says_what_runs(config: Path, scheduler: subprocess.Popen[str]) -> None:
+    status, out, _ = run("status", "-c", str(config))
+    assert status == 0
+    assert out.startswith("scheduler running on ")
+    assert f"pid {scheduler.pid}, up " in out
+    assert "jobs 4  groups 1  running 0" in out
+    status, out, _ = run("status", "--json", "-c", str(config))
+    data = json.loads(out)
+    assert (data["state"], data["pid"], data["jobs"]) == ("running", scheduler.pid, 4)
+
+
+def test_pause_and_resume_every_form(config: Path, scheduler: subprocess.Popen[str]) -> None:
+    assert run("pause", "tick", "-c", str(config))[1] == "paused job tick\n"
+    assert run("pause", "--group", "nightly", "-c", str(config))[1] == "paused group nightly\n"
+    assert run("pause", "--all", "-c", str(config))[1] == "paused every job\n"
+    data = json.loads(run("status", "--json", "-c", str(config))[1])
+    assert {(p["kind"], p["name"]) for p in data["paused"]} == {
+        ("job", "tick"), ("group", "nightly"), ("all", ""),
+    }  # fmt: skip
+    for form in (["--all"], ["--group", "nightly"], ["tick"]):  # everything first, then parts
+        assert run("resume", *form, "-c", str(config))[0] == 0
+    assert json.loads(run("status", "--json", "-c", str(config))[1])["paused"] == []
+    status, _, err = run("pause", "--group", "nosuch", "-c", str(config))
+    assert (status, err) == (1, "tuisched: no group named 'nosuch'\n")
+    del scheduler
+
+
+def test_trigger_prints_the_run_id_and_wait_follows_to_the_exit_code(
+    config: Path, scheduler: subprocess.Popen[str]
+) -> None:
+    status, out, _ = run("trigger", "hello", "-c", str(config))
+    assert status == 0
+    assert len(out.strip()) == 12  # a run id
+    status, out, err = run("trigger", "sad", "--wait", "-c", str(config))
+    assert status == 3  # the job's own exit code, as `tuisched run` gives
+    assert out == "trying\n"
+    assert "sad#" in err
+    assert "FAILED (completed) exit 3: trying" in err
+    status, out, _ = run("trigger", "hello", "--json", "-c", str(config))
+    assert (status, json.loads(out)["job"]) == (0, "hello")
+    status, out, _ = run("trigger", "hello", "--wait", "--json", "-c", str(config))
+    assert status == 0
+    printed, final = out.rsplit("\n", 2)[:2]
+    assert printed == "hello\nworld"
+    assert (json.loads(final)["state"], json.loads(final)["exit_code"]) == ("SUCCESS", 0)
+    del scheduler
+
+
+def test_stop_a_job_s_run_and_logs_follow_it(
+    config: Path, scheduler: subprocess.Popen[str]
+) -> None:
+    run_id = run("trigger", "slow", "-c", str(config))[1].strip()
+    deadline = time.monotonic() + 10
+    while "started" not in run("logs", "slow", "-c", str(config))[1]:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)  # the run's output comes from another process
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "logs", "slow", "-f", "-c", str(config)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    status, out, _ = run("stop", "slow", "-c", str(config))
+    assert (status, out) == (0, f"stopping slow#{run_id}\n")
+    followed, _ = follower.communicate(timeout=20)  # -f ends with the run
+    assert followed.startswith("started\n")
+    status, _, err = run("stop", "nothing-like-it", "-c", str(config))
+    assert status == 1
+    assert "no run in progress is 'nothing-like-it'" in err
+    del scheduler
+
+
+def test_reload_reports_what_it_applied(config: Path, scheduler: subprocess.Popen[str]) -> None:
+    assert run("reload", "-c", str(config))[1].startswith("the file on disk is the configuration")
+    config.write_text(
+        config.read_text().replace("jobs:\n", "jobs:\n  added: {command: [/bin/true], "
+                                   "schedule: manual}\n", 1)
+    )  # fmt: skip
+    status, out, _ = run("reload", "-c", str(config))
+    assert status == 0
+    assert out.startswith("reloaded: +1 -0 ~0 jobs")
+    assert json.loads(run("status", "--json", "-c", str(config))[1])["jobs"] == 5
+    config.write_text(config.read_text().replace("added:", "added: [", 1))
+    status, out, _ = run("reload", "--json", "-c", str(config))
+    report = json.loads(out)
+    assert (status, report["outcome"]) == (1, "refused")
+    assert any("tuisched.yaml:" in line for line in report["lines"]), report
+    assert json.loads(run("status", "--json", "-c", str(config))[1])["jobs"] == 5
+    del scheduler
+
+
+def test_without_a_scheduler_verbs_exit_69_and_logs_reads_the_files(config: Path) -> None:
+    for verb in (["status"], ["pause", "--all"], ["trigger", "hello"], ["reload"]):
+        status, _, err = run(*verb, "-c", str(config))
+        assert status == 69, verb
+        assert err == (
+            f"tuisched: no scheduler is running on {config.parent}/state "
+            f"(nothing answers on {config.parent}/state/control.sock)\n"
+        )
+    assert run("run", "hello", "-c", str(config))[0] == 0  # leaves a run in the files
+    status, out, _ = run("logs", "hello", "-c", str(config))
+    assert (status, out) == (0, "hello\nworld\n")
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_curl_reads_the_socket_and_a_shutdown_through_it_ends_the_headless_scheduler(
+    config: Path, scheduler: subprocess.Popen[str]
+) -> None:
+    sock = str(config.parent / "state" / "control.sock")
+    curl = ["curl", "-s", "--max-time", "10", "--unix-socket", sock]
+    hello = json.loads(subprocess.check_output([*curl, "http://tuisched/v1"], timeout=15))
+    assert (hello["protocol"], hello["pid"]) == (1, scheduler.pid)
+    answer = subprocess.check_output(
+        [*curl, "-X", "POST", "-d", '{"grace": 5}', "http://tuisched/v1/shutdown"], timeout=15
+    )
+    assert json.loads(answer) == {"result": None}  # answered when the drain starts
+    assert scheduler.wait(timeout=20) == 0
+    assert not Path(sock).exists()

@@ -1,0 +1,290 @@
+"""CLI verbs against the running scheduler, through its control socket (SPEC R22).
+
+    tuisched status [--json]                        the scheduler at a glance
+    tuisched pause JOB | --group G | --all          (and `resume`, the same forms)
+    tuisched trigger JOB [--wait]                   run now; --wait follows it to its end
+    tuisched stop RUN_ID | JOB [--kill]             stop a run, or every run of a job
+    tuisched reload                                 apply the file on disk, with its report
+    tuisched logs JOB [--run RUN_ID] [-f]           a run's output; -f follows a live run
+
+Each finds the scheduler by the configuration's state directory. When none
+runs there, they say so in one line and exit 69 (EX_UNAVAILABLE); `logs`
+then reads the files the scheduler left. `trigger --wait` exits like
+`tuisched run` (0 success, the job's exit code, 124 timed out, 127 could not
+launch, 130 stopped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime
+from typing import TextIO
+
+from tuisched.domain.errors import SchedulerNotRunningError, TuischedError, one_line
+from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
+from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.views import HistoryQuery, Pause, PauseKind, SchedulerStatus
+from tuisched.domain.wire import encode
+from tuisched.frontends.foreground import exit_status
+from tuisched.runtime.control import (
+    OfflineControl,
+    RemoteControl,
+    SchedulerControl,
+    control_socket,
+    describe_client,
+    read_config,
+)
+
+EX_UNAVAILABLE = 69
+FOLLOW_SECONDS = 0.5
+"""How often `logs -f` asks for more output."""
+
+
+def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+              config: argparse.ArgumentParser) -> None:  # fmt: skip
+    """Add the verbs to the command line's subcommands."""
+    status = commands.add_parser("status", parents=[config], help="the running scheduler")
+    status.add_argument("--json", action="store_true", help="print a JSON object")
+    status.set_defaults(func=_verb(_status))
+    for name, paused in (("pause", True), ("resume", False)):
+        verb = commands.add_parser(name, parents=[config], help=f"{name} a job, a group or all")
+        which = verb.add_mutually_exclusive_group(required=True)
+        which.add_argument("job", metavar="JOB", nargs="?")
+        which.add_argument("--group", metavar="GROUP")
+        which.add_argument("--all", action="store_true", help="every job")
+        verb.set_defaults(func=_verb(_pausing(paused)))
+    trigger = commands.add_parser(
+        "trigger", parents=[config], help="run JOB now in the running scheduler"
+    )
+    trigger.add_argument("job", metavar="JOB")
+    trigger.add_argument("--wait", action="store_true", help="follow its output to its end")
+    trigger.add_argument("--json", action="store_true", help="print the run as a JSON object")
+    trigger.set_defaults(func=_verb(_trigger))
+    stop = commands.add_parser("stop", parents=[config], help="stop a run, or a job's runs")
+    stop.add_argument("target", metavar="RUN_ID|JOB")
+    stop.add_argument("--kill", action="store_true", help="SIGKILL at once")
+    stop.add_argument("--json", action="store_true", help="print the runs as a JSON list")
+    stop.set_defaults(func=_verb(_stop))
+    reload = commands.add_parser("reload", parents=[config], help="apply the file on disk")
+    reload.add_argument("--json", action="store_true", help="print the report as JSON")
+    reload.set_defaults(func=_verb(_reload))
+    logs = commands.add_parser("logs", parents=[config], help="a run's output")
+    logs.add_argument("job", metavar="JOB")
+    logs.add_argument("--run", metavar="RUN_ID", help="this run (default: the newest)")
+    logs.add_argument("-f", "--follow", action="store_true", help="follow a live run")
+    logs.set_defaults(func=_logs)
+
+
+Verb = Callable[[SchedulerControl, argparse.Namespace], Awaitable[int]]
+
+
+def _verb(verb: Verb) -> Callable[[argparse.Namespace], int]:
+    """A verb against the running scheduler: exit 69 with one line when there is none."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(_with_remote(args, verb))
+        except SchedulerNotRunningError as error:
+            print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
+            return EX_UNAVAILABLE
+
+    return run
+
+
+async def _with_remote(args: argparse.Namespace, verb: Verb) -> int:
+    control = _remote(args)
+    try:
+        await control.connect()
+        return await verb(control, args)
+    finally:
+        await control.close()
+
+
+def _remote(args: argparse.Namespace) -> RemoteControl:
+    from tuisched.frontends.cli import config_path  # noqa: PLC0415  (cli imports this module)
+
+    path = control_socket(config_path(args))
+    return RemoteControl(path, client=describe_client("command line"))
+
+
+# --- the verbs ----------------------------------------------------------------------
+
+
+async def _status(control: SchedulerControl, args: argparse.Namespace) -> int:
+    status = await control.status()
+    if args.json:
+        json.dump(_status_json(status), sys.stdout, indent=2)
+        print()
+        return 0
+    up = ""
+    if status.started_at is not None:
+        up = f", up {format_elapsed(datetime.now(UTC) - status.started_at)}"
+    print(f"scheduler {status.state} on {status.node}, pid {status.pid}{up}")
+    print(f"config {status.config_path}")
+    print(f"jobs {status.jobs}  groups {status.groups}  running {status.running}  "
+          f"queued {status.queued}  waiting {status.waiting}")  # fmt: skip
+    print("paused: " + (", ".join(str(p) for p in status.pauses) if status.pauses else "nothing"))
+    return 0
+
+
+def _status_json(status: SchedulerStatus) -> dict[str, object]:
+    return {
+        "state": status.state.value, "node": status.node, "pid": status.pid,
+        "started_at": status.started_at.isoformat() if status.started_at else None,
+        "config": str(status.config_path), "jobs": status.jobs, "groups": status.groups,
+        "running": status.running, "queued": status.queued, "waiting": status.waiting,
+        "paused": [{"kind": p.kind.value, "name": p.name} for p in status.pauses],
+    }  # fmt: skip
+
+
+def _pausing(paused: bool) -> Verb:
+    async def verb(control: SchedulerControl, args: argparse.Namespace) -> int:
+        if args.all:
+            pause = Pause(kind=PauseKind.ALL)
+        elif args.group:
+            pause = Pause(kind=PauseKind.GROUP, name=args.group)
+        else:
+            pause = Pause(kind=PauseKind.JOB, name=args.job)
+        await control.set_paused(pause, paused=paused)
+        print(f"{'paused' if paused else 'resumed'} {pause}")
+        return 0
+
+    return verb
+
+
+async def _trigger(control: SchedulerControl, args: argparse.Namespace) -> int:
+    if not args.wait:
+        run = await control.run_now(args.job)
+        print(json.dumps(encode(run)) if args.json else run.run_id)
+        return 0
+    events: asyncio.Queue[Event] = asyncio.Queue()
+    status = await control.status()
+    subscription = control.subscribe(events.put_nowait, after=status.last_seq)
+    try:
+        run = await control.run_now(args.job)
+        print(run.run_id, file=sys.stderr)
+        final = await _follow(events, run, sys.stdout)
+    finally:
+        subscription.unsubscribe()
+    print(f"{final.job}#{final.run_id}: {final.state} ({final.result}) {final.status}",
+          file=sys.stderr)  # fmt: skip
+    if args.json:
+        print(json.dumps(encode(final)))
+    return exit_status(final)
+
+
+async def _follow(events: asyncio.Queue[Event], run: RunRecord, out: TextIO) -> RunRecord:
+    """Print the run's output as it comes; its conclusion (its last attempt) once it ends."""
+    ids = {run.run_id}
+    while True:
+        event = await events.get()
+        if not isinstance(event, RunEvent) or event.run.job != run.job:
+            continue
+        if event.run.run_id not in ids and event.run.attempt > 0 and event.run.slot == run.slot:
+            ids.add(event.run.run_id)  # a retry of ours
+        if event.run.run_id not in ids:
+            continue
+        if isinstance(event, RunOutputWritten):
+            out.write("".join(line + "\n" for line in event.lines))
+            out.flush()
+        elif isinstance(event, RunConcluded):
+            return event.run
+
+
+async def _stop(control: SchedulerControl, args: argparse.Namespace) -> int:
+    runs = [status.run for status in await control.runs()]
+    chosen = [r for r in runs if r.run_id == args.target] or [
+        r for r in runs if r.job == args.target
+    ]
+    if not chosen:
+        raise TuischedError(f"no run in progress is '{args.target}' or of a job by that name")
+    for run in chosen:
+        await control.stop_run(run.run_id, kill=args.kill)
+        if not args.json:
+            print(f"{'killing' if args.kill else 'stopping'} {run.job}#{run.run_id}")
+    if args.json:
+        print(json.dumps([{"run_id": run.run_id, "job": run.job} for run in chosen]))
+    return 0
+
+
+async def _reload(control: SchedulerControl, args: argparse.Namespace) -> int:
+    pending = await control.pending_edit()
+    if not pending.present:
+        _report(
+            args,
+            "unchanged",
+            "the file on disk is the configuration in force: nothing to reload",
+            (),
+        )
+        return 0
+    if await control.reload():
+        _report(args, "reloaded", f"reloaded: {pending.summary}", pending.lines)
+        return 0
+    lines = (await control.pending_edit()).lines
+    _report(args, "refused", "refused: the file on disk is not valid; nothing changed", lines)
+    return 1
+
+
+def _report(args: argparse.Namespace, outcome: str, summary: str, lines: Sequence[str]) -> None:
+    """What `reload` did: a summary and its lines (on stderr when refused), or JSON."""
+    if args.json:
+        print(json.dumps({"outcome": outcome, "summary": summary, "lines": list(lines)}))
+        return
+    out = sys.stderr if outcome == "refused" else sys.stdout
+    print(summary, file=out)
+    for line in lines:
+        print(f"  {line}", file=out)
+
+
+def _logs(args: argparse.Namespace) -> int:
+    return asyncio.run(_logs_async(args))
+
+
+async def _logs_async(args: argparse.Namespace) -> int:
+    remote = _remote(args)
+    control: SchedulerControl = remote
+    try:
+        try:
+            await remote.connect()
+        except SchedulerNotRunningError:
+            control = _offline(args)
+        return await _print_logs(control, args)
+    finally:
+        await remote.close()
+
+
+def _offline(args: argparse.Namespace) -> OfflineControl:
+    from tuisched.frontends.cli import config_path  # noqa: PLC0415
+
+    text, config = read_config(config_path(args))
+    return OfflineControl(config, text, clock=lambda: datetime.now(UTC))
+
+
+async def _print_logs(control: SchedulerControl, args: argparse.Namespace) -> int:
+    run_id = args.run or await _newest_run(control, args.job)
+    if run_id is None:
+        print(f"tuisched: job '{args.job}' has no run yet", file=sys.stderr)
+        return 1
+    chunk = await control.output(run_id)
+    while True:
+        for line in chunk.lines:
+            print(line)
+        sys.stdout.flush()
+        if not (args.follow and chunk.running):
+            return 0
+        await asyncio.sleep(FOLLOW_SECONDS)
+        chunk = await control.output(run_id, offset=chunk.next_offset)
+
+
+async def _newest_run(control: SchedulerControl, job: str) -> str | None:
+    live = [s.run for s in await control.runs() if s.run.job == job and s.run.started_at]
+    if live:
+        return max(live, key=lambda run: run.started_at or datetime.min.replace(tzinfo=UTC)).run_id
+    past = await control.history(HistoryQuery(job=job, limit=50))
+    launched = [run for run in past if run.started_at is not None]  # skipped runs have none
+    return launched[0].run_id if launched else None

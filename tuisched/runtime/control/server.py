@@ -1,0 +1,322 @@
+"""The control seam on a Unix socket: HTTP/1.1 and JSON, for consoles, scripts and curl.
+
+Every scheduler (the console's and `--no-ui`) serves its `SchedulerControl`
+on `state_dir/control.sock` (the folder 0700, the socket 0600). Only the user
+who runs the scheduler may talk to it: each connection's peer is checked with
+`SO_PEERCRED`, and anyone else gets 403 and a line in the actions log.
+
+The protocol, version `PROTOCOL`, lives under `/v1`:
+
+    GET  /v1                       {"protocol": 1, "tuisched": "0.1.0", "pid": ...}
+    GET  /v1/<query>?arg=value     a query of the seam: status, jobs, runs, ...
+    POST /v1/<method>  {args}      any method of the seam, arguments as JSON
+    GET  /v1/events?after=SEQ      the event stream: one JSON event per line,
+                                   every event after SEQ, then each new one
+
+Method and argument names are the seam's (`run_now` or `run-now`; `job`,
+`kill`, `pause`...). Values are the seam's types as `tuisched.domain.wire`
+writes them. A `TuischedError` answers 4xx with `{"error": class name,
+"message": text}` (and `problems` for a `ConfigError`), which the client
+raises again as the same class. Every request names its client in
+`X-Tuisched-Client` (`console over ssh from 10.0.0.5`, ...); the actions
+log records it with the user the kernel vouches for.
+
+    curl --unix-socket state/control.sock http://tuisched/v1/status
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import json
+import logging
+import os
+import pwd
+import socket
+import stat
+import struct
+import typing
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+import tuisched
+from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, WireError
+from tuisched.domain.events import Event
+from tuisched.domain.wire import decode, encode, event_to_json
+from tuisched.runtime.control.seam import SchedulerControl
+
+log = logging.getLogger(__name__)
+
+PROTOCOL = 1
+"""The version of the protocol: a client and a server of different versions refuse each other."""
+SOCKET_NAME = "control.sock"
+CLIENT_HEADER = "X-Tuisched-Client"
+SHUTDOWN_SECONDS = 5.0
+"""How long calls in progress may take to finish once the server stops."""
+KEEPALIVE_SECONDS = 15.0
+"""An empty line on the event stream this often, so a dead client is noticed."""
+
+METHODS = (
+    "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
+    "config_text", "pending_edit", "job_definition", "plan", "preview",
+    "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown", "hurry",
+)  # fmt: skip
+"""The seam's methods the protocol carries (all but `subscribe`, which is /v1/events)."""
+QUERIES = frozenset(METHODS[:13])
+"""Those that change nothing: they may be asked with GET."""
+
+ControlFor = Callable[[str], SchedulerControl]
+"""The control a request acts through, for its actor (`user@host (client)`)."""
+Refused = Callable[[str], None]
+"""Told who was refused (for the actions log)."""
+
+
+def socket_path(state_dir: Path) -> Path:
+    """Where the scheduler of `state_dir` listens."""
+    return state_dir / SOCKET_NAME
+
+
+MAX_SOCKET_PATH = 100
+"""A Unix socket's path may hold 107 bytes; a longer one is reached through its folder."""
+
+
+@contextlib.contextmanager
+def reachable(path: Path) -> Iterator[str]:
+    """A name by which `path` can be bound or connected to, whatever its length.
+
+    A path too long for a Unix socket is reached as `/proc/self/fd/N/NAME`
+    through a descriptor of its folder, open while the block runs (Linux).
+    """
+    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
+        yield str(path)
+        return
+    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{folder}/{path.name}"
+    finally:
+        os.close(folder)
+
+
+def _peer(request: web.Request) -> tuple[int, int] | None:
+    """The (pid, uid) of the process at the other end of the request's socket."""
+    transport = request.transport
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return None
+    data = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", data)
+    return pid, uid
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def _arguments(name: str, given: dict[str, Any]) -> dict[str, Any]:
+    """`given` (JSON values) as the arguments of the seam's method `name`."""
+    method = getattr(SchedulerControl, name)
+    hints = typing.get_type_hints(method)
+    parameters = inspect.signature(method).parameters
+    arguments: dict[str, Any] = {}
+    for given_key, value in given.items():
+        key = given_key.replace("-", "_")
+        if key not in parameters or key == "self":
+            raise WireError(f"{name} takes no argument '{given_key}'")
+        arguments[key] = decode(hints[key], value, where=f"{name}.{key}")
+    return arguments
+
+
+def _query_arguments(request: web.Request) -> dict[str, Any]:
+    """Query-string arguments: JSON when they parse as JSON, text otherwise; repeated
+    names make a list (`?names=a&names=b`)."""
+    given: dict[str, Any] = {}
+    for key in request.query:
+        values = []
+        for raw in request.query.getall(key):
+            try:
+                values.append(json.loads(raw))
+            except ValueError:
+                values.append(raw)
+        given[key] = values if len(values) > 1 else values[0]
+    return given
+
+
+def error_body(error: TuischedError) -> dict[str, object]:
+    """The JSON a failed call answers with."""
+    body: dict[str, object] = {"error": type(error).__name__, "message": str(error)}
+    if isinstance(error, ConfigError):
+        body["problems"] = encode(error.problems)
+    return body
+
+
+class ControlServer:
+    """Serves a scheduler's control seam on its Unix socket (see the module)."""
+
+    def __init__(self, path: Path, control_for: ControlFor, *, refused: Refused) -> None:
+        self.path = path
+        self._control_for = control_for
+        self._refused = refused
+        self._uid = os.getuid()
+        self._runner: web.AppRunner | None = None
+        self._site: web.UnixSite | None = None
+        self._streams: set[asyncio.Queue[Event | None]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        """Listen on the socket (a stale one left by a killed scheduler is replaced)."""
+        app = web.Application(middlewares=[self._only_our_user])
+        app.router.add_get("/v1", self._hello)
+        app.router.add_get("/v1/events", self._events)
+        app.router.add_route("*", "/v1/{method}", self._call)
+        self._runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_SECONDS
+        )
+        await self._runner.setup()
+        self._remove_stale()
+        with reachable(self.path) as name:
+            self._site = web.UnixSite(self._runner, name)
+            await self._site.start()
+        self.path.chmod(0o600)  # the folder is 0700 already: nobody else could race us
+
+    async def stop_listening(self) -> None:
+        """Take no new connection and remove the socket; calls in progress may finish
+        (one of them may be the `shutdown` that stops the scheduler)."""
+        if self._site is not None:
+            await self._site.stop()
+            self._site = None
+            with contextlib.suppress(FileNotFoundError):
+                self.path.unlink()
+
+    async def stop(self) -> None:
+        """Stop listening, end the event streams, close every connection."""
+        await self.stop_listening()
+        for stream in list(self._streams):
+            stream.put_nowait(None)
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    def _remove_stale(self) -> None:
+        try:
+            info = self.path.lstat()
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(info.st_mode):
+            raise TuischedError(f"{self.path} is in the way of the control socket: remove it")
+        self.path.unlink()  # we hold the instance lock: no live scheduler listens on it
+
+    @web.middleware
+    async def _only_our_user(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        peer = _peer(request)
+        if peer is None or peer[1] != self._uid:
+            who = "unknown" if peer is None else f"{_user(peer[1])} (uid {peer[1]}, pid {peer[0]})"
+            self._refused(who)
+            log.warning("control socket: refused %s, who is not %s", who, _user(self._uid))
+            return web.json_response(
+                {"error": "ControlError", "message": "only the scheduler's own user may"},
+                status=403,
+            )
+        return await handler(request)
+
+    def _later(self, work: Awaitable[None]) -> None:
+        """Run `work` after the answer (kept referenced until it ends; failures logged)."""
+
+        async def run() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("a call of the control socket failed after its answer")
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _actor(self, request: web.Request) -> str:
+        client = request.headers.get(CLIENT_HEADER, "") or "a client of the control socket"
+        return f"{_user(self._uid)}@{socket.gethostname()} ({client[:200]})"
+
+    async def _hello(self, _request: web.Request) -> web.Response:
+        return web.json_response(
+            {"protocol": PROTOCOL, "tuisched": tuisched.__version__, "pid": os.getpid()}
+        )
+
+    async def _call(self, request: web.Request) -> web.Response:
+        name = request.match_info["method"].replace("-", "_")
+        if name not in METHODS:
+            return web.json_response(
+                {"error": "ControlError", "message": f"no such call: {name}"}, status=404
+            )
+        if request.method == "GET" and name not in QUERIES:
+            return web.json_response(
+                {"error": "ControlError", "message": f"{name} changes things: POST it"},
+                status=405,
+            )
+        try:
+            given = _query_arguments(request)
+            if request.method == "POST" and request.can_read_body:
+                body = await request.json()
+                if not isinstance(body, dict):
+                    raise WireError("the body must be a JSON object of arguments")
+                given.update(body)
+            control = self._control_for(self._actor(request))
+            arguments = _arguments(name, given)
+            if name == "shutdown":  # answered when the drain starts: it may take hours
+                self._later(control.shutdown(**arguments))
+                return web.json_response({"result": None})
+            result = await getattr(control, name)(**arguments)
+        except UnknownJobError as error:
+            return web.json_response(error_body(error), status=404)
+        except TuischedError as error:
+            return web.json_response(error_body(error), status=409)
+        except ValueError as error:  # malformed JSON
+            body = {"error": "WireError", "message": f"not JSON: {error}"}
+            return web.json_response(body, status=400)
+        return web.json_response({"result": encode(result)})
+
+    async def _events(self, request: web.Request) -> web.StreamResponse:
+        after_text = request.query.get("after")
+        after = int(after_text) if after_text and after_text.lstrip("-").isdigit() else None
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        control = self._control_for(self._actor(request))
+        try:
+            subscription = control.subscribe(queue.put_nowait, after=after)
+        except TuischedError as error:
+            return web.json_response(error_body(error), status=410)
+        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+        await response.prepare(request)
+        self._streams.add(queue)
+        try:
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    await response.write(b"\n")
+                    continue
+                lines = [event, *_drain(queue)]  # a burst goes out in one write
+                events = [e for e in lines if e is not None]
+                data = "".join(json.dumps(event_to_json(e)) + "\n" for e in events)
+                await response.write(data.encode())
+                if len(events) < len(lines):
+                    break  # the server stops
+        except ConnectionError:
+            pass  # the client went away
+        finally:
+            subscription.unsubscribe()
+            self._streams.discard(queue)
+        return response
+
+
+def _drain(queue: asyncio.Queue[Event | None]) -> list[Event | None]:
+    events = []
+    while not queue.empty():
+        events.append(queue.get_nowait())
+    return events
