@@ -9,8 +9,9 @@ import pytest
 from textual.widgets import Input
 
 from tuisched.domain.runs import Result
+from tuisched.domain.views import SchedulerState
 from tuisched.frontends.tui.app import TuischedApp
-from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, QuitScreen
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, LeaveScreen, QuitScreen
 from tuisched.frontends.tui.screens.main import REFRESH_SECONDS
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
@@ -208,23 +209,48 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
         runtime.actions.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("q")
-        assert isinstance(app.screen, QuitScreen)
+        assert isinstance(app.screen, LeaveScreen)
+        await pilot.press("s")  # stop the scheduler: the runs in progress are asked about
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
         await pilot.press("escape")  # stay
         assert not isinstance(app.screen, QuitScreen)
         assert app.is_running
-        await pilot.press("q", "s")  # stop them
+        await pilot.press("q", "s")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        await pilot.press("s")  # stop them
         await until(pilot, lambda: not app.is_running)
     history = runtime.config.settings.state_dir / "audit.log"
     assert " | shutdown | " in history.read_text()
 
 
-async def test_quit_without_runs_just_quits(tmp_path: Path) -> None:
-    app, _runtime = make_app(write_config(tmp_path, JOBS))
+async def test_quit_without_runs_stops_the_scheduler_at_once(tmp_path: Path) -> None:
+    app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         await pilot.press("q")
+        assert isinstance(app.screen, LeaveScreen)
+        await pilot.press("escape")  # stay
+        assert app.is_running
+        assert not isinstance(app.screen, LeaveScreen)
+        await pilot.press("q", "s")
         await until(pilot, lambda: not app.is_running)
     assert app.return_code == 0
+    assert runtime.state is SchedulerState.STOPPED
+
+
+async def test_detach_leaves_the_scheduler_running(tmp_path: Path) -> None:
+    app, runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        runtime.actions.run_now("blocker")
+        await pilot.press("q", "d")
+        await until(pilot, lambda: not app.is_running)
+    assert (app.return_code, app.detached) == (0, "detached by the operator")
+    assert runtime.state is SchedulerState.RUNNING
+    assert [run.job for run in runtime.engine.running()] == ["blocker"]  # not stopped
+    engine_jobs.GATES["blocker"].set()
+    assert app.scheduler is not None
+    await app.scheduler.stop()
 
 
 async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_path: Path) -> None:
@@ -281,8 +307,8 @@ async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Pat
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         runtime.actions.run_now("blocker")
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
-        await pilot.press("ctrl+q")
-        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("ctrl+q", "s")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
         await pilot.press("w")  # wait for the run: the console goes on meanwhile
         await until(pilot, lambda: "stopping" in str(app.query_one("#status").render()))
         assert app.is_running

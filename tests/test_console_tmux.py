@@ -91,7 +91,8 @@ def test_the_console_in_tmux_runs_a_job_edits_the_file_and_quits(
     assert "1 Jobs" in screen
     tmux.press("R", then="Reload the configuration from disk?")
     tmux.press("y", then="added")
-    tmux.press("q", then="EXIT=0")
+    tmux.press("q", then="Leave the console")
+    tmux.press("s", then="EXIT=0")
 
 
 def test_the_scheduler_keeps_firing_while_the_editor_is_open(tmp_path: Path, tmux: Tmux) -> None:
@@ -111,8 +112,8 @@ def test_the_scheduler_keeps_firing_while_the_editor_is_open(tmp_path: Path, tmu
         time.sleep(0.1)
     assert marker.exists()
     tmux.wait_for("1 Jobs")  # the console came back
-    tmux("send-keys", "-t", "t", "q")
-    tmux.wait_for("EXIT=0")
+    tmux.press("q", then="Leave the console")
+    tmux.press("s", then="EXIT=0")
     audit = (tmp_path / "state" / "audit.log").read_text().splitlines()
     assert not [line for line in audit if "MISSED" in line or "missed" in line]
     assert len([line for line in audit if line.startswith("tick | ")]) >= 4
@@ -139,4 +140,5 @@ def test_a_missing_or_failing_editor_is_reported_and_the_console_stays(
     tmux.press("E", then=said)  # a toast wraps long lines: the start of the message
     tmux.press("r", then="Run greet now?")
     tmux.press("y", then="greet |")
-    tmux.press("q", then="EXIT=0")
+    tmux.press("q", then="Leave the console")
+    tmux.press("s", then="EXIT=0")

@@ -72,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
         "--log-format", choices=("human", "json"), default="human", help="headless log lines"
     )
     parser.add_argument(
-        "--read-only", action="store_true", help="console without any action that changes things"
+        "--read-only",
+        action="store_true",
+        help="watch the running scheduler: a console without any action that changes things",
     )
     parser.set_defaults(func=_console)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
@@ -119,6 +121,11 @@ def _parser() -> argparse.ArgumentParser:
         help="also send the run's alerts and run its dependants (in the foreground)",
     )
     run.set_defaults(func=_run)
+    attach = commands.add_parser(
+        "attach", parents=[config], help="open the console on the scheduler running here"
+    )
+    attach.add_argument("--read-only", action="store_true", help="watch only: change nothing")
+    attach.set_defaults(func=_attach)
     add_verbs(commands, config)
     return parser
 
@@ -240,9 +247,15 @@ def _console(args: argparse.Namespace) -> int:
         from tuisched.frontends.headless import run_headless  # noqa: PLC0415  (no Textual headless)
 
         return run_headless(config_path(args), log_format=args.log_format)
-    from tuisched.frontends.tui.app import run_console  # noqa: PLC0415  (Textual only for the console)
+    from tuisched.frontends.tui.hosting import run_console  # noqa: PLC0415  (Textual: console only)
 
     return run_console(config_path(args), read_only=args.read_only)
+
+
+def _attach(args: argparse.Namespace) -> int:
+    from tuisched.frontends.tui.hosting import run_attach  # noqa: PLC0415  (Textual: console only)
+
+    return run_attach(config_path(args), read_only=args.read_only)
 
 
 def _history(args: argparse.Namespace) -> int:

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
+import queue
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -159,3 +163,34 @@ def configure_logging(fmt: str, level: int = logging.INFO, tz: ZoneInfo | None =
     # APScheduler logs a line per job added and per fire; our events say what matters.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
     logging.getLogger("watchfiles").setLevel(logging.WARNING)  # "1 change detected" per save
+
+
+LOG_FILE_BYTES = 10 * 2**20
+LOG_FILE_BACKUPS = 5
+"""`tuisched.log` is rotated at LOG_FILE_BYTES, keeping this many older files."""
+
+
+def log_to_file(path: Path, tz: ZoneInfo | None = None) -> Callable[[], None]:
+    """Send tuisched's logs to `path` (rotated) as human lines; return what stops that.
+
+    A thread of its own writes the file: a slow or full disk never holds up
+    the event loop that logged (the records wait in memory meanwhile).
+    """
+    handler = logging.handlers.RotatingFileHandler(
+        path, maxBytes=LOG_FILE_BYTES, backupCount=LOG_FILE_BACKUPS, encoding="utf-8", delay=True
+    )
+    handler.setFormatter(HumanFormatter(tz))
+    records: queue.SimpleQueue[logging.LogRecord] = queue.SimpleQueue()
+    listener = logging.handlers.QueueListener(records, handler)
+    root = logging.getLogger()
+    root.handlers[:] = [logging.handlers.QueueHandler(records)]
+    root.setLevel(logging.INFO)
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    logging.getLogger("watchfiles").setLevel(logging.WARNING)
+    listener.start()
+
+    def stop() -> None:
+        listener.stop()  # writes what is queued
+        handler.close()
+
+    return stop

@@ -2,7 +2,8 @@
 
 SIGTERM/SIGINT drain (no new runs; running ones get `shutdown_grace`, then
 are stopped and recorded); a second one stops the runs at once. SIGHUP
-re-reads the configuration. Exit codes: 0 after a clean drain, 73 when the
+re-reads the configuration; a shutdown asked through the control socket
+drains too. Exit codes: 0 after a clean drain, 73 when the
 state directory cannot be used, 75 when another instance holds it, 78 on a
 bad configuration.
 """
@@ -11,15 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 from pathlib import Path
 
 from tuisched.domain.errors import ConfigError, StateError, TuischedError
-from tuisched.domain.events import Event, SchedulerStopping
-from tuisched.frontends.eventlog import EventLog, configure_logging
-from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
+from tuisched.frontends.eventlog import configure_logging
+from tuisched.frontends.serving import Serving
+from tuisched.runtime.control import AlreadyRunningError, LocalScheduler
 
-EX_OK = 0
 EX_SOFTWARE = 70
 EX_CANTCREAT = 73
 """The state directory (or a file in it) cannot be created or used."""
@@ -44,30 +43,7 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
 
 
 async def _serve(scheduler: LocalScheduler) -> int:
-    control = scheduler.control(who("headless"))
-    stopping = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    write = EventLog(scheduler.timezone).write
-
-    def hear(event: Event) -> None:
-        write(event)
-        if isinstance(event, SchedulerStopping):  # asked through the control socket
-            stopping.set()
-
-    control.subscribe(hear)
-
-    def on_stop_signal(name: str) -> None:
-        if stopping.is_set():
-            log.warning("%s again: stopping every run now", name)
-            scheduler.hurry()
-        else:
-            log.info("%s: draining", name)
-            stopping.set()
-
-    # Handlers first: a signal during start-up must drain, not kill.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_stop_signal, sig.name)
-    loop.add_signal_handler(signal.SIGHUP, lambda: loop.create_task(_reload(control)))
+    serving = Serving(scheduler)  # handlers first: a signal during start-up must drain, not kill
     try:
         await scheduler.start()
     except AlreadyRunningError as error:
@@ -79,14 +55,4 @@ async def _serve(scheduler: LocalScheduler) -> int:
     except TuischedError as error:
         log.error("not started: %s", error)  # noqa: TRY400
         return EX_SOFTWARE
-    await stopping.wait()
-    await scheduler.stop(reason="signal")
-    return EX_OK
-
-
-async def _reload(control: SchedulerControl) -> None:
-    """SIGHUP: re-read the configuration (a bad one is refused and logged by the runtime)."""
-    try:
-        await control.reload()
-    except TuischedError as error:
-        log.warning("SIGHUP: %s", error)
+    return await serving.until_stopped()

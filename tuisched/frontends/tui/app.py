@@ -1,43 +1,42 @@
 """The console: a Textual app that shows a scheduler and steers it from the keyboard.
 
-It sees the scheduler only through the control seam (`SchedulerControl`).
-When it hosts the scheduler (`tuisched` without `--no-ui`), it also starts
-and stops it (`LocalScheduler`); the scheduler is the one `tuisched --no-ui`
-runs, unchanged.
+It sees the scheduler only through the control seam (`SchedulerControl`):
+the same console hosts the scheduler (`tuisched`: a `LocalScheduler` it
+starts, the one `tuisched --no-ui` runs, unchanged) or attaches to one in
+another process (`tuisched attach`: a `RemoteControl`). Leaving it (`q`)
+offers to detach, to stop the scheduler, or to stay; a hosting console that
+detaches, or loses its terminal, leaves its scheduler running headless (see
+`hosting`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.driver import Driver
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.tui.commands import JobCommands
 from tuisched.frontends.tui.operator import Operator
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
-from tuisched.frontends.tui.screens.dialogs import QuitScreen
+from tuisched.frontends.tui.screens.dialogs import LeaveScreen, QuitScreen
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of
 from tuisched.frontends.tui.screens.main import MainScreen
 from tuisched.frontends.tui.state import ConsoleState
+from tuisched.frontends.tui.terminal import TerminalDriver
 from tuisched.frontends.tui.theme import TUISCHED_THEME
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
-from tuisched.runtime.control import (
-    AlreadyRunningError,
-    LocalScheduler,
-    SchedulerControl,
-    who,
-)
+from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl
 
 DRAIN_FOREVER = 24 * 3600.0
 """The grace of "wait for the runs in progress": as long as they take."""
@@ -64,8 +63,11 @@ class TuischedApp(App[int]):
         scheduler: LocalScheduler | None = None,
         read_only: bool = False,
         clock: Callable[[], datetime] | None = None,
+        notice: str | None = None,
     ) -> None:
-        """Show the scheduler behind `control`; start and stop `scheduler` when hosting it."""
+        """Show the scheduler behind `control`; start and stop `scheduler` when hosting it.
+
+        `notice` is shown once the panes are up (why this console attached)."""
         super().__init__()
         self.register_theme(TUISCHED_THEME)
         self.theme = TUISCHED_THEME.name
@@ -77,7 +79,29 @@ class TuischedApp(App[int]):
         self.operator = Operator(self, self)
         self.started = False
         """True once the scheduler runs and the panes show it."""
+        self.detached: str | None = None
+        """Why the console left a scheduler running (a hosting console then goes headless)."""
+        self._notice = notice
         self._stopping = False
+        self._lost = False
+        self.on_terminal_lost: Callable[[], None] | None = None
+        """What a hosting console does when its terminal goes (else the console just ends)."""
+
+    def get_driver_class(self) -> type[Driver]:
+        """Textual's terminal driver, made to survive the terminal going away."""
+        return TerminalDriver
+
+    def terminal_lost(self) -> None:
+        """The terminal has gone (told by the driver, or SIGHUP by the host)."""
+        if self.on_terminal_lost is not None:
+            self.on_terminal_lost()
+        else:
+            self.exit(0, return_code=0)
+
+    @property
+    def hosting(self) -> bool:
+        """Whether this console runs the scheduler it shows (not attached to another's)."""
+        return self.scheduler is not None
 
     async def on_mount(self) -> None:
         if self.scheduler is not None:
@@ -90,7 +114,23 @@ class TuischedApp(App[int]):
                 self.exit(1, return_code=1, message=str(error))
                 return
         self.started = True
-        await self.main.start()
+        try:
+            await self.main.start()
+        except (SchedulerNotRunningError, ControlError) as error:
+            self.scheduler_lost(error)
+            return
+        if self._notice:
+            self.notify(self._notice, markup=False, timeout=8)
+
+    def scheduler_lost(self, error: TuischedError) -> None:
+        """The scheduler stopped (asked elsewhere) or cannot be reached: leave, saying so."""
+        if self._lost:
+            return
+        self._lost = True
+        self.started = False
+        stopped = isinstance(error, SchedulerNotRunningError)
+        message = "the scheduler stopped" if stopped else f"lost the scheduler: {error}"
+        self.exit(0 if stopped else 1, return_code=0 if stopped else 1, message=message)
 
     def get_default_screen(self) -> MainScreen:
         """The main screen is the bottom of the screen stack."""
@@ -165,13 +205,41 @@ class TuischedApp(App[int]):
         await self.action_quit_console()
 
     async def action_quit_console(self) -> None:
-        if not self.started:
-            self.exit(0)
+        if not self.started or (self.read_only and not self.hosting):
+            self.exit(0)  # a viewer leaves; the scheduler never notices
             return
         if self._stopping:
             self.notify("stopping every run now", markup=False)
             await self.control.hurry()
             return
+        detach = (
+            "the scheduler keeps running headless, logging to its state directory's tuisched.log"
+            if self.hosting
+            else "this console closes and the scheduler runs on"
+        )
+
+        def answered(choice: str | None) -> None:
+            if choice == "detach":
+                self.detach("detached by the operator")
+            elif choice == "stop":
+                self.run_worker(self._ask_stop(), group="quit", exclusive=True)
+
+        self.push_screen(LeaveScreen(detach), answered)
+
+    def stop_scheduler(self) -> None:
+        """SIGTERM to a hosting console: drain as `--no-ui` does; again, stop the runs now."""
+        if self._stopping:
+            self.run_worker(self.control.hurry(), group="hurry")
+        else:
+            self._shut_down(grace=None)
+
+    def detach(self, why: str) -> None:
+        """Close the console and leave the scheduler running."""
+        self.detached = why
+        self.exit(0, return_code=0)
+
+    async def _ask_stop(self) -> None:
+        """Stop the scheduler: at once when idle; with runs in progress, wait or stop them."""
         status = await self.control.status()
         busy = status.running + status.queued + status.waiting
         if not busy:
@@ -196,17 +264,13 @@ class TuischedApp(App[int]):
     async def _drain(self, grace: float | None) -> None:
         await self.control.shutdown(grace=grace, reason="console quit")
         self.started = False
-        self.exit(0)
+        # Attached, the scheduler answered when its drain began; it goes on without us.
+        message = None if self.hosting else "the scheduler is stopping"
+        self.exit(0, return_code=0, message=message)
 
     async def on_unmount(self) -> None:
-        if self.started and self.scheduler is not None:  # ctrl+c or an error: never leave it
+        # ctrl+c, an error, or a stop asked elsewhere: a hosting console never leaves its
+        # scheduler half-running, unless it detached (the host then keeps it running).
+        if self.scheduler is not None and self.detached is None:
             self.started = False
             await self.scheduler.stop(reason="console closed")
-
-
-def run_console(config_path: Path, *, read_only: bool = False) -> int:
-    """Open the console on the configuration at `config_path`; return the exit status."""
-    scheduler = LocalScheduler.from_file(config_path)
-    app = TuischedApp(scheduler.control(who("console")), scheduler=scheduler, read_only=read_only)
-    status = app.run()
-    return status if isinstance(status, int) else app.return_code or 0

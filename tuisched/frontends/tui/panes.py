@@ -17,6 +17,7 @@ from typing import Any
 
 from textual.screen import Screen
 
+from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.domain.events import Event
 from tuisched.domain.views import JobStatus, SchedulerState
 from tuisched.frontends.tui.state import Changes, ConsoleState
@@ -48,8 +49,11 @@ class LivePanes:
         *,
         clock: Callable[[], datetime],
         read_only: bool,
+        on_lost: Callable[[TuischedError], None],
     ) -> None:
+        """`on_lost` is told when the scheduler stopped or stopped answering."""
         self._screen = screen
+        self._on_lost = on_lost
         self._control = control
         self._state = state
         self._clock = clock
@@ -109,7 +113,11 @@ class LivePanes:
         async with self._busy:
             events, self._pending = self._pending, []
             changes = self._state.digest(events)
-            await self._reread(changes)
+            try:
+                await self._reread(changes)
+            except (SchedulerNotRunningError, ControlError) as error:
+                self._on_lost(error)
+                return
             if self._shown:
                 self._show_changes(changes)
 
@@ -147,14 +155,18 @@ class LivePanes:
             return
         async with self._busy:
             state = self._state
-            state.status = await self._control.status()
-            state.runs = await self._control.runs()
             table = self._screen.query_one(JobsTable)
             first = int(table.scroll_y)
             keys = list(table.rows)[first : first + table.size.height]
             visible = {key.value for key in keys if key.value}
-            if visible:
-                state.take_jobs(await self._control.jobs(visible), complete=False)
+            try:
+                state.status = await self._control.status()
+                state.runs = await self._control.runs()
+                if visible:
+                    state.take_jobs(await self._control.jobs(visible), complete=False)
+            except (SchedulerNotRunningError, ControlError) as error:
+                self._on_lost(error)
+                return
         if not self._shown:
             return
         if state.status is not None and not state.status.offline_edit:

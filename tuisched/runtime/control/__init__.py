@@ -18,7 +18,7 @@ from tuisched.runtime.control.files import control_socket, read_config
 from tuisched.runtime.control.host import LocalScheduler
 from tuisched.runtime.control.local import LocalControl
 from tuisched.runtime.control.offline import OfflineControl
-from tuisched.runtime.control.remote import RemoteControl, describe_client
+from tuisched.runtime.control.remote import RemoteControl, describe_client, scheduler_answers
 from tuisched.runtime.control.seam import (
     AUDIT_LINES,
     OUTPUT_CHUNK_BYTES,
@@ -43,6 +43,7 @@ __all__ = [
     "control_socket",
     "describe_client",
     "read_config",
+    "scheduler_answers",
     "socket_path",
     "who",
 ]

@@ -80,6 +80,11 @@ class LocalScheduler:
         return self._runtime.config.path
 
     @property
+    def state_dir(self) -> Path:
+        """The scheduler's state directory (`settings.state_dir`)."""
+        return self._runtime.config.settings.state_dir
+
+    @property
     def timezone(self) -> ZoneInfo:
         """The scheduler's default zone (`settings.timezone`), for log lines and clocks."""
         return self._runtime.config.settings.timezone

@@ -19,6 +19,7 @@ import contextlib
 import json
 import logging
 import os
+import socket
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -59,6 +60,18 @@ log = logging.getLogger(__name__)
 CALL_TIMEOUT = 30.0
 """Seconds one call may take (a shutdown's drain answers when it starts, not ends)."""
 RECONNECT_SECONDS = 0.5
+
+
+def scheduler_answers(path: Path, *, timeout: float = 2.0) -> bool:
+    """Whether a scheduler listens on the control socket at `path` (a blocking check,
+    for a command line before it starts an event loop)."""
+    with reachable(path) as name, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(timeout)
+        try:
+            probe.connect(name)
+        except OSError:
+            return False
+        return True
 
 
 def describe_client(what: str) -> str:

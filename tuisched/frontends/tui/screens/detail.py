@@ -85,6 +85,10 @@ class JobDetailScreen(Screen[None]):
         Binding("q", "close", "Back", show=False),
         Binding("r", "run", "Run this job"),
         Binding("p", "toggle_pause", "Pause/resume this job"),
+        Binding("o", "show_tab('tab-output')", "Output"),
+        Binding("h", "show_tab('tab-history')", "History", show=False),
+        Binding("n", "show_tab('tab-next')", "Next runs", show=False),
+        Binding("f", "show_tab('tab-definition')", "Definition", show=False),
     ]
 
     def __init__(self, host: TuischedApp, job_name: str) -> None:
@@ -141,6 +145,10 @@ class JobDetailScreen(Screen[None]):
     def action_run(self) -> None:
         self.host.operator.run(self.job_name)
 
+    def action_show_tab(self, tab: str) -> None:
+        """`o` output, `h` history, `n` next runs, `f` definition."""
+        self.query_one(TabbedContent).active = tab
+
     def action_toggle_pause(self) -> None:
         self.host.operator.pause_job(self.job_name)
 
@@ -189,7 +197,9 @@ class JobDetailScreen(Screen[None]):
             self._live = run.run_id
             self._events = []  # what the file holds now is read below: no line twice
             chunk = await self.control.output(run.run_id)
-            self._show_source(f"live output of run {run.run_id} (running)")
+            pid = f", pid {run.pid}" if run.pid else ""
+            self._show_source(f"live output of run {run.run_id} (running{pid})")
+            self.query_one(TabbedContent).active = "tab-output"  # what a running job is about
             self._write(list(chunk.lines))
         self._load_history()
 

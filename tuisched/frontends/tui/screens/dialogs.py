@@ -1,4 +1,4 @@
-"""Small modal dialogs: a confirmation whose default is Cancel, and the quit question."""
+"""Small modal dialogs: a confirmation whose default is Cancel, and the quit questions."""
 
 from __future__ import annotations
 
@@ -74,6 +74,46 @@ class QuitScreen(ModalScreen[str]):
                 yield Button("Stay (esc)", id="stay", variant="primary")
                 yield Button("Wait (w)", id="wait")
                 yield Button("Stop them (s)", id="stop", variant="error")
+
+    def on_mount(self) -> None:
+        self.query_one("#stay", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id or "stay")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(choice)
+
+
+class LeaveScreen(ModalScreen[str]):
+    """Leaving the console: detach (the scheduler runs on without it), stop it, or stay."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "choose('stay')", "Stay"),
+        Binding("d", "choose('detach')", "Detach", show=False),
+        Binding("s", "choose('stop')", "Stop", show=False),
+    ]
+
+    def __init__(self, detach: str) -> None:
+        """`detach` says what detaching does here (hosting, or attached)."""
+        super().__init__()
+        self.detach = detach
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(
+                Text(
+                    f"Leave the console. Detach: {self.detach}; "
+                    "`tuisched attach` comes back to it.\n"
+                    "Or stop the scheduler (runs in progress: wait or stop them), or stay?"
+                ),
+                classes="question",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Stay (esc)", id="stay", variant="primary")
+                yield Button("Detach (d)", id="detach")
+                yield Button("Stop the scheduler (s)", id="stop", variant="error")
 
     def on_mount(self) -> None:
         self.query_one("#stay", Button).focus()

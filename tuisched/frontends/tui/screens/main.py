@@ -72,8 +72,9 @@ class MainScreen(Screen[None]):
         super().__init__()
         self.host = host
         self.panes = LivePanes(
-            self, host.control, host.state, clock=host.clock, read_only=host.read_only
-        )
+            self, host.control, host.state, clock=host.clock, read_only=host.read_only,
+            on_lost=host.scheduler_lost,
+        )  # fmt: skip
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")

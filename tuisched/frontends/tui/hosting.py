@@ -1,0 +1,190 @@
+"""Where the console's scheduler lives: hosted, attached to, and left running (SPEC R22).
+
+`tuisched` opens the console on the scheduler of its configuration:
+
+- when one already runs on that state directory, it attaches to it (and says
+  so) instead of starting a second one;
+- otherwise it hosts one. The scheduler and the console share an event loop
+  in a child process, while the process the shell started waits: when the
+  operator detaches (`q`, then `d`), the child tells it so and the shell gets
+  its prompt back, while the scheduler carries on headless in a session of
+  its own, logging to `STATE_DIR/tuisched.log` (rotated). Losing the
+  terminal (SIGHUP: an SSH drop, tmux killed, the window closed) does the
+  same without asking: the runs in progress go on and are recorded when they
+  end, and `tuisched attach` shows them.
+
+`tuisched attach [--read-only]` and `tuisched --read-only` open the same
+console as a client of the control socket; a read-only console never starts
+a scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import traceback
+from pathlib import Path
+
+from tuisched.domain.errors import ControlError, SchedulerNotRunningError
+from tuisched.frontends.eventlog import EventLog, log_to_file
+from tuisched.frontends.serving import Serving
+from tuisched.frontends.tui.app import TuischedApp
+from tuisched.runtime.control import (
+    LocalScheduler,
+    RemoteControl,
+    control_socket,
+    describe_client,
+    read_config,
+    scheduler_answers,
+    who,
+)
+
+log = logging.getLogger(__name__)
+
+EX_UNAVAILABLE = 69
+EX_SOFTWARE = 70
+LOG_NAME = "tuisched.log"
+HUNG_UP = "the terminal was lost"
+DETACHED = b"detached\n"
+"""What the hosting child tells the waiting parent when the console has gone."""
+
+
+def run_console(config_path: Path, *, read_only: bool = False) -> int:
+    """`tuisched [--read-only]`: attach to the scheduler running here, or host one."""
+    socket = control_socket(config_path)
+    if scheduler_answers(socket):
+        notice = f"a scheduler already runs on {socket.parent}: attached to it"
+        print(f"tuisched: {notice}", file=sys.stderr)
+        return run_attach(config_path, read_only=read_only, notice=notice)
+    if read_only:
+        print(
+            f"tuisched: no scheduler is running on {socket.parent}; --read-only only watches "
+            "one (start it with `tuisched` or `tuisched --no-ui`)",
+            file=sys.stderr,
+        )
+        return EX_UNAVAILABLE
+    read_config(config_path)  # a file that does not validate is reported here, at once
+    return _host_in_child(config_path)
+
+
+def run_attach(config_path: Path, *, read_only: bool, notice: str | None = None) -> int:
+    """`tuisched attach [--read-only]`: the console, as a client of the control socket."""
+    return asyncio.run(_attach(control_socket(config_path), read_only=read_only, notice=notice))
+
+
+async def _attach(socket: Path, *, read_only: bool, notice: str | None) -> int:
+    what = "console (read-only)" if read_only else "console"
+    control = RemoteControl(socket, client=describe_client(what))
+    try:
+        try:
+            await control.connect()
+        except SchedulerNotRunningError as error:
+            print(f"tuisched: {error}", file=sys.stderr)
+            return EX_UNAVAILABLE
+        except ControlError as error:  # another protocol version: the line names both
+            print(f"tuisched: {error}", file=sys.stderr)
+            return 1
+        app = TuischedApp(control, read_only=read_only, notice=notice)
+        await app.run_async()
+        return app.return_code or 0
+    finally:
+        await control.close()
+
+
+# --- hosting -------------------------------------------------------------------------
+
+
+def _host_in_child(config_path: Path) -> int:
+    """Host the scheduler in a child; wait until it ends or its console goes away."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # nothing buffered may be written twice
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # the host: no thread or event loop was started before the fork
+        os.close(read_end)
+        code = EX_SOFTWARE
+        try:
+            code = asyncio.run(_host(config_path, write_end))
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            os._exit(code)  # the parent's exit handlers are the parent's
+    os.close(write_end)
+    return _wait_for(child, read_end)
+
+
+def _wait_for(child: int, pipe: int) -> int:
+    """The parent: its status is the child's, or 0 once the child says it detached."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the child has the same terminal: it decides
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda _sig, _frame: os.kill(child, signal.SIGTERM))
+    with os.fdopen(pipe, "rb") as said:
+        if said.read() == DETACHED:
+            return 0
+    _, status = os.waitpid(child, 0)
+    code = os.waitstatus_to_exitcode(status)
+    return code if code >= 0 else 128 - code  # killed by a signal: as a shell says it
+
+
+async def _host(config_path: Path, detached_to: int) -> int:
+    """The child: the console and its scheduler on one loop; headless once it detaches."""
+    loop = asyncio.get_running_loop()
+    scheduler = LocalScheduler.from_file(config_path)
+    stop_logging = log_to_file(scheduler.state_dir / LOG_NAME, scheduler.timezone)
+    control = scheduler.control(who("console"))
+    control.subscribe(EventLog(scheduler.timezone).write)
+    app = TuischedApp(control, scheduler=scheduler)
+    app.on_terminal_lost = lambda: _hung_up(app)
+    loop.add_signal_handler(signal.SIGHUP, _hung_up, app)
+    loop.add_signal_handler(signal.SIGTERM, app.stop_scheduler)
+    try:
+        await app.run_async()
+        if app.detached is None:
+            return app.return_code or 0
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        serving = Serving(scheduler, log_events=False)
+        if app.detached != HUNG_UP:
+            print(
+                f"tuisched: detached; the scheduler runs on headless as pid {os.getpid()}, "
+                f"logging to {scheduler.state_dir / LOG_NAME}; `tuisched attach "
+                f"-c {scheduler.config_path}` comes back to it",
+                file=sys.stderr,
+            )
+            _leave_terminal()
+        log.info("console closed (%s): the scheduler runs on headless", app.detached)
+        os.write(detached_to, DETACHED)
+        os.close(detached_to)
+        return await serving.until_stopped()
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(detached_to)
+        stop_logging()
+
+
+def _hung_up(app: TuischedApp) -> None:
+    """The terminal is gone (SIGHUP, or a read error first): stop using it at once, and
+    keep the scheduler."""
+    if app.detached is None:
+        _leave_terminal()
+        app.detach(HUNG_UP)
+
+
+def _leave_terminal() -> None:
+    """Point stdin, stdout and stderr at /dev/null and leave the terminal's session."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+    with contextlib.suppress(OSError):  # already a session leader (tests): nothing to leave
+        os.setsid()
