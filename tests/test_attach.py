@@ -195,3 +195,22 @@ def test_read_only_never_starts_a_scheduler(ticking: Path) -> None:
     assert status == 69
     assert "no scheduler is running" in err
     assert not (ticking.parent / "state" / "tuisched.lock").exists()
+
+
+def test_sigterm_to_a_hosting_console_drains_as_headless_does(
+    ticking: Path, consoles: list[Tmux]
+) -> None:
+    tmux = Tmux()
+    consoles.append(tmux)
+    _console(tmux, ticking)
+    tmux.wait_for("tick |")
+    shell = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
+    started = subprocess.run(
+        ["pgrep", "-P", str(shell)], capture_output=True, text=True, check=True
+    ).stdout.split()  # the process the shell started (it waits for the console's)
+    os.kill(int(started[0]), signal.SIGTERM)
+    tmux.wait_for("EXIT=0")
+    log = (ticking.parent / "state" / "tuisched.log").read_text()
+    assert "scheduler stopping (SIGTERM)" in log
+    assert log.rstrip().endswith("scheduler stopped")
+    assert _status(ticking) is None

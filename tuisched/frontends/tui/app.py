@@ -231,7 +231,7 @@ class TuischedApp(App[int]):
         if self._stopping:
             self.run_worker(self.control.hurry(), group="hurry")
         else:
-            self._shut_down(grace=None)
+            self._shut_down(grace=None, reason="SIGTERM")
 
     def detach(self, why: str) -> None:
         """Close the console and leave the scheduler running."""
@@ -254,15 +254,15 @@ class TuischedApp(App[int]):
 
         self.push_screen(QuitScreen(busy), answered)
 
-    def _shut_down(self, *, grace: float | None) -> None:
+    def _shut_down(self, *, grace: float | None, reason: str = "console quit") -> None:
         """Drain in the background: the panes keep showing the runs finishing."""
         self._stopping = True
         if grace:
             self.notify("waiting for the runs in progress; q again stops them now", markup=False)
-        self.run_worker(self._drain(grace), group="quit", exclusive=True)
+        self.run_worker(self._drain(grace, reason), group="quit", exclusive=True)
 
-    async def _drain(self, grace: float | None) -> None:
-        await self.control.shutdown(grace=grace, reason="console quit")
+    async def _drain(self, grace: float | None, reason: str) -> None:
+        await self.control.shutdown(grace=grace, reason=reason)
         self.started = False
         # Attached, the scheduler answered when its drain began; it goes on without us.
         message = None if self.hosting else "the scheduler is stopping"
