@@ -155,6 +155,14 @@ class UnknownRunError(HistoryError, LookupError):
         super().__init__(f"no run with id {', '.join(self.run_ids)} in the history")
 
 
+class ClusterDatabaseError(StateError):
+    """The cluster's PostgreSQL database cannot be used; the message says what to fix."""
+
+
+class SchemaTooNewError(ClusterDatabaseError):
+    """The database holds a schema from a newer tuisched than this one."""
+
+
 class ControlError(TuischedError):
     """A front end's request to a scheduler cannot be answered."""
 
