@@ -76,10 +76,11 @@ def has_history(config: Config) -> bool:
     return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
 
 
-def open_history(config: Config) -> HistoryStore:
-    """The history store the configuration names (default: state_dir/history.db)."""
+def open_history(config: Config, *, password: str | None = None) -> HistoryStore:
+    """The history store the configuration names (default: state_dir/history.db);
+    `password` for a PostgreSQL one that asks for it (blocking: call it off the loop)."""
     if config.settings.history:
-        return HistoryStore.open(config.settings.history)
+        return HistoryStore.open(config.settings.history, password=password)
     return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
 
 
@@ -294,7 +295,10 @@ class Runtime:
         self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
         self.latest.subscribe(self.bus)
-        self._history = AsyncHistory(open_history(self.config))
+        # Off the loop: a SQLite file's damage check, or a silent PostgreSQL, takes seconds.
+        password = self._secrets.get("PGPASSWORD")
+        store = await in_thread(Lane.FILES, lambda: open_history(self.config, password=password))
+        self._history = AsyncHistory(store)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)

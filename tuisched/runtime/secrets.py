@@ -36,6 +36,8 @@ def secret_names(config: Config) -> set[str]:
         names.update(filter(None, (smtp.password_env, smtp.username_env)))
     if config.settings.cluster is not None and config.settings.cluster.password_env:
         names.add(config.settings.cluster.password_env)
+    if (config.settings.history or "").startswith("postgres"):
+        names.add("PGPASSWORD")  # libpq's; the history is opened with it, jobs never see it
     return names
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
 from collections.abc import Mapping
 from datetime import datetime
 from urllib.parse import urlsplit, urlunsplit
@@ -26,26 +24,16 @@ from psycopg_pool import AsyncConnectionPool
 from tuisched.domain.errors import ClusterDatabaseError, SchemaTooNewError
 from tuisched.domain.model import ClusterSettings
 from tuisched.runtime.cluster.schema import LATEST, LOCK_KEY, MIGRATIONS, VERSION_TABLE
+from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain, redacted
 
 log = logging.getLogger(__name__)
 
-CONNECT_SECONDS = 5
-"""How long one connection attempt may take (a silent host, a blackhole)."""
 STATEMENT_SECONDS = 10
 """How long the server lets one statement run (the lock wait of a migration included)."""
 MIGRATE_LOCK_SECONDS = 60
 """How long a node waits for another one's migration."""
 POOL_SIZE = 4
-
-
-def redacted(url: str) -> str:
-    """`url` as it may be shown: never with a password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+PASSWORD_SOURCES = "settings.cluster.password_env or password_file"  # noqa: S105  (where from)
 
 
 def read_password(settings: ClusterSettings, environ: Mapping[str, str]) -> str | None:
@@ -204,7 +192,9 @@ class ClusterDatabase:
         except TimeoutError:
             raise self._silent() from None
         except psycopg.OperationalError as error:
-            raise _explain(error, self.url) from None
+            line = explain(str(error), self.url, setting="settings.cluster.database",
+                           password=PASSWORD_SOURCES)  # fmt: skip
+            raise ClusterDatabaseError(line) from None
 
     def _silent(self) -> ClusterDatabaseError:
         parts = urlsplit(self.url)
@@ -233,37 +223,3 @@ def _libpq_url(url: str) -> str:
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
-
-
-_EXPLAINED = (
-    ("password authentication failed", "the database at {shown} refused the password of role "
-     "'{user}': check settings.cluster.password_env or password_file"),
-    ("no password supplied", "the database at {shown} asks for a password: set "
-     "settings.cluster.password_env or password_file"),
-    ("does not exist", "the database server at {host}:{port} says: {said}; fix "
-     "settings.cluster.database, or create what is missing"),
-    ("connection refused", "nothing accepts connections at {host}:{port}: is PostgreSQL "
-     "running there, and listening on TCP?"),
-    ("could not translate host name", "unknown host '{host}' in settings.cluster.database"),
-    ("failed to resolve host", "unknown host '{host}' in settings.cluster.database"),
-    ("timeout expired", "no answer from the database at {host}:{port} within {seconds} s: "
-     "check the host, the port and any firewall"),
-)  # fmt: skip
-
-
-def _explain(error: psycopg.OperationalError, url: str) -> ClusterDatabaseError:
-    """One line that says what to fix, for a failed connection to `url`."""
-    text = str(error)
-    lowered = text.lower()
-    parts = urlsplit(url)
-    said = text.rsplit("FATAL:", 1)[-1].strip().splitlines()[0] if "FATAL:" in text else ""
-    fields = {
-        "shown": redacted(url), "user": parts.username or os.environ.get("USER", ""),
-        "host": parts.hostname or socket.gethostname(), "port": parts.port or 5432,
-        "seconds": CONNECT_SECONDS, "said": said,
-    }  # fmt: skip
-    for needle, template in _EXPLAINED:
-        if needle in lowered:
-            return ClusterDatabaseError(template.format(**fields))
-    return ClusterDatabaseError(f"cannot connect to the database at {redacted(url)}: "
-                                f"{_first_line(error)}")  # fmt: skip

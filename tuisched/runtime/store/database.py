@@ -22,6 +22,7 @@ from sqlalchemy import (
     inspect,
     make_url,
     select,
+    text,
 )
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
@@ -35,6 +36,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.views import HistoryQuery
+from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain
 from tuisched.runtime.store.schema import (
     _ABANDONABLE,
     _RUN_COLUMNS,
@@ -72,8 +74,27 @@ def _sqlite_pragmas(dbapi_connection: Any, _connection_record: object) -> None:
         cursor.close()
 
 
+SCHEMA_LOCK = 0x7475_6973_6869_7374
+"""The advisory lock held while a PostgreSQL history's schema is created ("tuishist")."""
+PG_PASSWORD = "~/.pgpass, $PGPASSFILE or $PGPASSWORD"  # noqa: S105  (where it comes from)
+POSTGRES_DRIVER = "postgresql+psycopg"
+"""PostgreSQL through psycopg 3 (installed with tuisched); `postgresql://` means it."""
+
+
 def _create_engine(url: URL) -> Engine:
-    """An engine for `url`; SQLite gets its pragmas, an in-memory one a single connection."""
+    """An engine for `url`; SQLite gets its pragmas, an in-memory one a single connection.
+
+    PostgreSQL goes through psycopg 3 with a bounded connect time; its password
+    comes the way libpq looks for one (`~/.pgpass`, `$PGPASSFILE`, `$PGPASSWORD`).
+    """
+    if url.get_backend_name() in ("postgresql", "postgres"):
+        if "+" not in url.drivername:
+            url = url.set(drivername=POSTGRES_DRIVER)
+        return create_engine(
+            url,
+            pool_pre_ping=True,
+            connect_args={"connect_timeout": CONNECT_SECONDS, "application_name": "tuisched"},
+        )
     if url.get_backend_name() != "sqlite":
         return create_engine(url)
     if url.database in (None, "", ":memory:"):
@@ -142,6 +163,9 @@ def _cannot_open(where: str, error: Exception) -> HistoryError:
         said = f"its driver is not installed ({error})"
     elif isinstance(error, DBAPIError) and error.orig is not None:
         said = str(error.orig)
+        if isinstance(error, OperationalError) and where.startswith("postgres"):
+            line = explain(said, where, setting="settings.history", password=PG_PASSWORD)
+            return HistoryUnavailableError(f"cannot open the history: {line}")
     else:
         said = str(error)
     return HistoryError(f"cannot open history database {where}: {said}")
@@ -173,6 +197,8 @@ def _check_schema(connection: Connection, where: str) -> bool:
 def _create_schema(engine: Engine, where: str) -> None:
     """Create the tables (and the version row) unless they are there already."""
     with engine.begin() as connection:
+        if engine.dialect.name == "postgresql":  # two processes creating it at once would clash
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
         known = _check_schema(connection, where)
         metadata.create_all(connection)  # also adds tables newer than the file (no-op else)
         if not known:
@@ -202,8 +228,9 @@ class HistoryStore:
         self._update = _BatchStatement.compile(_UPDATE_RUN, keys, dialect)
 
     @classmethod
-    def open(cls, url: str) -> HistoryStore:
-        """Open the database at `url`, creating the schema if it is missing.
+    def open(cls, url: str, *, password: str | None = None) -> HistoryStore:
+        """Open the database at `url`, creating the schema if it is missing (`password`
+        for a database that asks for one; else libpq looks in its usual places).
 
         Raises:
             HistoryError: the URL is malformed, the database unreachable, or its
@@ -213,6 +240,8 @@ class HistoryStore:
             parsed = make_url(url)
         except SQLAlchemyError as error:
             raise HistoryError("cannot open the history: malformed database URL") from error
+        if password is not None:
+            parsed = parsed.set(password=password)
         return cls._open(parsed)
 
     @classmethod
@@ -235,7 +264,7 @@ class HistoryStore:
 
     @classmethod
     def _open(cls, url: URL) -> HistoryStore:
-        where = url.render_as_string(hide_password=True)
+        where = url._replace(password=None).render_as_string()  # as configured: no password
         try:
             engine = _create_engine(url)
         except (SQLAlchemyError, ImportError) as error:
