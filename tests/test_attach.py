@@ -214,3 +214,25 @@ def test_sigterm_to_a_hosting_console_drains_as_headless_does(
     assert "scheduler stopping (SIGTERM)" in log
     assert log.rstrip().endswith("scheduler stopped")
     assert _status(ticking) is None
+
+
+def test_an_attached_console_says_so_and_leaves_when_its_scheduler_is_killed(
+    ticking: Path, consoles: list[Tmux]
+) -> None:
+    headless = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(ticking)], cwd=REPO,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _eventually(lambda: _status(ticking) is not None)
+        tmux = Tmux()
+        consoles.append(tmux)
+        _console(tmux, ticking, "attach")
+        tmux.wait_for("tick |")
+        headless.kill()  # kill -9: no goodbye on the socket
+        headless.wait(timeout=10)
+        screen = tmux.wait_for("EXIT=0")
+        assert "the scheduler stopped: no scheduler is running on" in screen.replace("\n", "")
+    finally:
+        if headless.poll() is None:
+            headless.kill()

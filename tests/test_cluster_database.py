@@ -23,17 +23,17 @@ from tuisched.runtime.cluster.database import (
 from tuisched.runtime.cluster.schema import LATEST
 
 from .conftest import REPO
-from .pg_fixtures import PASSWORD, PostgresServer, postgres  # noqa: F401  (the fixture)
+from .pg_fixtures import PASSWORD, PostgresServer
 
 
 @pytest.fixture
-def database(postgres: PostgresServer) -> str:  # noqa: F811
+def database(postgres: PostgresServer) -> str:
     """The URL of a fresh database (no password in it, as in the configuration)."""
     return postgres.url(postgres.create_database())
 
 
 async def test_ten_nodes_starting_together_migrate_once(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
 ) -> None:
     nodes = [ClusterDatabase(database, password=PASSWORD, node=f"n{i}") for i in range(10)]
@@ -54,7 +54,7 @@ async def test_ten_nodes_starting_together_migrate_once(
 
 
 def test_ten_node_processes_starting_together_migrate_once(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
 ) -> None:
     script = (
@@ -84,7 +84,7 @@ def test_ten_node_processes_starting_together_migrate_once(
 
 
 async def test_a_schema_newer_than_this_tuisched_is_refused(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
 ) -> None:
     node = ClusterDatabase(database, password=PASSWORD, node="n")
@@ -118,7 +118,7 @@ def closed_port() -> int:
 
 
 async def test_each_way_a_connection_fails_is_one_line_that_says_what_to_fix(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
     closed_port: int,
 ) -> None:
@@ -160,7 +160,7 @@ async def test_a_silent_server_is_given_up_on_in_bounded_time(silent_port: int) 
 
 
 async def test_a_role_without_rights_is_told_what_to_grant(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
 ) -> None:
     name = database.rsplit("/", 1)[1]
@@ -179,7 +179,7 @@ async def test_a_role_without_rights_is_told_what_to_grant(
 
 
 async def test_the_database_clock_is_the_servers(
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
     database: str,
 ) -> None:
     node = ClusterDatabase(database, password=PASSWORD, node="n")

@@ -16,7 +16,7 @@ import pytest
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.store import ClusterStore, new_node_id
 
-from .pg_fixtures import PASSWORD, PostgresServer, postgres  # noqa: F401  (the fixture)
+from .pg_fixtures import PASSWORD, PostgresServer
 
 LEASE = timedelta(seconds=30)
 NOW = timedelta(0)
@@ -24,7 +24,7 @@ JOBS = [f"job{i:03d}" for i in range(100)]
 
 
 @pytest.fixture
-async def nodes(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:  # noqa: F811
+async def nodes(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
     """Three nodes' stores on one fresh database (each its own pool, as processes have)."""
     url = postgres.url(postgres.create_database())
     databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(3)]

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from .conftest import REPO
-from .pg_fixtures import PASSWORD, PostgresServer, postgres, wait_until  # noqa: F401
+from .pg_fixtures import PASSWORD, PostgresServer, wait_until
 from .runtime_fixtures import write_config
 
 
@@ -38,7 +38,7 @@ def _tuisched(*argv: str, password: str) -> subprocess.CompletedProcess[str]:
 
 def test_a_headless_scheduler_keeps_its_history_in_postgresql(
     tmp_path: Path,
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
 ) -> None:
     config = _config(tmp_path, postgres.url(postgres.create_database()))
     scheduler = subprocess.Popen(
@@ -65,7 +65,7 @@ def test_a_headless_scheduler_keeps_its_history_in_postgresql(
 
 def test_a_wrong_password_is_one_line_at_start(
     tmp_path: Path,
-    postgres: PostgresServer,  # noqa: F811
+    postgres: PostgresServer,
 ) -> None:
     url = postgres.url(postgres.create_database())
     config = _config(tmp_path, url)

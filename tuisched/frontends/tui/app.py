@@ -129,7 +129,10 @@ class TuischedApp(App[int]):
         self._lost = True
         self.started = False
         stopped = isinstance(error, SchedulerNotRunningError)
-        message = "the scheduler stopped" if stopped else f"lost the scheduler: {error}"
+        if self.hosting or not stopped:
+            message = "the scheduler stopped" if stopped else f"lost the scheduler: {error}"
+        else:  # attached: it stopped, or was killed; either way nothing answers now
+            message = f"the scheduler stopped: {error}"
         self.exit(0 if stopped else 1, return_code=0 if stopped else 1, message=message)
 
     def get_default_screen(self) -> MainScreen:

@@ -47,33 +47,23 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
-class QuitScreen(ModalScreen[str]):
-    """Runs are in progress: wait for them, stop them, or stay."""
+class _ChoiceScreen(ModalScreen[str]):
+    """A question, a choice per button, and Stay (the default, with the focus and Esc)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "choose('stay')", "Stay"),
-        Binding("w", "choose('wait')", "Wait", show=False),
-        Binding("s", "choose('stop')", "Stop", show=False),
-    ]
-
-    def __init__(self, running: int) -> None:
+    def __init__(self, question: str, choices: list[tuple[str, str]]) -> None:
+        """`choices`: (id, label) after Stay; the last one is the dangerous one."""
         super().__init__()
-        self.running = running
+        self.question = question
+        self.choices = choices
 
     def compose(self) -> ComposeResult:
-        plural = "run is" if self.running == 1 else "runs are"
         with Vertical(classes="dialog"):
-            yield Static(
-                Text(
-                    f"{self.running} {plural} in progress. Quitting stops the scheduler.\n"
-                    "Wait for them to finish (no new runs start), stop them now, or stay?"
-                ),
-                classes="question",
-            )
+            yield Static(Text(self.question), classes="question")
             with Horizontal(classes="buttons"):
                 yield Button("Stay (esc)", id="stay", variant="primary")
-                yield Button("Wait (w)", id="wait")
-                yield Button("Stop them (s)", id="stop", variant="error")
+                for number, (choice, label) in enumerate(self.choices, start=1):
+                    last = number == len(self.choices)
+                    yield Button(label, id=choice, variant="error" if last else "default")
 
     def on_mount(self) -> None:
         self.query_one("#stay", Button).focus()
@@ -86,7 +76,26 @@ class QuitScreen(ModalScreen[str]):
         self.dismiss(choice)
 
 
-class LeaveScreen(ModalScreen[str]):
+class QuitScreen(_ChoiceScreen):
+    """Runs are in progress: wait for them, stop them, or stay."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "choose('stay')", "Stay"),
+        Binding("w", "choose('wait')", "Wait", show=False),
+        Binding("s", "choose('stop')", "Stop", show=False),
+    ]
+
+    def __init__(self, running: int) -> None:
+        plural = "run is" if running == 1 else "runs are"
+        super().__init__(
+            f"{running} {plural} in progress. Quitting stops the scheduler.\n"
+            "Wait for them to finish (no new runs start), stop them now, or stay?",
+            [("wait", "Wait (w)"), ("stop", "Stop them (s)")],
+        )
+        self.running = running
+
+
+class LeaveScreen(_ChoiceScreen):
     """Leaving the console: detach (the scheduler runs on without it), stop it, or stay."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -97,30 +106,8 @@ class LeaveScreen(ModalScreen[str]):
 
     def __init__(self, detach: str) -> None:
         """`detach` says what detaching does here (hosting, or attached)."""
-        super().__init__()
-        self.detach = detach
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog"):
-            yield Static(
-                Text(
-                    f"Leave the console. Detach: {self.detach}; "
-                    "`tuisched attach` comes back to it.\n"
-                    "Or stop the scheduler (runs in progress: wait or stop them), or stay?"
-                ),
-                classes="question",
-            )
-            with Horizontal(classes="buttons"):
-                yield Button("Stay (esc)", id="stay", variant="primary")
-                yield Button("Detach (d)", id="detach")
-                yield Button("Stop the scheduler (s)", id="stop", variant="error")
-
-    def on_mount(self) -> None:
-        self.query_one("#stay", Button).focus()
-
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id or "stay")
-
-    def action_choose(self, choice: str) -> None:
-        self.dismiss(choice)
+        super().__init__(
+            f"Leave the console. Detach: {detach}; `tuisched attach` comes back to it.\n"
+            "Or stop the scheduler (runs in progress: wait or stop them), or stay?",
+            [("detach", "Detach (d)"), ("stop", "Stop the scheduler (s)")],
+        )

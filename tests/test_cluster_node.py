@@ -1,0 +1,150 @@
+"""A node's membership against a real PostgreSQL, with the network broken on purpose:
+heartbeats, self-fencing past the lease, reaping, and rejoining (CLUSTER.md).
+
+Timings are shrunk (heartbeat 0.2 s, lease 1.2 s) so each wait is short and bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+import pytest
+
+from tuisched.runtime.cluster.database import ClusterDatabase
+from tuisched.runtime.cluster.node import ClusterNode, NodeState, Timing
+from tuisched.runtime.cluster.store import ClusterStore
+
+from .pg_fixtures import PASSWORD, PostgresServer
+from .tcp_proxy import TcpProxy
+
+FAST = Timing(
+    heartbeat=timedelta(seconds=0.2),
+    lease=timedelta(seconds=1.2),
+    dead_after=timedelta(seconds=0.6),
+    reap_every=timedelta(seconds=0.2),
+)
+
+
+async def _until(condition: Callable[[], object], within: float = 15) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within
+    while not condition():
+        assert loop.time() < deadline, "never happened"
+        await asyncio.sleep(0.05)
+
+
+class Cluster:
+    """One database, reached directly or through a proxy that can be broken."""
+
+    def __init__(self, url: str, proxy: TcpProxy) -> None:
+        self.url = url
+        self.proxy = proxy
+        self._opened: list[ClusterDatabase] = []
+        self._nodes: list[ClusterNode] = []
+
+    async def store(self, *, through_proxy: bool = False) -> ClusterStore:
+        url = self.url
+        if through_proxy:
+            url = url.replace(f":{url.split(':')[2].split('/')[0]}/", f":{self.proxy.port}/")
+        database = ClusterDatabase(url, password=PASSWORD, node=f"n{len(self._opened)}")
+        await database.open()
+        self._opened.append(database)
+        return ClusterStore(database)
+
+    async def node(self, store: ClusterStore, **kwargs: object) -> ClusterNode:
+        node = ClusterNode(store, name=f"node{len(self._nodes)}", capacity=4, config_hash="h",
+                           job_hashes={}, timing=FAST, **kwargs)  # type: ignore[arg-type]  # fmt: skip
+        await node.start()
+        self._nodes.append(node)
+        return node
+
+    async def close(self) -> None:
+        self.proxy.restore()
+        for node in self._nodes:
+            await node.stop()
+        for database in self._opened:
+            await database.close()
+        await self.proxy.stop()
+
+
+@pytest.fixture
+async def cluster(postgres: PostgresServer) -> AsyncIterator[Cluster]:
+    proxy = TcpProxy(postgres.port)
+    await proxy.start()
+    made = Cluster(postgres.url(postgres.create_database()), proxy)
+    try:
+        yield made
+    finally:
+        await made.close()
+
+
+async def test_a_node_joins_keeps_beating_and_leaves(cluster: Cluster) -> None:
+    store = await cluster.store()
+    node = await cluster.node(store)
+    await _until(lambda: node.may_claim)
+    await asyncio.sleep(FAST.lease.total_seconds())  # several heartbeats: still fresh
+    (row,) = await store.nodes()
+    assert (row.node_id, row.state) == (node.node_id, "alive")
+    assert row.age < FAST.heartbeat * 3
+    assert node.may_claim
+    await node.stop()
+    (row,) = await store.nodes()
+    assert row.state == "left"
+
+
+async def test_a_partitioned_node_fences_itself_and_rejoins_under_a_new_id(
+    cluster: Cluster,
+) -> None:
+    watcher = await cluster.node(await cluster.store())
+    cut_off = await cluster.node(await cluster.store(through_proxy=True))
+    await _until(lambda: cut_off.may_claim and watcher.may_claim)
+    first_id = cut_off.node_id
+    cluster.proxy.blackhole()  # no reset, no answer: only its own clock can tell
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    await _until(lambda: not cut_off.may_claim)
+    assert loop.time() - began <= FAST.fence_after + 2 * FAST.heartbeat.total_seconds() + 0.5
+    assert cut_off.state is NodeState.FENCED
+    store = await cluster.store()
+
+    async def declared_dead() -> bool:
+        return any(r.node_id == first_id and r.state == "dead" for r in await store.nodes())
+
+    for _ in range(100):  # the living node's reaper declares it dead
+        if await declared_dead():
+            break
+        await asyncio.sleep(0.1)
+    assert await declared_dead()
+    cluster.proxy.restore()
+    await _until(lambda: cut_off.may_claim)
+    assert cut_off.node_id != first_id  # a dead node never comes back as itself
+    states = {row.node_id: row.state for row in await store.nodes()}
+    assert (states[first_id], states[cut_off.node_id]) == ("dead", "alive")
+
+
+async def test_the_runs_of_a_node_that_went_silent_are_abandoned_and_run_once_more(
+    cluster: Cluster,
+) -> None:
+    silent_store = await cluster.store(through_proxy=True)
+    silent = await cluster.node(silent_store)
+    living = await cluster.node(await cluster.store(), recover=lambda: ["backup"])
+    await _until(lambda: silent.may_claim and living.may_claim)
+    now = await silent_store.now()
+    await silent_store.materialize("backup", now - timedelta(seconds=1))
+    (claim,) = await silent_store.claim(silent.node_id, free=1, lease=FAST.lease,
+                                        steal_after=timedelta(0), jobs=["backup"])  # fmt: skip
+    cluster.proxy.blackhole()
+    store = await cluster.store()
+
+    async def states() -> dict[str, str]:
+        return {str(row[0]): str(row[5]) for row in await store.runs("backup")}
+
+    for _ in range(100):
+        if (await states()).get(claim.run_id) == "abandoned":
+            break
+        await asyncio.sleep(0.1)
+    found = await states()
+    assert found[claim.run_id] == "abandoned"
+    assert sorted(found.values()) == ["abandoned", "due"]  # one recovery run, not more

@@ -1,0 +1,199 @@
+"""A node's membership of the cluster: heartbeats, self-fencing, reaping (CLUSTER.md).
+
+`ClusterNode` joins under a new node id, renews its row and its runs' leases
+every `heartbeat`, and reaps for everyone every `reap_every`. Each database
+call is bounded by the node's own clock (a blackholed connection never holds
+it), and a database that fails is retried with a growing pause, never
+waited on.
+
+Self-fencing: when no heartbeat has succeeded for `lease - 2 x heartbeat`
+(by this process's monotonic clock), the node may no longer claim, since
+others may soon take its runs; it stays fenced until the database answers
+again, and then rejoins under a new id if the reapers declared the old one
+dead meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from tuisched.runtime.cluster.store import ClusterStore, new_node_id
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF = 30.0
+"""The longest pause between two attempts to reach a database that fails."""
+
+
+class NodeState(StrEnum):
+    JOINING = "joining"
+    ALIVE = "alive"
+    FENCED = "fenced"
+    """No good heartbeat for too long: claims nothing until the database answers."""
+    LEFT = "left"
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """CLUSTER.md's defaults; all settable."""
+
+    heartbeat: timedelta = timedelta(seconds=5)
+    lease: timedelta = timedelta(seconds=30)
+    dead_after: timedelta = timedelta(seconds=20)
+    reap_every: timedelta = timedelta(seconds=5)
+
+    @property
+    def fence_after(self) -> float:
+        """Seconds without a good heartbeat after which the node stops claiming."""
+        return (self.lease - 2 * self.heartbeat).total_seconds()
+
+
+class ClusterNode:
+    """This process as a node of the cluster (see the module)."""
+
+    def __init__(
+        self, store: ClusterStore, *, name: str, capacity: int, config_hash: str,
+        job_hashes: dict[str, str], timing: Timing | None = None,
+        running: Callable[[], int] = lambda: 0, recover: Callable[[], Collection[str]] = tuple,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
+        """`running` counts this node's runs in progress; `recover` names the jobs that
+        say `recover: true`."""
+        self._store = store
+        self._name = name
+        self._capacity = capacity
+        self._config_hash = config_hash
+        self._job_hashes = job_hashes
+        self.timing = timing or Timing()
+        self._running = running
+        self._recover = recover
+        self._monotonic = monotonic
+        self.node_id = new_node_id(os.getpid())
+        self._state = NodeState.JOINING
+        self.trouble: str | None = None
+        """What the database last failed with (None while it answers)."""
+        self._last_good = monotonic()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def state(self) -> NodeState:
+        """Where the node is; FENCED as soon as its own clock says the heartbeats are stale."""
+        fresh = self._monotonic() - self._last_good <= self.timing.fence_after
+        if self._state is NodeState.ALIVE and not fresh:
+            return NodeState.FENCED
+        return self._state
+
+    @property
+    def may_claim(self) -> bool:
+        """Whether this node may take runs now (alive, and not fenced by its own clock)."""
+        return self.state is NodeState.ALIVE
+
+    async def start(self) -> None:
+        """Begin joining, beating and reaping (in tasks of their own: nothing waits here)."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._beat()), loop.create_task(self._reap())]
+
+    async def stop(self) -> None:
+        """Stop beating and reaping, and leave (best effort, bounded)."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.state is not NodeState.JOINING:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
+                    await self._store.leave(self.node_id)
+        self._state = NodeState.LEFT
+
+    async def _beat(self) -> None:
+        backoff = self.timing.heartbeat.total_seconds()
+        while True:
+            ok = await self._attempt(self._beat_once)
+            if ok:
+                backoff = self.timing.heartbeat.total_seconds()
+            else:
+                self._fence_if_stale()
+                backoff = min(backoff * 2, MAX_BACKOFF, self.timing.lease.total_seconds() / 3)
+            await asyncio.sleep(self.timing.heartbeat.total_seconds() if ok else backoff)
+
+    async def _beat_once(self) -> None:
+        if self._state is NodeState.JOINING or (
+            self._state is NodeState.FENCED and self.trouble == "declared dead"
+        ):
+            await self._join()
+            return
+        renewed = await self._store.heartbeat(
+            self.node_id, running=self._running(), lease=self.timing.lease
+        )
+        if renewed:
+            self._good()
+            return
+        log.warning("cluster: node %s was declared dead by the others: it claims nothing "
+                    "until it rejoins under a new id", self.node_id)  # fmt: skip
+        self._state, self.trouble = NodeState.FENCED, "declared dead"
+        await self._join()
+
+    async def _join(self) -> None:
+        if self._state is not NodeState.JOINING:
+            self.node_id = new_node_id(os.getpid())
+        await self._store.register(
+            self.node_id, name=self._name, pid=os.getpid(), capacity=self._capacity,
+            config_hash=self._config_hash, job_hashes=self._job_hashes,
+        )  # fmt: skip
+        log.info("cluster: joined as node %s", self.node_id)
+        self._good()
+
+    def _good(self) -> None:
+        if self.state is NodeState.FENCED:
+            log.info("cluster: the database answers again; node %s claims again", self.node_id)
+        self._state, self.trouble = NodeState.ALIVE, None
+        self._last_good = self._monotonic()
+
+    def _fence_if_stale(self) -> None:
+        if self._state is NodeState.ALIVE and self.state is NodeState.FENCED:
+            silent = self._monotonic() - self._last_good
+            log.warning("cluster: no heartbeat for %.0f s (%s): node %s stops claiming",
+                        silent, self.trouble, self.node_id)  # fmt: skip
+            self._state = NodeState.FENCED
+
+    async def _attempt(self, call: Callable[[], Awaitable[None]]) -> bool:
+        """Run the database call `call`, bounded by one heartbeat; False if it failed."""
+        try:
+            async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
+                await call()
+        except TimeoutError:
+            self.trouble = "the database did not answer"
+        except Exception as error:  # an outage is a state, never a crash
+            self.trouble = (
+                str(error).strip().splitlines()[0] if str(error).strip() else (type(error).__name__)
+            )
+        else:
+            return True
+        return False
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(self.timing.reap_every.total_seconds())
+            if self.state is not NodeState.ALIVE:
+                continue  # a fenced node judges nobody
+            try:
+                async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
+                    abandoned = await self._store.reap(
+                        dead_after=self.timing.dead_after, recover=self._recover()
+                    )
+            except Exception as error:  # the next pass tries again
+                log.debug("cluster: reaping failed: %s", error)
+                continue
+            for run in abandoned:
+                again = f"; run again as {run.recovery}" if run.recovery else ""
+                log.warning("cluster: run %s of %s ABANDONED: node %s stopped renewing its "
+                            "lease%s", run.run_id, run.job, run.owner, again)  # fmt: skip
