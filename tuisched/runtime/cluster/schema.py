@@ -95,6 +95,15 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        2,
+        "claims walk due runs in (due_at, run_id) order on an index, stopping at the limit",
+        (
+            """CREATE INDEX tuisched_runs_due_order
+                ON tuisched_runs (due_at, run_id) WHERE state = 'due'""",
+            "DROP INDEX tuisched_runs_due",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -196,9 +196,10 @@ class ClusterStore:
                     WHERE state = 'due' AND due_at <= now() AND job = ANY(%(jobs)s)
                       AND (preferred IS NULL OR preferred = %(node)s
                            OR due_at <= now() - %(steal)s)
+                      AND NOT EXISTS (SELECT 1 FROM tuisched_pauses WHERE kind = 'all')
                       AND NOT EXISTS (
                           SELECT 1 FROM tuisched_pauses AS p
-                          WHERE p.kind = 'all' OR (p.kind = 'job' AND p.name = due.job))
+                          WHERE p.kind = 'job' AND p.name = due.job)
                     ORDER BY due_at, run_id
                     LIMIT %(free)s
                     FOR UPDATE SKIP LOCKED)
