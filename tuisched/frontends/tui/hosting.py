@@ -29,7 +29,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from tuisched.domain.errors import ControlError, SchedulerNotRunningError
+from tuisched.domain.errors import ConfigError, ControlError, SchedulerNotRunningError
 from tuisched.frontends.eventlog import EventLog, log_to_file
 from tuisched.frontends.serving import Serving
 from tuisched.frontends.tui.app import TuischedApp
@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
+EX_CONFIG = 78
 LOG_NAME = "tuisched.log"
 HUNG_UP = "the terminal was lost"
 DETACHED = b"detached\n"
@@ -136,7 +137,14 @@ def _wait_for(child: int, pipe: int) -> int:
 async def _host(config_path: Path, detached_to: int) -> int:
     """The child: the console and its scheduler on one loop; headless once it detaches."""
     loop = asyncio.get_running_loop()
-    scheduler = LocalScheduler.from_file(config_path)
+    notify: int | None = detached_to
+    try:
+        scheduler = LocalScheduler.from_file(config_path)
+    except ConfigError as error:  # changed on disk since it was checked, a moment ago
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        os.close(detached_to)
+        return EX_CONFIG
     stop_logging = log_to_file(scheduler.state_dir / LOG_NAME, scheduler.timezone)
     control = scheduler.control(who("console"))
     control.subscribe(EventLog(scheduler.timezone).write)
@@ -162,10 +170,11 @@ async def _host(config_path: Path, detached_to: int) -> int:
         log.info("console closed (%s): the scheduler runs on headless", app.detached)
         os.write(detached_to, DETACHED)
         os.close(detached_to)
+        notify = None  # closed: its number may be another file's from now on
         return await serving.until_stopped()
     finally:
-        with contextlib.suppress(OSError):
-            os.close(detached_to)
+        if notify is not None:
+            os.close(notify)
         stop_logging()
 
 
