@@ -11,6 +11,7 @@ from textual.widgets import Input
 from tuisched.domain.runs import Result
 from tuisched.domain.views import SchedulerState
 from tuisched.frontends.tui.app import TuischedApp
+from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, LeaveScreen, QuitScreen
 from tuisched.frontends.tui.screens.main import REFRESH_SECONDS
 from tuisched.frontends.tui.widgets.audit import AuditPane
@@ -411,3 +412,21 @@ async def test_edit_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: P
         assert app.is_running
         await pilot.press("r")  # the console still answers its keys
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+
+
+async def test_s_in_the_detail_view_stops_the_run_it_shows(tmp_path: Path) -> None:
+    app, runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await pilot.press("s")  # nothing runs: nothing to confirm
+        assert not isinstance(app.screen, ConfirmScreen)
+        run = runtime.actions.run_now("blocker")
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        app.show_job("blocker")
+        await until(pilot, lambda: isinstance(app.screen, JobDetailScreen))
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert app.screen.question == f"Stop blocker (run {run.run_id})?"
+        await pilot.press("y")
+        await until(pilot, lambda: not runtime.engine.running())
+        assert isinstance(app.screen, JobDetailScreen)  # the view stays, showing the end

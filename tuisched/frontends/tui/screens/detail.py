@@ -85,6 +85,8 @@ class JobDetailScreen(Screen[None]):
         Binding("q", "close", "Back", show=False),
         Binding("r", "run", "Run this job"),
         Binding("p", "toggle_pause", "Pause/resume this job"),
+        Binding("s", "stop_run(False)", "Stop its run"),
+        Binding("ctrl+k", "stop_run(True)", "Kill its run", show=False),
         Binding("o", "show_tab('tab-output')", "Output"),
         Binding("h", "show_tab('tab-history')", "History", show=False),
         Binding("n", "show_tab('tab-next')", "Next runs", show=False),
@@ -139,8 +141,8 @@ class JobDetailScreen(Screen[None]):
         self.dismiss(None)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`--read-only` hides running and pausing."""
-        return not (action in ("run", "toggle_pause") and self.host.read_only)
+        """`--read-only` hides running, pausing and stopping."""
+        return not (action in ("run", "toggle_pause", "stop_run") and self.host.read_only)
 
     def action_run(self) -> None:
         self.host.operator.run(self.job_name)
@@ -151,6 +153,17 @@ class JobDetailScreen(Screen[None]):
 
     def action_toggle_pause(self) -> None:
         self.host.operator.pause_job(self.job_name)
+
+    def action_stop_run(self, kill: bool) -> None:
+        """`s` stops the run whose output is shown (else the job's run in progress);
+        `ctrl+k` kills it at once."""
+        state = self.host.state
+        shown = state.run_of(self._live) if self._live else None
+        status = shown or state.run_of_job(self.job_name)
+        if status is None:
+            self.notify(f"no run of {self.job_name} in progress", markup=False)
+            return
+        self.host.operator.stop(status.run, kill=kill)
 
     # --- tabs -------------------------------------------------------------------------
 
