@@ -197,3 +197,46 @@ async def test_run_now_from_two_nodes_with_one_key_makes_one_run(
     other = await nodes[0].request("job000", key="press-2")
     assert other != made[0]
     assert len(await nodes[0].runs("job000")) == 2
+
+
+async def test_a_job_that_does_not_overlap_runs_once_at_a_time_across_nodes(
+    nodes: list[ClusterStore],
+) -> None:
+    ids = [await _join(store, pid) for pid, store in enumerate(nodes, start=10)]
+    now = await nodes[0].now()
+    for second in range(1, 11):  # ten slots of one job, all due, and one of another
+        await nodes[0].materialize("backup", now - timedelta(seconds=second))
+    await nodes[0].materialize("job000", now - timedelta(seconds=1))
+
+    async def claim(store: ClusterStore, node: str) -> list[str]:
+        found = await store.claim(node, free=4, lease=LEASE, steal_after=NOW,
+                                  jobs=["backup", "job000"], exclusive=["backup"])  # fmt: skip
+        return [c.job for c in found]
+
+    for _ in range(5):  # three nodes at once, again and again
+        taken = await asyncio.gather(*(claim(s, n) for s, n in zip(nodes, ids, strict=True)))
+        running = [row for row in await nodes[0].runs("backup") if row[5] == "running"]
+        assert len(running) == 1, taken  # never two at once, whoever claimed
+    rows = {row[0]: row for row in await nodes[0].runs()}
+    assert [row[5] for row in rows.values() if row[1] == "job000"] == ["running"]
+    (current,) = [row for row in rows.values() if row[1] == "backup" and row[5] == "running"]
+    owner = nodes[ids.index(str(current[6]))]
+    assert await owner.finish(str(current[0]), int(str(current[7])), state="SUCCESS",
+                              result="completed", status="exit 0", exit_code=0)  # fmt: skip
+    (nxt,) = await nodes[1].claim(ids[1], free=4, lease=LEASE, steal_after=NOW,
+                                  jobs=["backup"], exclusive=["backup"])  # fmt: skip
+    assert nxt.job == "backup"  # the lock went with the finish: the next slot may run
+
+
+async def test_an_abandoned_run_gives_its_job_back(nodes: list[ClusterStore]) -> None:
+    node = await _join(nodes[0], 1)
+    now = await nodes[0].now()
+    for second in (1, 2):
+        await nodes[0].materialize("backup", now - timedelta(seconds=second))
+    (first,) = await nodes[0].claim(node, free=4, lease=NOW, steal_after=NOW,
+                                    jobs=["backup"], exclusive=["backup"])  # fmt: skip
+    (abandoned,) = await nodes[1].reap(dead_after=timedelta(hours=1), recover=())
+    assert abandoned.run_id == first.run_id
+    (second,) = await nodes[2].claim(node, free=4, lease=LEASE, steal_after=NOW,
+                                     jobs=["backup"], exclusive=["backup"])  # fmt: skip
+    assert second.run_id != first.run_id

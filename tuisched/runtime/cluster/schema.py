@@ -104,6 +104,17 @@ MIGRATIONS: tuple[Migration, ...] = (
             "DROP INDEX tuisched_runs_due",
         ),
     ),
+    Migration(
+        3,
+        "one run at a time of a job that does not overlap, across every node",
+        (
+            """CREATE TABLE tuisched_job_locks (
+                job    text PRIMARY KEY,
+                run_id text NOT NULL,
+                since  timestamptz NOT NULL DEFAULT now()
+            )""",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -71,6 +71,45 @@ class NodeRow:
     job_hashes: dict[str, str]
 
 
+_CLAIM = """
+    UPDATE tuisched_runs SET state = 'running', owner = %(node)s,
+        fence = nextval('tuisched_fence'), lease_until = now() + %(lease)s, started_at = now()
+    WHERE run_id IN (
+        SELECT run_id FROM tuisched_runs AS due
+        WHERE state = 'due' AND due_at <= now() AND job = ANY(%(jobs)s)
+          AND (preferred IS NULL OR preferred = %(node)s OR due_at <= now() - %(steal)s)
+          AND NOT EXISTS (SELECT 1 FROM tuisched_pauses WHERE kind = 'all')
+          AND NOT EXISTS (
+              SELECT 1 FROM tuisched_pauses AS p WHERE p.kind = 'job' AND p.name = due.job)
+          AND NOT (due.job = ANY(%(exclusive)s) AND EXISTS (
+              SELECT 1 FROM tuisched_job_locks AS l WHERE l.job = due.job))
+        ORDER BY due_at, run_id
+        LIMIT %(free)s
+        FOR UPDATE SKIP LOCKED)
+    RETURNING run_id, job, slot, trigger, attempt, fence
+"""
+"""The claim (see `ClusterStore.claim`); a held job lock is skipped here, and re-checked
+by `_lock_job` after, since two nodes may both see it free."""
+_HAND_BACK = (
+    "UPDATE tuisched_runs SET state = 'due', owner = NULL, fence = NULL, lease_until = NULL, "
+    "started_at = NULL WHERE run_id = %s"
+)
+
+
+async def _lock_job(connection: AsyncConnection[Any], claim: Claim) -> bool:
+    """Take the job's lock for `claim`'s run; False when another run holds it (waiting, if
+    another node's claim of it is not committed yet, for its outcome)."""
+    cursor = await connection.execute(
+        "INSERT INTO tuisched_job_locks (job, run_id) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+        (claim.job, claim.run_id),
+    )
+    return cursor.rowcount == 1
+
+
+def _claims(rows: Sequence[tuple[Any, ...]]) -> list[Claim]:
+    return sorted((Claim(*row) for row in rows), key=lambda c: (c.slot is None, c.slot))
+
+
 def new_node_id(pid: int) -> str:
     """`host:pid:random`: new for every process, and for every rejoin after self-fencing."""
     return f"{socket.gethostname()}:{pid}:{secrets.token_hex(4)}"
@@ -179,37 +218,35 @@ class ClusterStore:
 
     async def claim(
         self, node_id: str, *, free: int, lease: timedelta, steal_after: timedelta,
-        jobs: Collection[str],
+        jobs: Collection[str], exclusive: Collection[str] = (),
     ) -> list[Claim]:  # fmt: skip
         """Take up to `free` due runs of `jobs` (those this node runs as the cluster does),
-        oldest first; none that is paused, none before its time by the database's clock."""
+        oldest first; none that is paused, none before its time by the database's clock.
+
+        A job in `exclusive` (its `overlap` is not `allow`) runs once at a time across
+        every node: its run is claimed only with the job's row in `tuisched_job_locks`,
+        which `finish` and `reap` give back; a run claimed without it stays due.
+        """
         if free <= 0 or not jobs:
             return []
+        parameters = {
+            "node": node_id, "lease": lease, "steal": steal_after, "free": free,
+            "jobs": list(jobs), "exclusive": list(exclusive),
+        }  # fmt: skip
         async with self._db.pool.connection() as connection:
-            cursor = await connection.execute(
-                """
-                UPDATE tuisched_runs SET state = 'running', owner = %(node)s,
-                    fence = nextval('tuisched_fence'), lease_until = now() + %(lease)s,
-                    started_at = now()
-                WHERE run_id IN (
-                    SELECT run_id FROM tuisched_runs AS due
-                    WHERE state = 'due' AND due_at <= now() AND job = ANY(%(jobs)s)
-                      AND (preferred IS NULL OR preferred = %(node)s
-                           OR due_at <= now() - %(steal)s)
-                      AND NOT EXISTS (SELECT 1 FROM tuisched_pauses WHERE kind = 'all')
-                      AND NOT EXISTS (
-                          SELECT 1 FROM tuisched_pauses AS p
-                          WHERE p.kind = 'job' AND p.name = due.job)
-                    ORDER BY due_at, run_id
-                    LIMIT %(free)s
-                    FOR UPDATE SKIP LOCKED)
-                RETURNING run_id, job, slot, trigger, attempt, fence
-                """,
-                {"node": node_id, "lease": lease, "steal": steal_after, "free": free,
-                 "jobs": list(jobs)},
-            )  # fmt: skip
-            rows = await cursor.fetchall()
-        return sorted((Claim(*row) for row in rows), key=lambda c: (c.slot is None, c.slot))
+            if not exclusive:
+                cursor = await connection.execute(_CLAIM, parameters)
+                return _claims(await cursor.fetchall())
+            async with connection.transaction():
+                cursor = await connection.execute(_CLAIM, parameters)
+                claims = _claims(await cursor.fetchall())
+                given_back = set()
+                # Locks in one order on every node: two claims never wait on each other.
+                for claim in sorted(claims, key=lambda c: (c.job, c.run_id)):
+                    if claim.job in exclusive and not await _lock_job(connection, claim):
+                        await connection.execute(_HAND_BACK, (claim.run_id,))
+                        given_back.add(claim.run_id)
+            return [claim for claim in claims if claim.run_id not in given_back]
 
     async def finish(
         self, run_id: str, fence: int, *, state: str, result: str, status: str,
@@ -220,14 +257,17 @@ class ClusterStore:
         False: the run was taken from this node (presumed dead: its lease expired);
         nothing was written, and the caller logs a late result.
         """
-        async with self._db.pool.connection() as connection:
+        async with self._db.pool.connection() as connection, connection.transaction():
             cursor = await connection.execute(
                 "UPDATE tuisched_runs SET state = %s, result = %s, status = %s, exit_code = %s, "
                 "ended_at = now(), lease_until = NULL "
                 "WHERE run_id = %s AND fence = %s AND state = 'running'",
                 (state, result, status, exit_code, run_id, fence),
             )
-        return cursor.rowcount == 1
+            if cursor.rowcount != 1:
+                return False
+            await connection.execute("DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,))
+        return True
 
     async def reap(self, *, dead_after: timedelta, recover: Collection[str]) -> list[Abandoned]:
         """Declare stale nodes dead and their expired runs ABANDONED; make one more
@@ -248,6 +288,9 @@ class ClusterStore:
                 "RETURNING run_id, job, owner, slot, trigger, attempt"
             )
             expired = await cursor.fetchall()
+            await connection.execute(
+                "DELETE FROM tuisched_job_locks WHERE run_id = ANY(%s)", ([r[0] for r in expired],)
+            )
             abandoned = []
             for run_id, job, owner, slot, trigger, attempt in expired:
                 recovery = None
