@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import pytest
 
+from tuisched.domain.model import ClusterSettings
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import ClusterNode, NodeState, Timing
 from tuisched.runtime.cluster.store import ClusterStore
@@ -148,3 +149,16 @@ async def test_the_runs_of_a_node_that_went_silent_are_abandoned_and_run_once_mo
     found = await states()
     assert found[claim.run_id] == "abandoned"
     assert sorted(found.values()) == ["abandoned", "due"]  # one recovery run, not more
+
+
+def test_the_timing_is_the_configuration_s() -> None:
+    settings = ClusterSettings(
+        database="postgresql://x@db/x", heartbeat=timedelta(seconds=2),
+        lease=timedelta(seconds=12), dead_after=timedelta(seconds=8),
+    )  # fmt: skip
+    timing = Timing.of(settings)
+    assert (timing.heartbeat, timing.lease, timing.dead_after, timing.reap_every) == (
+        timedelta(seconds=2), timedelta(seconds=12), timedelta(seconds=8), timedelta(seconds=2),
+    )  # fmt: skip
+    assert timing.fence_after == 8.0  # lease - 2 x heartbeat
+    assert Timing.of(ClusterSettings(database="postgresql://x@db/x")) == Timing()

@@ -283,9 +283,18 @@ class ClusterSettings:
     """A `postgresql://` URL without a password."""
     password_env: str | None = None
     password_file: Path | None = None
-    node: str | None = None
+    name: str | None = None
     """This node's name; defaults to the host name."""
+    heartbeat: timedelta = timedelta(seconds=5)
+    """How often a node renews its row and its runs' leases."""
     lease: timedelta = timedelta(seconds=30)
+    """How long a claimed run is the node's without a heartbeat."""
+    poll: timedelta = timedelta(seconds=1)
+    """How often a node looks for due runs (besides the wake-ups)."""
+    dead_after: timedelta = timedelta(seconds=20)
+    """A node without a heartbeat for this long is dead to the others."""
+    steal_after: timedelta = timedelta(seconds=2)
+    """How long a run waits for the node it prefers before any node may take it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

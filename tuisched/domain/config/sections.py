@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -26,7 +27,10 @@ if TYPE_CHECKING:
 SETTINGS_KEYS = frozenset(
     {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
 )
-CLUSTER_KEYS = frozenset({"database", "password_env", "password_file", "node", "lease"})
+CLUSTER_KEYS = frozenset(
+    {"database", "password_env", "password_file", "name", "heartbeat", "lease", "poll",
+     "dead_after", "steal_after"}
+)  # fmt: skip
 EMAIL_KEYS = frozenset({"smtp", "from", "subject", "default_template"})
 SMTP_KEYS = frozenset(
     {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
@@ -71,6 +75,7 @@ class Sections:
         return Settings(**kwargs)  # type: ignore[arg-type]
 
     def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
+        what = f"settings.{what}"
         v = self.values
         fields = self.values.mapping(value, what, CLUSTER_KEYS)
         if fields is None:
@@ -83,13 +88,20 @@ class Sections:
         v.put(kwargs, fields, "database", self._database_url, prefix=what)
         v.put(kwargs, fields, "password_env", self.values.env_name, prefix=what)
         v.put(kwargs, fields, "password_file", v.path, prefix=what)
-        v.put(kwargs, fields, "node", self.values.text, prefix=what)
-        v.put(kwargs, fields, "lease", self.values.duration, prefix=what)
+        v.put(kwargs, fields, "name", self.values.text, prefix=what)
+        for key in ("heartbeat", "lease", "poll", "dead_after", "steal_after"):
+            v.put(kwargs, fields, key, self.values.duration, prefix=what)
         database = kwargs.get("database")
         if isinstance(database, str) and not database.startswith("postgresql"):
             self.values.problem(
                 fields["database"].value.line, f"{what}.database must be postgresql://"
             )
+        if "password_env" in fields and "password_file" in fields:
+            self.values.problem(
+                fields["password_file"].value.line,
+                f"{what}: give password_env or password_file, not both",
+            )
+        self._cluster_timing(kwargs, fields, what)
         if len(self.values.problems) > before:
             return None
         # Accepting it would promise what this version does not do: refuse it until it does.
@@ -99,6 +111,30 @@ class Sections:
             "remove it (one node keeps its history in state_dir, or in settings.history)",
         )
         return None
+
+    def _cluster_timing(self, kwargs: dict[str, object], fields: dict[str, Entry],
+                        what: str) -> None:  # fmt: skip
+        """A lease must outlast two heartbeats (a node fences itself at lease - 2 x
+        heartbeat), and every interval must be positive."""
+        defaults = ClusterSettings(database="")
+        timing = {
+            key: kwargs.get(key, getattr(defaults, key))
+            for key in ("heartbeat", "lease", "poll", "dead_after", "steal_after")
+        }
+        for key, value in timing.items():
+            if key in fields and isinstance(value, timedelta) and value <= timedelta(0):
+                self.values.problem(fields[key].value.line, f"{what}.{key} must be positive")
+        heartbeat, lease = timing["heartbeat"], timing["lease"]
+        if (
+            isinstance(heartbeat, timedelta) and isinstance(lease, timedelta)
+            and heartbeat > timedelta(0) and lease <= 2 * heartbeat
+        ):  # fmt: skip
+            where = fields.get("lease") or fields.get("heartbeat")
+            line = where.value.line if where is not None else 0
+            self.values.problem(
+                line, f"{what}.lease ({_seconds(lease)}) must be more than twice the "
+                f"heartbeat ({_seconds(heartbeat)})"
+            )  # fmt: skip
 
     def _database_url(self, value: Value, what: str) -> str | None:
         url = self.values.text(value, what)
@@ -223,3 +259,7 @@ class Sections:
             self.values.problem(value.line, f"{what}: {problem[1]}")
             return None
         return text
+
+
+def _seconds(duration: timedelta) -> str:
+    return f"{duration.total_seconds():g} s"

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from tuisched.domain.model import ClusterSettings
 from tuisched.runtime.cluster.store import ClusterStore, new_node_id
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,14 @@ class Timing:
     lease: timedelta = timedelta(seconds=30)
     dead_after: timedelta = timedelta(seconds=20)
     reap_every: timedelta = timedelta(seconds=5)
+
+    @classmethod
+    def of(cls, settings: ClusterSettings) -> Timing:
+        """The timing `settings.cluster` asks for (the reaper passes once a heartbeat)."""
+        return cls(
+            heartbeat=settings.heartbeat, lease=settings.lease, dead_after=settings.dead_after,
+            reap_every=settings.heartbeat,
+        )  # fmt: skip
 
     @property
     def fence_after(self) -> float:
