@@ -205,9 +205,8 @@ def test_sigterm_to_a_hosting_console_drains_as_headless_does(
     _console(tmux, ticking)
     tmux.wait_for("tick |")
     shell = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
-    started = subprocess.run(
-        ["pgrep", "-P", str(shell)], capture_output=True, text=True, check=True
-    ).stdout.split()  # the process the shell started (it waits for the console's)
+    # The process the shell started (it waits for the console's): the shell's child.
+    started = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()
     os.kill(int(started[0]), signal.SIGTERM)
     tmux.wait_for("EXIT=0")
     log = (ticking.parent / "state" / "tuisched.log").read_text()
