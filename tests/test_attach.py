@@ -33,6 +33,15 @@ def _console(tmux: Tmux, config: Path, verb: str = "") -> None:
     tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
 
 
+def _hosting(consoles: list[Tmux], config: Path) -> Tmux:
+    """A console hosting the scheduler of `config` in a tmux of its own, once it ticks."""
+    tmux = Tmux()
+    consoles.append(tmux)
+    _console(tmux, config)
+    tmux.wait_for("tick |")
+    return tmux
+
+
 def _eventually(condition: Callable[[], object], within: float = 20) -> None:
     deadline = time.monotonic() + within
     while not condition():
@@ -92,10 +101,7 @@ def _open_long_detail(tmux: Tmux) -> str:
 def test_killing_the_terminal_leaves_the_scheduler_and_attach_shows_the_same_run(
     ticking: Path, consoles: list[Tmux]
 ) -> None:
-    first = Tmux()
-    consoles.append(first)
-    _console(first, ticking)
-    first.wait_for("tick |")  # the ticker runs
+    first = _hosting(consoles, ticking)  # the ticker runs
     first.press("Down", then="long")
     time.sleep(0.3)
     first.press("r", then="Run long now?")
@@ -135,10 +141,8 @@ def test_killing_the_terminal_leaves_the_scheduler_and_attach_shows_the_same_run
 def test_a_pause_in_one_attached_console_shows_in_the_other_within_a_second(
     ticking: Path, consoles: list[Tmux]
 ) -> None:
-    host, watcher = Tmux(), Tmux()
-    consoles.extend([host, watcher])
-    _console(host, ticking)
-    host.wait_for("tick |")
+    host, watcher = _hosting(consoles, ticking), Tmux()
+    consoles.append(watcher)
     _console(watcher, ticking, "attach --read-only")
     screen = watcher.wait_for("read-only")
     assert "r Run" not in screen  # a viewer is offered no action
@@ -156,10 +160,7 @@ def test_a_pause_in_one_attached_console_shows_in_the_other_within_a_second(
 def test_q_detaches_a_hosting_console_and_the_shell_gets_its_prompt_back(
     ticking: Path, consoles: list[Tmux]
 ) -> None:
-    tmux = Tmux()
-    consoles.append(tmux)
-    _console(tmux, ticking)
-    tmux.wait_for("tick |")
+    tmux = _hosting(consoles, ticking)
     tmux.press("q", then="Leave the console")
     screen = tmux.press("d", then="EXIT=0")
     said = re.search(r"the scheduler runs on headless as pid (\d+)", screen.replace("\n", ""))
@@ -174,10 +175,8 @@ def test_q_detaches_a_hosting_console_and_the_shell_gets_its_prompt_back(
 def test_starting_the_console_again_attaches_and_a_stop_from_it_ends_the_scheduler(
     ticking: Path, consoles: list[Tmux]
 ) -> None:
-    host, second = Tmux(), Tmux()
-    consoles.extend([host, second])
-    _console(host, ticking)
-    host.wait_for("tick |")
+    host, second = _hosting(consoles, ticking), Tmux()
+    consoles.append(second)
     _console(second, ticking)  # plain `tuisched` again: it attaches, and says so
     second.wait_for("attached to it")
     second.press("q", then="Leave the console")
@@ -200,10 +199,7 @@ def test_read_only_never_starts_a_scheduler(ticking: Path) -> None:
 def test_sigterm_to_a_hosting_console_drains_as_headless_does(
     ticking: Path, consoles: list[Tmux]
 ) -> None:
-    tmux = Tmux()
-    consoles.append(tmux)
-    _console(tmux, ticking)
-    tmux.wait_for("tick |")
+    tmux = _hosting(consoles, ticking)
     shell = int(tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
     # The process the shell started (it waits for the console's): the shell's child.
     started = Path(f"/proc/{shell}/task/{shell}/children").read_text().split()

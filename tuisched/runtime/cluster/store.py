@@ -106,6 +106,22 @@ async def _lock_job(connection: AsyncConnection[Any], claim: Claim) -> bool:
     return cursor.rowcount == 1
 
 
+async def _insert_due(
+    connection: AsyncConnection[Any], job: str, slot: datetime | None, trigger: str,
+    attempt: int, *, due_at: datetime | None = None, preferred: str | None = None,
+) -> str | None:  # fmt: skip
+    """A `due` run (due at `due_at`, else now by the database's clock); its run id, or None
+    when one with the same (job, slot, trigger, attempt) is there already."""
+    run_id = new_run_id()
+    cursor = await connection.execute(
+        "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
+        "preferred) VALUES (%s, %s, %s, %s, %s, 'due', coalesce(%s, now()), %s) "
+        "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
+        (run_id, job, slot, trigger, attempt, due_at, preferred),
+    )
+    return run_id if cursor.rowcount == 1 else None
+
+
 def _claims(rows: Sequence[tuple[Any, ...]]) -> list[Claim]:
     return sorted((Claim(*row) for row in rows), key=lambda c: (c.slot is None, c.slot))
 
@@ -187,15 +203,9 @@ class ClusterStore:
         preferred: str | None = None,
     ) -> str | None:  # fmt: skip
         """Make the slot a `due` run; its run id, or None when another node already did."""
-        run_id = new_run_id()
         async with self._db.pool.connection() as connection:
-            cursor = await connection.execute(
-                "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
-                "preferred) VALUES (%s, %s, %s, %s, %s, 'due', %s, %s) "
-                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
-                (run_id, job, slot, trigger, attempt, slot, preferred),
-            )
-        return run_id if cursor.rowcount == 1 else None
+            return await _insert_due(connection, job, slot, trigger, attempt,
+                                     due_at=slot, preferred=preferred)  # fmt: skip
 
     async def request(self, job: str, *, key: str) -> str:
         """A run of `job` now (run now from any node); the same `key` makes one run."""
@@ -294,24 +304,10 @@ class ClusterStore:
             abandoned = []
             for run_id, job, owner, slot, trigger, attempt in expired:
                 recovery = None
-                if job in recover:
-                    recovery = await self._recover(connection, job, slot, trigger, attempt)
+                if job in recover:  # once more, due now, whichever reaper gets here first
+                    recovery = await _insert_due(connection, job, slot, trigger, attempt + 1)
                 abandoned.append(Abandoned(run_id, job, owner, recovery))
         return abandoned
-
-    @staticmethod
-    async def _recover(
-        connection: AsyncConnection[Any], job: str, slot: datetime | None, trigger: str,
-        attempt: int,
-    ) -> str | None:  # fmt: skip
-        run_id = new_run_id()
-        cursor = await connection.execute(
-            "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at) "
-            "VALUES (%s, %s, %s, %s, %s, 'due', now()) "
-            "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
-            (run_id, job, slot, trigger, attempt + 1),
-        )
-        return run_id if cursor.rowcount == 1 else None
 
     # --- pauses ---------------------------------------------------------------------
 
