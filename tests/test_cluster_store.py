@@ -171,9 +171,9 @@ async def test_a_node_declared_dead_learns_it_at_its_next_heartbeat(
     nodes: list[ClusterStore],
 ) -> None:
     node = await _join(nodes[0], 1)
-    assert await nodes[0].heartbeat(node, running=0, lease=LEASE)
+    assert await nodes[0].heartbeat(node, running=(), lease=LEASE)
     await nodes[1].reap(dead_after=NOW, recover=())  # its heartbeat is older than "now"
-    assert not await nodes[0].heartbeat(node, running=0, lease=LEASE)  # it must self-fence
+    assert not await nodes[0].heartbeat(node, running=(), lease=LEASE)  # it must self-fence
     (row,) = await nodes[2].nodes()
     assert (row.node_id, row.state) == (node, "dead")
 
@@ -184,8 +184,9 @@ async def test_the_heartbeat_renews_the_leases_of_the_node_s_runs(
     node = await _join(nodes[0], 1)
     now = await nodes[0].now()
     await nodes[0].materialize("job000", now - timedelta(seconds=1))
-    await nodes[0].claim(node, free=1, lease=NOW, steal_after=NOW, jobs=JOBS)
-    assert await nodes[0].heartbeat(node, running=1, lease=LEASE)  # renewed before expiry
+    claimed = await nodes[0].claim(node, free=1, lease=NOW, steal_after=NOW, jobs=JOBS)
+    held = [claimed[0].run_id]
+    assert await nodes[0].heartbeat(node, running=held, lease=LEASE)  # renewed before expiry
     assert await nodes[1].reap(dead_after=timedelta(hours=1), recover=()) == []
 
 
@@ -240,3 +241,21 @@ async def test_an_abandoned_run_gives_its_job_back(nodes: list[ClusterStore]) ->
     (second,) = await nodes[2].claim(node, free=4, lease=LEASE, steal_after=NOW,
                                      jobs=["backup"], exclusive=["backup"])  # fmt: skip
     assert second.run_id != first.run_id
+
+
+async def test_a_claim_whose_reply_was_lost_is_not_renewed_and_is_given_back(
+    nodes: list[ClusterStore],
+) -> None:
+    node = await _join(nodes[0], 1)
+    now = await nodes[0].now()
+    await nodes[0].materialize("job000", now - timedelta(seconds=1))
+    await nodes[0].materialize("job001", now - timedelta(seconds=1))
+    claimed = await nodes[0].claim(
+        node, free=2, lease=NOW, steal_after=NOW, jobs=JOBS, exclusive=JOBS
+    )
+    kept, lost = claimed[0].run_id, claimed[1].run_id  # as if the reply of `lost` never came
+    assert await nodes[0].heartbeat(node, running=[kept], lease=LEASE)
+    assert await nodes[0].hand_back_unknown(node, [kept]) == [lost]
+    again = await nodes[1].claim("other", free=2, lease=LEASE, steal_after=NOW, jobs=JOBS,
+                                 exclusive=JOBS)  # fmt: skip
+    assert [(c.run_id, c.fence > claimed[1].fence) for c in again] == [(lost, True)]

@@ -157,14 +157,14 @@ async def test_operator_stop_of_running_and_queued_runs(tmp_path: Path) -> None:
         running_run = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
         queued_run = runtime.actions.run_now("other")
-        runtime.actions.stop_run(queued_run.run_id)
+        await runtime.actions.stop_run(queued_run.run_id)
         (not_started,) = await events.wait_for(RunNotStarted)
         assert not_started.run.result is Result.STOPPED
-        runtime.actions.stop_run(running_run.run_id)
+        await runtime.actions.stop_run(running_run.run_id)
         (finished,) = await events.wait_for(RunFinished)
         assert finished.run.result is Result.STOPPED
         with pytest.raises(JobActionError):
-            runtime.actions.stop_run("nosuchrun")
+            await runtime.actions.stop_run("nosuchrun")
         with pytest.raises(UnknownJobError):
             runtime.actions.run_now("nosuchjob")
 
@@ -280,7 +280,7 @@ async def test_stopping_a_backlogged_run_keeps_the_queue_discipline(tmp_path: Pa
         await events.wait_for(RunStarted)
         second = runtime.actions.run_now("blocker")
         third = runtime.actions.run_now("blocker")
-        runtime.actions.stop_run(second.run_id)
+        await runtime.actions.stop_run(second.run_id)
         runtime.actions.run_now("other")
         await events.wait_for(RunFinished, lambda e: e.run.job == "other")
         running_now = [run.run_id for run in runtime.engine.running()]

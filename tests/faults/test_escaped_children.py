@@ -62,7 +62,7 @@ async def test_escaped_processes_are_stopped_with_their_run(tmp_path: Path) -> N
         await _until(  # a scan finds them under the run and records them
             lambda: record.exists() and all(str(pid) in record.read_text() for pid in escaped)
         )
-        runtime.actions.stop_run(started.run.run_id)
+        await runtime.actions.stop_run(started.run.run_id)
         await events.wait_for(RunFinished)
         for pid in escaped:
             await asyncio.to_thread(_gone_within, pid, 5)

@@ -62,7 +62,8 @@ async def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(
         async with asyncio.timeout(10):
             while not deaf.exists():  # noqa: ASYNC110  (the job's process makes it)
                 await asyncio.sleep(0.02)
-        runtime.actions.stop_run(run.run_id)  # SIGTERM does nothing; SIGKILL (0.5 s later) does
+        # SIGTERM does nothing; SIGKILL (0.5 s later) does
+        await runtime.actions.stop_run(run.run_id)
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.state is RunState.FAILED
     assert finished.run.result is Result.STOPPED
@@ -78,7 +79,7 @@ async def test_a_class_job_reports_its_status_and_data_and_stops_on_request(
         async with asyncio.timeout(10):  # its status comes over the pipe every 0.2 s
             while not runtime.engine.live_status(run.run_id).startswith("counted "):  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
-        runtime.actions.stop_run(run.run_id)  # its stop() makes run() return
+        await runtime.actions.stop_run(run.run_id)  # its stop() makes run() return
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.result is Result.STOPPED
     assert finished.run.status.startswith("counted ")

@@ -159,6 +159,11 @@ class ClusterDatabaseError(StateError):
     """The cluster's PostgreSQL database cannot be used; the message says what to fix."""
 
 
+class DatabaseUnreachableError(ClusterDatabaseError):
+    """Nothing answers at the database's address now (refused, or silent): it may come
+    back, unlike a wrong password or a missing database."""
+
+
 class SchemaTooNewError(ClusterDatabaseError):
     """The database holds a schema from a newer tuisched than this one."""
 

@@ -110,6 +110,8 @@ class RunRecord:
     """The last few lines of output, decoded with replacement characters."""
     attempt: int = 0
     """0 for the first try, then 1, 2... for retries."""
+    fence: int | None = None
+    """In cluster mode, the fencing number of this node's claim of the run."""
 
     @property
     def duration(self) -> timedelta | None:

@@ -93,6 +93,26 @@ class GroupStatus:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class NodeView:
+    """A node of the cluster, as `tuisched nodes` and the console's nodes pane show it."""
+
+    node_id: str
+    name: str
+    host: str
+    pid: int
+    started_at: datetime
+    heartbeat_age: float
+    """Seconds since its last heartbeat, by the database's clock."""
+    state: str
+    """alive, dead (the reapers said so) or left (it stopped cleanly)."""
+    running: int
+    capacity: int
+    config_hash: str
+    drifted: tuple[str, ...] = ()
+    """Jobs it defines differently from the cluster (it does not run them)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunStatus:
     """A run in progress (RUNNING, QUEUED or WAITING) and what it says or waits for."""
 
@@ -142,6 +162,8 @@ class SchedulerStatus:
     """The scheduler's process (0 when none runs)."""
     started_at: datetime | None = None
     """When the scheduler started (None when none runs)."""
+    cluster: str = ""
+    """In cluster mode, the database's state as the status line says it ("" otherwise)."""
 
     @property
     def all_paused(self) -> bool:

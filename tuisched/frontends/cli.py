@@ -28,7 +28,12 @@ from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
 from tuisched.frontends.verbs import add_verbs
-from tuisched.runtime.control import OfflineControl, read_config
+from tuisched.runtime.control import (
+    OfflineControl,
+    cluster_history,
+    cluster_nodes,
+    read_config,
+)
 
 EX_CONFIG = 78
 DEFAULT_CONFIG = "tuisched.yaml"
@@ -110,6 +115,15 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")
     history.add_argument("--json", action="store_true", help="print a JSON array")
     history.set_defaults(func=_history)
+
+    nodes = commands.add_parser(
+        "nodes", parents=[config], help="list the cluster's nodes: heartbeat, state, drift",
+        description="List the nodes of the cluster (settings.cluster) from its database: "
+        "each one's heartbeat age, state, running runs and drifted jobs. "
+        "Example: tuisched nodes --json",
+    )  # fmt: skip
+    nodes.add_argument("--json", action="store_true", help="print a JSON array")
+    nodes.set_defaults(func=_nodes)
 
     run = commands.add_parser(
         "run", parents=[config], help="run JOB once now in the foreground, streaming its output"
@@ -264,8 +278,22 @@ def _history(args: argparse.Namespace) -> int:
     config, control = _offline(args)
     if args.job is not None:
         _find_job(config, args.job)
-    runs = asyncio.run(control.history(HistoryQuery(job=args.job, limit=args.n)))
+    query = HistoryQuery(job=args.job, limit=args.n)
+    if config.settings.cluster is not None:  # every node's runs, from the shared database
+        runs = asyncio.run(cluster_history(config, query))
+    else:
+        runs = asyncio.run(control.history(query))
     print_runs(runs, config.settings.timezone, as_json=args.json, out=sys.stdout)
+    return 0
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    from tuisched.frontends.nodes import print_nodes  # noqa: PLC0415
+
+    config = read_config(config_path(args))[1]
+    if config.settings.cluster is None:
+        raise TuischedError(f"{config.path}: no settings.cluster: this scheduler is one node")
+    print_nodes(asyncio.run(cluster_nodes(config)), as_json=args.json, out=sys.stdout)
     return 0
 
 

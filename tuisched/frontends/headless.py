@@ -5,7 +5,8 @@ are stopped and recorded); a second one stops the runs at once. SIGHUP
 re-reads the configuration; a shutdown asked through the control socket
 drains too. Exit codes: 0 after a clean drain, 73 when the
 state directory cannot be used, 75 when another instance holds it, 78 on a
-bad configuration.
+bad configuration (a cluster database that refuses this node included: a
+wrong password, no such database, no rights, a newer schema).
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ import asyncio
 import logging
 from pathlib import Path
 
-from tuisched.domain.errors import ConfigError, StateError, TuischedError
+from tuisched.domain.errors import (
+    ClusterDatabaseError,
+    ConfigError,
+    StateError,
+    TuischedError,
+)
 from tuisched.frontends.eventlog import configure_logging
 from tuisched.frontends.serving import Serving
 from tuisched.runtime.control import AlreadyRunningError, LocalScheduler
@@ -47,8 +53,17 @@ async def _serve(scheduler: LocalScheduler) -> int:
     try:
         await scheduler.start()
     except AlreadyRunningError as error:
-        log.error("%s", error)  # noqa: TRY400  (expected; no traceback)
+        hint = ""
+        if scheduler.in_cluster:
+            hint = (
+                "; to run another node of this cluster on this machine, name it: "
+                "TUISCHED_NODE_NAME=NAME (its state then goes to STATE_DIR/nodes/NAME)"
+            )
+        log.error("%s%s", error, hint)  # noqa: TRY400  (expected; no traceback)
         return EX_TEMPFAIL
+    except ClusterDatabaseError as error:
+        log.error("not started: %s", error)  # noqa: TRY400  (what to fix is in the line)
+        return EX_CONFIG
     except StateError as error:
         log.error("not started: %s", error)  # noqa: TRY400  (a report, not a crash)
         return EX_CANTCREAT

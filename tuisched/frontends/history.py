@@ -34,6 +34,7 @@ def run_as_json(run: RunRecord, tz: ZoneInfo) -> dict[str, object]:
         "duration": run.duration.total_seconds() if run.duration else None,
         "reason": run.reason,
         "node": run.node,
+        "fence": run.fence,
         "attempt": run.attempt,
     }
 

@@ -129,6 +129,8 @@ async def _status(control: SchedulerControl, args: argparse.Namespace) -> int:
     print(f"jobs {status.jobs}  groups {status.groups}  running {status.running}  "
           f"queued {status.queued}  waiting {status.waiting}")  # fmt: skip
     print("paused: " + (", ".join(str(p) for p in status.pauses) if status.pauses else "nothing"))
+    if status.cluster:
+        print(f"cluster: {status.cluster}")
     return 0
 
 
@@ -139,6 +141,7 @@ def _status_json(status: SchedulerStatus) -> dict[str, object]:
         "config": str(status.config_path), "jobs": status.jobs, "groups": status.groups,
         "running": status.running, "queued": status.queued, "waiting": status.waiting,
         "paused": [{"kind": p.kind.value, "name": p.name} for p in status.pauses],
+        "cluster": status.cluster or None,
     }  # fmt: skip
 
 
@@ -201,6 +204,11 @@ async def _stop(control: SchedulerControl, args: argparse.Namespace) -> int:
     chosen = [r for r in runs if r.run_id == args.target] or [
         r for r in runs if r.job == args.target
     ]
+    status = await control.status()
+    if not chosen and status.cluster:  # another node's run, maybe not seen here yet
+        await control.stop_run(args.target, kill=args.kill)
+        print(json.dumps([{"run_id": args.target}]) if args.json else f"stopping {args.target}")
+        return 0
     if not chosen:
         raise TuischedError(f"no run in progress is '{args.target}' or of a job by that name")
     for run in chosen:

@@ -141,9 +141,9 @@ class Actions:
         self._record("run now", f"job {job} (run {run.run_id})", actor)
         return run
 
-    def stop_run(self, run_id: str, *, kill: bool = False, actor: str | None = None) -> None:
-        """Stop a queued, waiting or running run."""
-        self._runtime.engine.stop_run(run_id, kill=kill)
+    async def stop_run(self, run_id: str, *, kill: bool = False, actor: str | None = None) -> None:
+        """Stop a queued, waiting or running run (in cluster mode, on any node)."""
+        await self._runtime.engine.stop_anywhere(run_id, kill=kill)
         self._record("kill" if kill else "stop", f"run {run_id}", actor)
 
     async def pause_job(self, name: str, *, paused: bool = True, actor: str | None = None) -> None:

@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 import yaml
 
 from tuisched.domain.config.config import ConfigHost, interpret_config
+from tuisched.domain.config.sections import NODE_NAME
 from tuisched.domain.errors import ConfigError, Problem, TemplateError
 from tuisched.domain.model import Config
 from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES
@@ -115,6 +116,7 @@ def _hint(error: OSError) -> str:
 
 
 _STATE_DIR_LINE = re.compile(r"""\bstate_dir:[ \t]*["']?([^"',}#\s]+)""")
+_CLUSTER_LINE = re.compile(r"^[ \t]{1,4}cluster:", re.MULTILINE)
 
 
 def state_dir_of(path: Path) -> Path:
@@ -126,16 +128,23 @@ def state_dir_of(path: Path) -> Path:
     """
     path = path.absolute()
     text = read_config_text(path)
+    clustered = False
     try:
-        given = yaml.safe_load(text).get("settings").get("state_dir")
+        settings = yaml.safe_load(text).get("settings")
+        given, clustered = settings.get("state_dir"), settings.get("cluster") is not None
     except AttributeError:  # not a mapping: no state_dir
         given = None
-    except yaml.YAMLError:  # a broken edit: the line that names it, if any
+    except yaml.YAMLError:  # a broken edit: the lines that name them, if any
         found = _STATE_DIR_LINE.search(text)
         given = found.group(1) if found else None
+        clustered = _CLUSTER_LINE.search(text) is not None
+    folder = _user_state_dir()
     if isinstance(given, str) and given:
-        return path.parent / Path(given).expanduser()
-    return _user_state_dir()
+        folder = path.parent / Path(given).expanduser()
+    name = _node_name()
+    if name and NODE_NAME.fullmatch(name) and clustered:
+        folder = folder / "nodes" / name  # as `Settings` places a named node's state
+    return folder
 
 
 def config_host(
@@ -147,7 +156,16 @@ def config_host(
         default_state_dir=(lambda: default_state_dir) if default_state_dir else _user_state_dir,
         read_template=read_template,
         render_limit=Deadline,
+        node_name=_node_name,
     )
+
+
+NODE_NAME_VARIABLE = "TUISCHED_NODE_NAME"
+
+
+def _node_name() -> str | None:
+    """This node's name when the environment gives one (several nodes on one machine)."""
+    return os.environ.get(NODE_NAME_VARIABLE) or None
 
 
 def _system_timezone() -> ZoneInfo:

@@ -34,11 +34,13 @@ from tuisched.domain.events import (
     SchedulerStopped,
     SchedulerStopping,
 )
-from tuisched.domain.model import Config
+from tuisched.domain.model import ClusterSettings, Config
 from tuisched.domain.runs import Result, RunRecord
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
+from tuisched.runtime.cluster.database import read_password
+from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
@@ -168,6 +170,8 @@ class Runtime:
         self._history: AsyncHistory | None = None
         self._audit: AuditLog | None = None
         self._engine: Engine | None = None
+        self.cluster: ClusterLink | None = None
+        """This node's link to the cluster (cluster mode only, once started)."""
         self._triggers: DependencyTrigger | None = None
         self._alerts: AlertHandler | None = None
         self._alert_subscriptions: list[Subscription] = []
@@ -271,6 +275,9 @@ class Runtime:
         if self._engine is not None:
             await self._engine.drain(0)
             self._engine = None
+        if self.cluster is not None:
+            await self.cluster.stop(0)
+            self.cluster = None
         if self._following is not None:
             self._following.cancel()
         await close_warm_pool()
@@ -312,10 +319,12 @@ class Runtime:
             down_since = await self._history.call(lambda store: store.last_alive(self.node))
             await self._close_abandoned(now)
         add_config_folder_to_path(self.config)
+        if settings.cluster is not None and role.fires_slots:
+            self.cluster = await self._join_cluster(settings.cluster)
         self._engine = Engine(
             self.config, bus=self.bus, history=self._history, node=self.node,
             output_dir=settings.state_dir / "output", clock=self._clock,
-            kill_grace=self._kill_grace, descendants=self._descendants,
+            kill_grace=self._kill_grace, descendants=self._descendants, cluster=self.cluster,
         )  # fmt: skip
         self._following = asyncio.get_running_loop().create_task(self._follow_processes())
         if role.follows_runs:
@@ -339,6 +348,16 @@ class Runtime:
                 at=now, node=self.node, config_path=self.config.path, jobs=len(self.config.jobs)
             )
         )
+
+    async def _join_cluster(self, settings: ClusterSettings) -> ClusterLink:
+        """Open the cluster's database (ClusterDatabaseError: what to fix); one that is
+        only away now is waited for in the background."""
+        environ = dict(self._secrets)
+        password = await in_thread(Lane.FILES, read_password, settings, environ)
+        link = ClusterLink(settings, self.config, password=password, node_name=self.node,
+                           now=self._clock.now)  # fmt: skip
+        await link.open()
+        return link
 
     def close_at_stop(self, closer: Callable[[], Awaitable[None]]) -> None:
         """Await `closer` at the end of `stop`, while the state directory is still ours
@@ -377,6 +396,8 @@ class Runtime:
             self._triggers.stop()
         draining_since = self._clock.now()
         await self._engine.drain(grace)
+        if self.cluster is not None:  # the runs' ends, fenced, then leave
+            await self.cluster.stop(grace)
         await close_warm_pool()
         await self._stop_leftovers()
         # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).

@@ -56,6 +56,10 @@ class ConfigHost:
     """The source of an alert template file; raises TemplateError when it cannot."""
     render_limit: RenderLimit = _no_render_limit
     """The interrupt of each sample render of an alert template (the runtime's: a time budget)."""
+    node_name: Callable[[], str | None] = lambda: None
+    """In cluster mode, this node's name when the machine gives one (`TUISCHED_NODE_NAME`):
+    it replaces `settings.cluster.name`, and the node keeps its state in a folder of that
+    name under `state_dir`, so that several nodes of one file can run on one machine."""
 
 
 def interpret_config(text: str, path: Path, host: ConfigHost) -> Config:

@@ -98,12 +98,7 @@ class JobReader:
         self.values.put(kwargs, fields, "grace", v.duration)
         self.values.put(kwargs, fields, "misfire", self.values.enum(Misfire))
         self.values.put(kwargs, fields, "wait_timeout", v.duration)
-        if "recover" in fields:  # accepting it would promise what this version does not do
-            self.values.problem(
-                fields["recover"].key_line,
-                "recover applies to cluster mode, which is not available yet in this version "
-                "of tuisched; remove it",
-            )
+        self.values.put(kwargs, fields, "recover", v.boolean)
         self.values.put(kwargs, fields, "alerts", lambda x, _: self.sections.alerts(x))
         if "requires" in fields:
             names = v.string_list(fields["requires"].value, "requires")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,6 +40,9 @@ SMTP_KEYS = frozenset(
 ALERT_KEYS = frozenset({"to", "template"})
 _DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
 
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+"""A node's name, as it may name a folder."""
+
 
 class Sections:
     """Reads the sections that are not jobs or groups, recording problems in `values`."""
@@ -72,6 +77,15 @@ class Sections:
         v.put(kwargs, fields, "cluster", self._cluster)
         if len(self.values.problems) > before:
             return None
+        cluster, name = kwargs.get("cluster"), self.host.node_name()
+        if isinstance(cluster, ClusterSettings) and name:
+            if not NODE_NAME.fullmatch(name):
+                line = entry.value.line if entry is not None else 0
+                self.values.problem(line, f"TUISCHED_NODE_NAME '{name}' is not a node name: "
+                                    "letters, digits, '.', '_' and '-', at most 63")  # fmt: skip
+                return None
+            kwargs["cluster"] = replace(cluster, name=name)
+            kwargs["state_dir"] = Path(str(kwargs["state_dir"])) / "nodes" / name
         return Settings(**kwargs)  # type: ignore[arg-type]
 
     def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
@@ -104,18 +118,13 @@ class Sections:
         self._cluster_timing(kwargs, fields, what)
         if len(self.values.problems) > before:
             return None
-        # Accepting it would promise what this version does not do: refuse it until it does.
-        self.values.problem(
-            value.line,
-            "settings.cluster: cluster mode is not available yet in this version of tuisched; "
-            "remove it (one node keeps its history in state_dir, or in settings.history)",
-        )
-        return None
+        return ClusterSettings(**kwargs)  # type: ignore[arg-type]
 
     def _cluster_timing(self, kwargs: dict[str, object], fields: dict[str, Entry],
                         what: str) -> None:  # fmt: skip
-        """A lease must outlast two heartbeats (a node fences itself at lease - 2 x
-        heartbeat), and every interval must be positive."""
+        """A lease must outlast three heartbeats (a node fences itself after lease - 2 x
+        heartbeat without one: that must be longer than one heartbeat), and every
+        interval must be positive."""
         defaults = ClusterSettings(database="")
         timing = {
             key: kwargs.get(key, getattr(defaults, key))
@@ -127,13 +136,14 @@ class Sections:
         heartbeat, lease = timing["heartbeat"], timing["lease"]
         if (
             isinstance(heartbeat, timedelta) and isinstance(lease, timedelta)
-            and heartbeat > timedelta(0) and lease <= 2 * heartbeat
+            and heartbeat > timedelta(0) and lease <= 3 * heartbeat
         ):  # fmt: skip
             where = fields.get("lease") or fields.get("heartbeat")
             line = where.value.line if where is not None else 0
             self.values.problem(
-                line, f"{what}.lease ({_seconds(lease)}) must be more than twice the "
-                f"heartbeat ({_seconds(heartbeat)})"
+                line, f"{what}.lease ({_seconds(lease)}) must be more than three heartbeats "
+                f"({_seconds(3 * heartbeat)}): a node stops claiming after lease - 2 x "
+                "heartbeat without one"
             )  # fmt: skip
 
     def _database_url(self, value: Value, what: str) -> str | None:

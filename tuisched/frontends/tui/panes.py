@@ -224,6 +224,7 @@ class LivePanes:
             f"jobs {status.jobs}  run {status.running}  "
             f"failed/24h {self._state.failures_within(now)}"
             + (f"  LAG {status.loop_lag:.1f}s" if status.loop_lag else "")
+            + (f"  {status.cluster}" if status.cluster else "")
             + ("  read-only" if self._read_only else "")
         )
         room = max(8, self._screen.size.width - len(facts) - 1)

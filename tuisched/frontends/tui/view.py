@@ -135,6 +135,8 @@ class RunRow:
     elapsed: str
     trigger: str
     last_line: str
+    node: str = ""
+    """The node that runs it (in cluster mode, `host:pid:random`)."""
 
 
 def run_row(status: RunStatus, *, now: datetime, tz: ZoneInfo) -> RunRow:
@@ -153,4 +155,5 @@ def run_row(status: RunStatus, *, now: datetime, tz: ZoneInfo) -> RunRow:
         elapsed=elapsed,
         trigger=run.trigger.value,
         last_line=plain_text(status.live_status or run.reason)[:200],
+        node=plain_text(run.node),
     )

@@ -21,7 +21,11 @@ from psycopg import errors as pg_errors
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import AsyncConnectionPool
 
-from tuisched.domain.errors import ClusterDatabaseError, SchemaTooNewError
+from tuisched.domain.errors import (
+    ClusterDatabaseError,
+    DatabaseUnreachableError,
+    SchemaTooNewError,
+)
 from tuisched.domain.model import ClusterSettings
 from tuisched.runtime.cluster.schema import LATEST, LOCK_KEY, MIGRATIONS, VERSION_TABLE
 from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain, redacted
@@ -33,6 +37,10 @@ STATEMENT_SECONDS = 10
 MIGRATE_LOCK_SECONDS = 60
 """How long a node waits for another one's migration."""
 POOL_SIZE = 4
+UNREACHABLE = ("connection refused", "timeout expired", "server closed the connection",
+               "no such file or directory", "the database system is")  # fmt: skip
+"""libpq's words for a server that is down or starting (unlike a wrong password, it may
+come back: a node waits for it)."""
 PASSWORD_SOURCES = "settings.cluster.password_env or password_file"  # noqa: S105  (where from)
 
 
@@ -112,6 +120,10 @@ class ClusterDatabase:
         if self._pool is not None:
             await self._pool.close(timeout=CONNECT_SECONDS)
             self._pool = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._pool is not None
 
     @property
     def pool(self) -> AsyncConnectionPool:
@@ -197,11 +209,14 @@ class ClusterDatabase:
         except psycopg.OperationalError as error:
             line = explain(str(error), self.url, setting="settings.cluster.database",
                            password=PASSWORD_SOURCES)  # fmt: skip
+            said = str(error).lower()
+            if any(needle in said for needle in UNREACHABLE):
+                raise DatabaseUnreachableError(line) from None
             raise ClusterDatabaseError(line) from None
 
     def _silent(self) -> ClusterDatabaseError:
         parts = urlsplit(self.url)
-        return ClusterDatabaseError(
+        return DatabaseUnreachableError(
             f"no answer from the database at {parts.hostname}:{parts.port or 5432} within "
             f"{CONNECT_SECONDS} s: check the host, the port and any firewall"
         )

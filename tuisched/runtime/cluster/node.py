@@ -71,11 +71,12 @@ class ClusterNode:
     def __init__(
         self, store: ClusterStore, *, name: str, capacity: int, config_hash: str,
         job_hashes: dict[str, str], timing: Timing | None = None,
-        running: Callable[[], int] = lambda: 0, recover: Callable[[], Collection[str]] = tuple,
+        running: Callable[[], Collection[str]] = tuple,
+        recover: Callable[[], Collection[str]] = tuple,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:  # fmt: skip
-        """`running` counts this node's runs in progress; `recover` names the jobs that
-        say `recover: true`."""
+        """`running` gives the ids of the runs this node holds (claimed, not finished in
+        the database yet); `recover` names the jobs that say `recover: true`."""
         self._store = store
         self._name = name
         self._capacity = capacity
@@ -91,6 +92,7 @@ class ClusterNode:
         """What the database last failed with (None while it answers)."""
         self._last_good = monotonic()
         self._tasks: list[asyncio.Task[None]] = []
+        self._hashes_changed = False
 
     @property
     def state(self) -> NodeState:
@@ -99,6 +101,11 @@ class ClusterNode:
         if self._state is NodeState.ALIVE and not fresh:
             return NodeState.FENCED
         return self._state
+
+    def update_hashes(self, config_hash: str, job_hashes: dict[str, str]) -> None:
+        """A reload's definitions: written with the next heartbeat."""
+        self._config_hash, self._job_hashes = config_hash, job_hashes
+        self._hashes_changed = True
 
     @property
     def may_claim(self) -> bool:
@@ -140,9 +147,11 @@ class ClusterNode:
         ):
             await self._join()
             return
+        hashes = (self._config_hash, self._job_hashes) if self._hashes_changed else None
         renewed = await self._store.heartbeat(
-            self.node_id, running=self._running(), lease=self.timing.lease
+            self.node_id, running=self._running(), lease=self.timing.lease, hashes=hashes
         )
+        self._hashes_changed = self._hashes_changed and not renewed
         if renewed:
             self._good()
             return

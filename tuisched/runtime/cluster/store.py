@@ -109,10 +109,11 @@ async def _lock_job(connection: AsyncConnection[Any], claim: Claim) -> bool:
 async def _insert_due(
     connection: AsyncConnection[Any], job: str, slot: datetime | None, trigger: str,
     attempt: int, *, due_at: datetime | None = None, preferred: str | None = None,
+    run_id: str | None = None,
 ) -> str | None:  # fmt: skip
     """A `due` run (due at `due_at`, else now by the database's clock); its run id, or None
     when one with the same (job, slot, trigger, attempt) is there already."""
-    run_id = new_run_id()
+    run_id = run_id or new_run_id()
     cursor = await connection.execute(
         "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
         "preferred) VALUES (%s, %s, %s, %s, %s, 'due', coalesce(%s, now()), %s) "
@@ -160,29 +161,72 @@ class ClusterStore:
                  Jsonb(job_hashes)),
             )  # fmt: skip
 
-    async def heartbeat(self, node_id: str, *, running: int, lease: timedelta) -> bool:
-        """Renew the node's row and its runs' leases, in one transaction; False when the
-        node was declared dead meanwhile (it must stop claiming, and rejoin anew)."""
+    async def heartbeat(
+        self, node_id: str, *, running: Collection[str], lease: timedelta,
+        hashes: tuple[str, dict[str, str]] | None = None,
+    ) -> bool:  # fmt: skip
+        """Renew the node's row and the leases of the runs it holds (`running`: their
+        ids), in one transaction (with new definition `hashes` after a reload); False
+        when the node was declared dead meanwhile (it must stop claiming, and rejoin
+        anew). A run the database says is the node's but the node does not hold (a
+        claim whose reply was lost) is not renewed: see `hand_back_unknown`."""
         async with self._db.pool.connection() as connection, connection.transaction():
             cursor = await connection.execute(
-                "UPDATE tuisched_nodes SET heartbeat_at = now(), running = %s "
-                "WHERE node_id = %s AND state = 'alive'",
-                (running, node_id),
+                "UPDATE tuisched_nodes SET heartbeat_at = now(), running = %s WHERE node_id = %s "
+                "AND state = 'alive'",
+                (len(running), node_id),
             )
+            if cursor.rowcount == 1 and hashes is not None:
+                await connection.execute(
+                    "UPDATE tuisched_nodes SET config_hash = %s, job_hashes = %s "
+                    "WHERE node_id = %s",
+                    (hashes[0], Jsonb(hashes[1]), node_id),
+                )
             if cursor.rowcount != 1:
                 return False
             await connection.execute(
                 "UPDATE tuisched_runs SET lease_until = now() + %s "
-                "WHERE owner = %s AND state = 'running'",
-                (lease, node_id),
+                "WHERE owner = %s AND state = 'running' AND run_id = ANY(%s)",
+                (lease, node_id, list(running)),
             )
         return True
+
+    async def hand_back(self, run_id: str, fence: int) -> bool:
+        """Give a claimed run that never started back to due (this node is stopping), if
+        the node still holds it; another node takes it under a new fence."""
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                _HAND_BACK + " AND fence = %s AND state = 'running'", (run_id, fence)
+            )
+            if cursor.rowcount != 1:
+                return False
+            await connection.execute("DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,))
+        return True
+
+    async def hand_back_unknown(self, node_id: str, held: Collection[str]) -> list[str]:
+        """Runs the database says `node_id` claimed but that it does not hold (`held`):
+        claims whose COMMIT reply was lost, never started. They go back to due (their
+        job's lock too), for any node to take under a new fence; their ids."""
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs SET state = 'due', owner = NULL, fence = NULL, "
+                "lease_until = NULL, started_at = NULL WHERE owner = %s AND state = 'running' "
+                "AND NOT run_id = ANY(%s) RETURNING run_id",
+                (node_id, list(held)),
+            )
+            lost = [str(row[0]) for row in await cursor.fetchall()]
+            if lost:
+                await connection.execute(
+                    "DELETE FROM tuisched_job_locks WHERE run_id = ANY(%s)", (lost,)
+                )
+        return lost
 
     async def leave(self, node_id: str) -> None:
         """A clean stop: the node is gone (its runs were finished or handed back first)."""
         async with self._db.pool.connection() as connection:
             await connection.execute(
-                "UPDATE tuisched_nodes SET state = 'left' WHERE node_id = %s", (node_id,)
+                "UPDATE tuisched_nodes SET state = 'left', running = 0 WHERE node_id = %s",
+                (node_id,),
             )
 
     async def nodes(self) -> list[NodeRow]:
@@ -200,22 +244,29 @@ class ClusterStore:
 
     async def materialize(
         self, job: str, slot: datetime, *, trigger: str = "scheduled", attempt: int = 0,
-        preferred: str | None = None,
+        preferred: str | None = None, run_id: str | None = None,
+        due_at: datetime | None = None,
     ) -> str | None:  # fmt: skip
-        """Make the slot a `due` run; its run id, or None when another node already did."""
+        """Make the slot a `due` run (due at the slot, or at `due_at`: a retry's delay);
+        its run id, or None when another node already did."""
         async with self._db.pool.connection() as connection:
             return await _insert_due(connection, job, slot, trigger, attempt,
-                                     due_at=slot, preferred=preferred)  # fmt: skip
+                                     due_at=due_at or slot, preferred=preferred,
+                                     run_id=run_id)  # fmt: skip
 
-    async def request(self, job: str, *, key: str) -> str:
-        """A run of `job` now (run now from any node); the same `key` makes one run."""
-        run_id = new_run_id()
+    async def request(
+        self, job: str, *, key: str, run_id: str | None = None, trigger: str = "manual",
+        attempt: int = 0, due_at: datetime | None = None,
+    ) -> str:  # fmt: skip
+        """A run of `job` now (run now from any node; or at `due_at`); the same `key`
+        makes one run."""
+        run_id = run_id or new_run_id()
         async with self._db.pool.connection() as connection:
             cursor = await connection.execute(
-                "INSERT INTO tuisched_runs (run_id, job, trigger, state, due_at, "
-                "idempotency_key) VALUES (%s, %s, 'manual', 'due', now(), %s) "
+                "INSERT INTO tuisched_runs (run_id, job, trigger, attempt, state, due_at, "
+                "idempotency_key) VALUES (%s, %s, %s, %s, 'due', coalesce(%s, now()), %s) "
                 "ON CONFLICT (idempotency_key) DO NOTHING",
-                (run_id, job, key),
+                (run_id, job, trigger, attempt, due_at, key),
             )
             if cursor.rowcount == 1:
                 return run_id
@@ -228,15 +279,18 @@ class ClusterStore:
 
     async def claim(
         self, node_id: str, *, free: int, lease: timedelta, steal_after: timedelta,
-        jobs: Collection[str], exclusive: Collection[str] = (),
+        jobs: Collection[str], exclusive: Collection[str] = (), skip: Collection[str] = (),
     ) -> list[Claim]:  # fmt: skip
         """Take up to `free` due runs of `jobs` (those this node runs as the cluster does),
         oldest first; none that is paused, none before its time by the database's clock.
 
         A job in `exclusive` (its `overlap` is not `allow`) runs once at a time across
         every node: its run is claimed only with the job's row in `tuisched_job_locks`,
-        which `finish` and `reap` give back; a run claimed without it stays due.
+        which `finish` and `reap` give back; a run claimed without it stays due, unless its
+        job is in `skip` (`overlap: skip`): then it is closed NOT_STARTED, skipped.
         """
+        if skip:
+            await self._skip_busy(list(skip))
         if free <= 0 or not jobs:
             return []
         parameters = {
@@ -257,6 +311,17 @@ class ClusterStore:
                         await connection.execute(_HAND_BACK, (claim.run_id,))
                         given_back.add(claim.run_id)
             return [claim for claim in claims if claim.run_id not in given_back]
+
+    async def _skip_busy(self, jobs: list[str]) -> None:
+        """Close the due runs of `overlap: skip` jobs that run elsewhere now."""
+        async with self._db.pool.connection() as connection:
+            await connection.execute(
+                "UPDATE tuisched_runs AS due SET state = 'not_started', result = 'skipped', "
+                "status = 'run ' || l.run_id || ' still running', ended_at = now() "
+                "FROM tuisched_job_locks AS l WHERE l.job = due.job AND due.state = 'due' "
+                "AND due.due_at <= now() AND due.job = ANY(%s) AND due.run_id <> l.run_id",
+                (jobs,),
+            )
 
     async def finish(
         self, run_id: str, fence: int, *, state: str, result: str, status: str,
@@ -311,19 +376,141 @@ class ClusterStore:
 
     # --- pauses ---------------------------------------------------------------------
 
-    async def set_paused(self, kind: str, name: str, *, paused: bool, by: str) -> None:
-        """Pause or resume a job (`kind` job), a group or everything (`all`, name '')."""
-        async with self._db.pool.connection() as connection:
+    async def set_paused(
+        self, kind: str, name: str, *, paused: bool, by: str, jobs: Collection[str] = ()
+    ) -> None:
+        """Pause or resume a job (`kind` job), a group or everything (`all`, name '');
+        a pause also closes the due runs of the `jobs` it holds (NOT_STARTED, stopped)."""
+        async with self._db.pool.connection() as connection, connection.transaction():
             if paused:
                 await connection.execute(
                     "INSERT INTO tuisched_pauses (kind, name, paused_by) VALUES (%s, %s, %s) "
                     "ON CONFLICT (kind, name) DO NOTHING",
                     (kind, name, by),
                 )
+                await connection.execute(
+                    "UPDATE tuisched_runs SET state = 'not_started', result = 'stopped', "
+                    "status = 'the job was paused', ended_at = now() "
+                    "WHERE state = 'due' AND job = ANY(%s)",
+                    (list(jobs),),
+                )
             else:
                 await connection.execute(
                     "DELETE FROM tuisched_pauses WHERE kind = %s AND name = %s", (kind, name)
                 )
+
+    async def pauses(self) -> set[tuple[str, str]]:
+        """The pauses in force across the cluster, as (kind, name)."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute("SELECT kind, name FROM tuisched_pauses")
+            return {(str(kind), str(name)) for kind, name in await cursor.fetchall()}
+
+    async def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
+        """The (job, slot) pairs at or after `since` that have a row (run, or missed)."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT DISTINCT job, slot FROM tuisched_runs WHERE slot >= %s", (since,)
+            )
+            return {(str(job), slot) for job, slot in await cursor.fetchall()}
+
+    async def record_missed(self, job: str, slot: datetime, reason: str) -> bool:
+        """Record that no node ran `job`'s `slot`; False when some node did (or it was
+        recorded already): the unique key keeps the run."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, result, "
+                "status, due_at, ended_at) VALUES (%s, %s, %s, 'schedule', 0, 'missed', "
+                "'missed', %s, %s, now()) "
+                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
+                (new_run_id(), job, slot, reason, slot),
+            )
+            return cursor.rowcount == 1
+
+    async def slots_done(
+        self, wanted: Sequence[tuple[str, datetime]]
+    ) -> tuple[set[tuple[str, datetime]], set[tuple[str, datetime]]]:
+        """Of the (job, slot) pairs `wanted`: those with a successful run, and those with
+        any run at all (whichever node ran them)."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT job, slot, bool_or(state = 'success') FROM tuisched_runs "
+                "WHERE (job, slot) IN (SELECT * FROM unnest(%s::text[], %s::timestamptz[])) "
+                "GROUP BY job, slot",
+                ([job for job, _ in wanted], [slot for _, slot in wanted]),
+            )
+            rows = await cursor.fetchall()
+        succeeded = {(job, slot) for job, slot, success in rows if success}
+        return succeeded, {(job, slot) for job, slot, _ in rows}
+
+    # --- commands -------------------------------------------------------------------
+
+    async def stop(self, run_id: str, *, by: str) -> str | None:
+        """Stop a run wherever it is: a due one is closed here (NOT_STARTED, stopped); a
+        running one gets a `stop` command for its owner. The run's state before, or None
+        when there is no such run, or it has ended."""
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                "SELECT state FROM tuisched_runs WHERE run_id = %s FOR UPDATE", (run_id,)
+            )
+            row = await cursor.fetchone()
+            if row is None or row[0] not in ("due", "running"):
+                return None
+            if row[0] == "due":
+                await connection.execute(
+                    "UPDATE tuisched_runs SET state = 'not_started', result = 'stopped', "
+                    "status = 'stopped before it started', ended_at = now() WHERE run_id = %s",
+                    (run_id,),
+                )
+            else:
+                await connection.execute(
+                    "INSERT INTO tuisched_commands (verb, run_id, issued_by) "
+                    "VALUES ('stop', %s, %s)",
+                    (run_id, by),
+                )
+            return str(row[0])
+
+    async def commands(self, after: int) -> list[tuple[int, str, str]]:
+        """Commands issued after id `after` (id, verb, run id), oldest first; with `after`
+        -1, none but the newest id (where a node that joins starts reading)."""
+        async with self._db.pool.connection() as connection:
+            if after < 0:
+                cursor = await connection.execute(
+                    "SELECT coalesce(max(id), 0), '', '' FROM tuisched_commands"
+                )
+            else:
+                cursor = await connection.execute(
+                    "SELECT id, verb, coalesce(run_id, '') FROM tuisched_commands "
+                    "WHERE id > %s ORDER BY id",
+                    (after,),
+                )
+            return [(int(i), str(verb), str(run)) for i, verb, run in await cursor.fetchall()]
+
+    async def history(self, limit: int = 1000, job: str | None = None) -> list[dict[str, Any]]:
+        """The newest runs of the whole cluster (of `job`), oldest first, as `history
+        --json` shows them (with the node that ran each one and its fence)."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT * FROM (SELECT run_id, job, slot, trigger, attempt, state, result, "
+                "status, exit_code, owner AS node, fence, due_at, started_at, ended_at, "
+                "created_at FROM tuisched_runs WHERE %(job)s::text IS NULL OR job = %(job)s "
+                "ORDER BY created_at DESC, run_id LIMIT %(limit)s) AS r "
+                "ORDER BY created_at, run_id",
+                {"job": job, "limit": limit},
+            )
+            names = [column.name for column in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in await cursor.fetchall()]
+
+    async def in_progress(self, *, exclude: str, limit: int = 200) -> list[tuple[Any, ...]]:
+        """Runs due now or running, but not on node `exclude` (run_id, job, slot, trigger,
+        attempt, state, owner, fence, due_at, started_at), oldest first."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT run_id, job, slot, trigger, attempt, state, owner, fence, due_at, "
+                "started_at FROM tuisched_runs WHERE (state = 'running' AND owner <> %s) "
+                "OR (state = 'due' AND due_at <= now()) ORDER BY due_at, run_id LIMIT %s",
+                (exclude, limit),
+            )
+            return await cursor.fetchall()
 
     async def runs(self, job: str | None = None) -> Sequence[tuple[object, ...]]:
         """Rows of runs (run_id, job, slot, trigger, attempt, state, owner, fence), oldest

@@ -14,6 +14,7 @@ forbids them the runtime's insides.
 """
 
 from tuisched.domain.errors import AlreadyRunningError, SchedulerNotRunningError
+from tuisched.runtime.control.cluster import cluster_history, cluster_nodes
 from tuisched.runtime.control.files import control_socket, read_config
 from tuisched.runtime.control.host import LocalScheduler
 from tuisched.runtime.control.local import LocalControl
@@ -40,6 +41,8 @@ __all__ = [
     "SchedulerControl",
     "SchedulerNotRunningError",
     "Subscription",
+    "cluster_history",
+    "cluster_nodes",
     "control_socket",
     "describe_client",
     "read_config",

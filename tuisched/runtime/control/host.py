@@ -85,6 +85,11 @@ class LocalScheduler:
         return self._runtime.config.settings.state_dir
 
     @property
+    def in_cluster(self) -> bool:
+        """Whether the scheduler is a node of a cluster (`settings.cluster`)."""
+        return self._runtime.config.settings.cluster is not None
+
+    @property
     def timezone(self) -> ZoneInfo:
         """The scheduler's default zone (`settings.timezone`), for log lines and clocks."""
         return self._runtime.config.settings.timezone

@@ -34,6 +34,7 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    NodeView,
     OutputChunk,
     Pause,
     PauseKind,
@@ -42,6 +43,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
+from tuisched.runtime.cluster.link import cluster_text
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
@@ -91,6 +93,7 @@ class LocalQueries:
             lag_episodes=lag.episodes,
             pid=os.getpid() if state in _LIVE else 0,
             started_at=runtime.started_at,
+            cluster=cluster_text(runtime.cluster.view()) if runtime.cluster else "",
         )
 
     async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
@@ -119,6 +122,10 @@ class LocalQueries:
             for name, group in self._runtime.config.groups.items()
         )
 
+    async def nodes(self) -> tuple[NodeView, ...]:
+        cluster = self._runtime.cluster
+        return await cluster.nodes() if cluster is not None else ()
+
     async def runs(self) -> tuple[RunStatus, ...]:
         engine, latest = self._engine(), self._runtime.latest
         room = engine.waiting_room
@@ -136,7 +143,9 @@ class LocalQueries:
             )
             for run in engine.waiting()
         ]
-        return (*active, *waiting)
+        cluster = self._runtime.cluster  # the other nodes' runs, as of the last poll
+        elsewhere = [RunStatus(run=run) for run in cluster.elsewhere] if cluster else []
+        return (*active, *waiting, *elsewhere)
 
     async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
         runs = await self._runtime.history.call(lambda store: store.page(query))
@@ -247,7 +256,7 @@ class LocalControl(LocalQueries):
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
         self._engine()
-        self._runtime.actions.stop_run(run_id, kill=kill, actor=self.actor)
+        await self._runtime.actions.stop_run(run_id, kill=kill, actor=self.actor)
 
     async def set_paused(self, pause: Pause, *, paused: bool) -> None:
         self._engine()

@@ -29,6 +29,7 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    NodeView,
     OutputChunk,
     Pause,
     PendingEdit,
@@ -36,6 +37,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
+from tuisched.runtime.control.cluster import cluster_nodes
 from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
@@ -114,6 +116,11 @@ class OfflineQueries:
 
     async def runs(self) -> tuple[RunStatus, ...]:
         return ()
+
+    async def nodes(self) -> tuple[NodeView, ...]:
+        if self._config.settings.cluster is None:
+            return ()
+        return await cluster_nodes(self._config)
 
     async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
         return tuple(await self._ask(lambda store: store.page(query), []))

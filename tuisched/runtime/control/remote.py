@@ -45,6 +45,7 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    NodeView,
     OutputChunk,
     Pause,
     PendingEdit,
@@ -220,6 +221,9 @@ class RemoteControl:
 
     async def groups(self) -> tuple[GroupStatus, ...]:
         return await self._call("groups", tuple[GroupStatus, ...])  # type: ignore[no-any-return]
+
+    async def nodes(self) -> tuple[NodeView, ...]:
+        return await self._call("nodes", tuple[NodeView, ...])  # type: ignore[no-any-return]
 
     async def runs(self) -> tuple[RunStatus, ...]:
         return await self._call("runs", tuple[RunStatus, ...])  # type: ignore[no-any-return]

@@ -35,6 +35,7 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    NodeView,
     OutputChunk,
     Pause,
     PendingEdit,
@@ -72,6 +73,14 @@ class SchedulerQueries(Protocol):
 
     async def runs(self) -> tuple[RunStatus, ...]:
         """Runs in progress: running, then queued in leaving order, then waiting."""
+        ...
+
+    async def nodes(self) -> tuple[NodeView, ...]:
+        """The cluster's nodes, newest first (none on one node).
+
+        Raises:
+            ClusterDatabaseError: the cluster's database does not answer now.
+        """
         ...
 
     async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:

@@ -35,9 +35,15 @@ async def record_missed(
     history: AsyncHistory,
     outcomes: Outcomes,
     submit: Submit,
+    recorded: set[tuple[str, datetime]] | None = None,
 ) -> None:
-    """Record the slots in [since, now] that have no run as MISSED (the newest few per job)."""
-    recorded = await history.call(lambda store: store.slots_since(since))
+    """Record the slots in [since, now] that have no run as MISSED (the newest few per job).
+
+    `recorded`: the (job, slot) pairs that have a row, when not the history's say (in
+    cluster mode, the cluster's: a slot another node ran was not missed).
+    """
+    if recorded is None:
+        recorded = await history.call(lambda store: store.slots_since(since))
     after = since - timedelta(microseconds=1)  # a slot at the last heartbeat counts too
     for index, job in enumerate(config.jobs.values()):
         if index % 100 == 99:

@@ -18,21 +18,24 @@ every time and timer comes from the injected `Clock`.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tuisched.domain.bus import EventBus
-from tuisched.domain.errors import JobActionError
+from tuisched.domain.errors import JobActionError, TuischedError
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime.clock import Clock, SystemClock
+from tuisched.runtime.cluster.link import ClusterLink
+from tuisched.runtime.cluster.store import Claim
 from tuisched.runtime.engine.catchup import record_missed
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
 from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
 from tuisched.runtime.engine.outcomes import Outcomes
-from tuisched.runtime.engine.pauses import Pause, Pauses
+from tuisched.runtime.engine.pauses import Pause, Pauses, is_paused
 from tuisched.runtime.engine.retries import Retries
 from tuisched.runtime.engine.running import Workers
 from tuisched.runtime.engine.waiting import WaitingRoom
@@ -40,6 +43,7 @@ from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.store import AsyncHistory
 
 SHUTTING_DOWN = "the scheduler is shutting down"
+log = logging.getLogger(__name__)
 
 
 class Engine:
@@ -56,9 +60,13 @@ class Engine:
         clock: Clock | None = None,
         kill_grace: float = 5.0,
         descendants: Descendants | None = None,
+        cluster: ClusterLink | None = None,
     ) -> None:
-        """`descendants` follows the processes of runs (a fresh one, not recorded, if None)."""
+        """`descendants` follows the processes of runs (a fresh one, not recorded, if None);
+        with `cluster`, runs ready to queue are offered to the cluster, and this node runs
+        the ones it claims (see `cluster.link`)."""
         self.config = config
+        self.cluster = cluster
         self.node = node
         self._clock = clock = clock or SystemClock()
         self._history = history
@@ -66,6 +74,8 @@ class Engine:
         self._accepting = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._outcomes = outcomes = Outcomes(bus=bus, history=history, clock=clock, node=node)
+        if cluster is not None:
+            outcomes.ended = cluster.finished
         current = lambda: self.config  # noqa: E731  (each part reads the config in force)
         self._firing = SlotFiring(
             config=current, clock=clock, outcomes=outcomes,
@@ -94,6 +104,7 @@ class Engine:
         self.waiting_room = WaitingRoom(
             history=history, bus=bus, config=current, admit=self._admit,
             give_up=self._gave_up, clock=clock,
+            unmet=cluster.unmet if cluster is not None else None,
         )  # fmt: skip
 
     def _start_run(self, active: Active) -> None:
@@ -115,7 +126,11 @@ class Engine:
         self.waiting_room.start()
         await self._take_back_waiting()
         now = self._clock.now()
-        if down_since is not None:
+        if self.cluster is not None:
+            self.cluster.start(_ClusterHost(self, self._pauses))
+            if down_since is not None:  # once the database answers: what the cluster ran
+                self._spawn(self._record_missed_in_cluster(down_since, now))
+        elif down_since is not None:
             await record_missed(
                 self.config, since=down_since, now=now, history=self._history,
                 outcomes=self._outcomes,
@@ -125,6 +140,16 @@ class Engine:
         jobs = [(job, self._pauses.holds(job)) for job in self.config.jobs.values()]
         held = await self._history.call(lambda store: store.latest_slots())
         await self._firing.start(jobs, now, held)
+
+    async def _record_missed_in_cluster(self, since: datetime, now: datetime) -> None:
+        """Slots since this node was last alive that no node of the cluster ran."""
+        assert self.cluster is not None  # noqa: S101  (cluster mode only)
+        recorded = await self.cluster.slots_since(since)
+        await record_missed(
+            self.config, since=since, now=now, history=self._history, outcomes=self._outcomes,
+            submit=lambda job, slot, trigger: self.submit(job, slot=slot, trigger=trigger),
+            recorded=recorded,
+        )  # fmt: skip
 
     async def _take_back_waiting(self) -> None:
         """WAITING runs of a previous instance go on waiting (R9 survives a restart)."""
@@ -219,6 +244,8 @@ class Engine:
                 self._rewait(job)
             if not job.enabled:
                 self._cancel_job("its job was disabled", name)
+        if self.cluster is not None:
+            self.cluster.apply(config)
         self._dispatcher.dispatch()  # max_workers may have grown
 
     # --- runs ---------------------------------------------------------------------
@@ -240,7 +267,31 @@ class Engine:
         if job.requires and slot is not None and trigger is not Trigger.MANUAL and attempt == 0:
             self._spawn(self.waiting_room.enter(run, job))  # R9: may wait for upstream slots
             return run
-        return self._dispatcher.enqueue(run, job)
+        return self._queue(run, job)
+
+    def _queue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:
+        """Queue `run` here, or in cluster mode offer it to the cluster (the node that
+        claims it runs it)."""
+        if self.cluster is None:
+            return self._dispatcher.enqueue(run, job, recorded=recorded)
+        if recorded:  # its WAITING row here: the run now lives in the cluster's table
+            self._spawn(self._history.call(lambda store: store.delete(run.run_id)))
+        self.cluster.offer(run, job)
+        return run
+
+    def take_claim(self, claim: Claim) -> None:
+        """Run a run this node claimed from the cluster (under its fence)."""
+        assert self.cluster is not None  # noqa: S101  (claims come from the cluster)
+        job = self.config.jobs.get(claim.job)
+        run = RunRecord(
+            run_id=claim.run_id, job=claim.job, slot=claim.slot, trigger=Trigger(claim.trigger),
+            state=RunState.QUEUED, queued_at=self._clock.now(), node=self.cluster.node_id,
+            attempt=claim.attempt, fence=claim.fence,
+        )  # fmt: skip
+        if job is None or not job.enabled:
+            self._outcomes.not_started(run, Result.STOPPED, "its job was deleted or disabled")
+            return
+        self._dispatcher.enqueue(run, job)
 
     def record_not_started(
         self, job: Job, *, slot: datetime | None, trigger: Trigger, result: Result, reason: str
@@ -274,6 +325,21 @@ class Engine:
         for active in list(self._dispatcher.active.values()):
             self._workers.stop(active, result, kill=kill)
 
+    async def stop_anywhere(self, run_id: str, *, kill: bool = False) -> None:
+        """Stop a run here (see `stop_run`), or in cluster mode wherever it is: a due one
+        is closed, a running one's node gets a stop command (`kill` is its own call).
+
+        Raises:
+            JobActionError: no such run in progress. ClusterDatabaseError: the database
+                did not take the command.
+        """
+        mine = {run.run_id for run in (*self.running(), *self.queued(), *self.waiting())}
+        if self.cluster is None or run_id in mine:
+            self.stop_run(run_id, kill=kill)
+            return
+        if await self.cluster.stop_run(run_id) is None:
+            raise JobActionError(f"no run '{run_id}' is due or running in the cluster")
+
     # --- pauses -------------------------------------------------------------------
 
     def is_paused(self, job: Job) -> bool:
@@ -290,7 +356,13 @@ class Engine:
 
         Raises:
             UnknownJobError: no such job. JobActionError: no such group.
+            ClusterDatabaseError: in cluster mode, the database did not take it.
         """
+        if self.cluster is not None:
+            self._pauses.check(kind, name, paused=paused)
+            held = [job.name for job in self.config.jobs.values()
+                    if is_paused(job, {(kind, "" if kind == "all" else name)})]  # fmt: skip
+            await self.cluster.set_paused(kind, name, paused=paused, jobs=held)
         await self._pauses.set(kind, name, paused=paused)
 
     # --- waiting (R9) ------------------------------------------------------------------
@@ -307,7 +379,7 @@ class Engine:
             reason = "the job is paused"
             self._outcomes.not_started(run, Result.STOPPED, reason, recorded=recorded)
             return
-        self._dispatcher.enqueue(run, current, recorded=recorded)
+        self._queue(run, current, recorded=recorded)
 
     def _rewait(self, job: Job) -> None:
         """A changed job's waiting runs wait again, for what the new definition requires."""
@@ -328,3 +400,55 @@ class Engine:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+
+class _ClusterHost:
+    """The engine as the cluster link sees it (`cluster.link.Host`)."""
+
+    def __init__(self, engine: Engine, pauses: Pauses) -> None:
+        self._engine = engine
+        self._pauses = pauses
+
+    def free_workers(self) -> int:
+        engine = self._engine
+        if not engine.accepting:
+            return 0
+        busy = len(engine.running()) + len(engine.queued())
+        return engine.config.settings.max_workers - busy
+
+    def claimed_ids(self) -> list[str]:
+        engine = self._engine
+        runs = (*engine.running(), *engine.queued())
+        return [run.run_id for run in runs if run.fence is not None]
+
+    def start_claimed(self, claim: Claim) -> None:
+        self._engine.take_claim(claim)
+
+    def claimable(self) -> list[Job]:
+        engine = self._engine
+        return [j for j in engine.config.jobs.values() if j.enabled and not engine.is_paused(j)]
+
+    async def recheck_waiting(self) -> None:
+        await self._engine.waiting_room.recheck()
+
+    def stop_here(self, run_id: str) -> bool:
+        if run_id not in {run.run_id for run in self._engine.running()}:
+            return False
+        self._engine.stop_run(run_id)
+        return True
+
+    async def pauses_seen(self, pauses: set[tuple[str, str]]) -> None:
+        """The cluster's pauses: made this node's too (wider pauses first)."""
+        engine = self._engine
+        local = set(engine.pauses)
+        order = {"all": 0, "group": 1, "job": 2}
+        for kind, name in sorted(pauses - local, key=lambda p: order.get(p[0], 3)):
+            await self._quietly(kind, name, paused=True)
+        for kind, name in sorted(local - pauses, key=lambda p: -order.get(p[0], 3)):
+            await self._quietly(kind, name, paused=False)
+
+    async def _quietly(self, kind: str, name: str, *, paused: bool) -> None:
+        try:
+            await self._pauses.set(kind, name, paused=paused)
+        except TuischedError as error:  # e.g. a group this node's file does not have
+            log.debug("cluster pause %s %s not applied here: %s", kind, name, error)

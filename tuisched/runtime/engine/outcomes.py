@@ -7,8 +7,8 @@ stop while queued, a missed slot, a retry that will not come) goes through
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from tuisched.domain.bus import EventBus
@@ -27,6 +27,8 @@ class Outcomes:
     history: AsyncHistory
     clock: Clock
     node: str
+    ended: Callable[[RunRecord], None] = field(default=lambda run: None)
+    """Called with every run that closes (in cluster mode: its end is written, fenced)."""
 
     def publish(self, event: Event) -> None:
         """Publish `event` on the bus."""
@@ -43,6 +45,7 @@ class Outcomes:
             self.history.update_soon(closed)
         else:
             self.history.insert_soon(closed)
+        self.ended(closed)
         self.publish(RunNotStarted(at=now, run=closed))
         self.conclude(closed, {})
         return closed
@@ -62,4 +65,5 @@ class Outcomes:
             node=self.node, reason=reason,
         )  # fmt: skip
         self.history.insert_soon(run)
+        self.ended(run)
         self.publish(SlotMissed(at=now, run=run))

@@ -69,7 +69,7 @@ class Pauses:
             UnknownJobError: no such job.
             JobActionError: no such group, or the resume would not lift a wider pause.
         """
-        name = self._check(kind, name, paused=paused)
+        name = self.check(kind, name, paused=paused)
         at = self._clock.now()
         await self._history.call(lambda store: store.set_pause(kind, name, paused=paused, at=at))
         jobs = self._config().jobs.values()
@@ -81,7 +81,7 @@ class Pauses:
                 self._changed(job, now_paused)
         self._outcomes.publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
 
-    def _check(self, kind: str, name: str, *, paused: bool) -> str:
+    def check(self, kind: str, name: str, *, paused: bool) -> str:
         """The pause's name as stored, once it is known to make sense."""
         config = self._config()
         if kind == "job":

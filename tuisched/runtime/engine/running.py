@@ -211,6 +211,7 @@ class Workers:
             closed = run.finished(outcome, self._ended_at(active, now), tail)
             self._report_leftovers(closed)
             self._history.update_soon(closed)
+            self._outcomes.ended(closed)
             data = active.runner.message_data if active.runner is not None else {}
             final = not self._retries.schedule(job, closed, data)
             if outcome.state is RunState.NOT_STARTED:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -106,6 +106,9 @@ class WaitingRoom:
     give_up: Callable[[RunRecord, str], None]
     """Called with the reason when a run stops waiting without its requirements."""
     clock: Clock
+    unmet: Callable[[list[Requirement]], Awaitable[list[Requirement]]] | None = None
+    """Which requirements do not hold, when not the history's say (cluster mode: the
+    cluster's runs, whichever node ran them)."""
     _waiting: dict[str, _Waiting] = field(default_factory=dict)
     _subscription: Subscription | None = None
     _stopped: bool = False
@@ -150,7 +153,7 @@ class WaitingRoom:
             self._waiting.pop(run.run_id)  # its time ran out while the scheduler was down
             self.give_up(run, "requirements not met in time (the scheduler was not running)")
             return
-        pending = await self.history.call(_unmet(needed))
+        pending = await self._pending(needed)
         if self._stopped or self._waiting.get(run.run_id) is not waiting:
             return  # released by a success meanwhile, removed, or shutting down
         waiting.needs = [need for need in waiting.needs if need in pending]
@@ -158,6 +161,13 @@ class WaitingRoom:
             self._release(waiting)
             return
         self._wait(waiting, recorded=recorded)
+
+    async def _pending(self, needed: list[Requirement]) -> list[Requirement]:
+        if not needed:
+            return []
+        if self.unmet is not None:
+            return await self.unmet(needed)
+        return await self.history.call(_unmet(needed))
 
     def _wait(self, waiting: _Waiting, *, recorded: bool) -> None:
         reason = "waiting for " + ", ".join(r.describe() for r in waiting.needs)
@@ -173,7 +183,7 @@ class WaitingRoom:
         """Ask the history again: successes from elsewhere (`tuisched run`, another
         node) are not on this bus. Runs from the heartbeat and at each deadline."""
         for waiting in list(self._waiting.values()):
-            pending = await self.history.call(_unmet(list(waiting.needs)))
+            pending = await self._pending(list(waiting.needs))
             if self._waiting.get(waiting.run.run_id) is waiting:
                 waiting.needs = [need for need in waiting.needs if need in pending]
                 if not waiting.needs:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     inspect,
     make_url,
+    or_,
     select,
     text,
 )
@@ -357,6 +358,11 @@ class HistoryStore:
             found = set(connection.scalars(select(runs.c.run_id).where(runs.c.run_id.in_(wanted))))
             raise UnknownRunError(sorted(wanted - found))
 
+    def delete(self, run_id: str) -> None:
+        """Forget a run (in cluster mode, a WAITING run handed to the cluster's table)."""
+        with self._begin() as connection:
+            connection.execute(runs.delete().where(runs.c.run_id == run_id))
+
     def get(self, run_id: str) -> RunRecord | None:
         """The run with that id, or None."""
         with self._begin() as connection:
@@ -495,12 +501,14 @@ class HistoryStore:
 
         RUNNING and QUEUED rows are closed (result `abandoned`, `ended_at` = now,
         reason `ABANDONED_REASON`); WAITING rows are left alone, as waiting
-        survives a restart. Call it at start, before any new run of `node`.
+        survives a restart. Call it at start, before any new run of `node`. Runs
+        claimed in cluster mode, under node ids `node:pid:random`, are `node`'s too.
 
         Returns:
             The closed records, oldest first, as they are now stored.
         """
-        query = select(runs).where(runs.c.node == node, runs.c.state.in_(_ABANDONABLE))
+        ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
+        query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
         with self._begin() as connection:
             rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
             closed = [_abandoned(_record(row), now) for row in rows]

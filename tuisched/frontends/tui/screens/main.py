@@ -24,6 +24,7 @@ from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.tui.panes import SORTS, LivePanes
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
+from tuisched.frontends.tui.screens.nodes import NodesScreen
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.filter import FilterBox
@@ -66,6 +67,7 @@ class MainScreen(Screen[None]):
         Binding("1", "focus_pane('jobs')", "Jobs", show=False),
         Binding("2", "focus_pane('running')", "Running", show=False),
         Binding("3", "focus_pane('audit')", "Audit", show=False),
+        Binding("4", "nodes", "Nodes", show=False),
     ]
 
     def __init__(self, host: TuischedApp) -> None:
@@ -242,6 +244,10 @@ class MainScreen(Screen[None]):
                 self.host.operator.reload()
 
         self.app.push_screen(DiffScreen(self.host.control, read_only=self.host.read_only), closed)
+
+    def action_nodes(self) -> None:
+        """The cluster's nodes (key 4), refreshed each second."""
+        self.app.push_screen(NodesScreen(self.host.control.nodes))
 
     def action_group_view(self) -> None:
         self.run_worker(self._pick_group(), group="groups", exclusive=True)

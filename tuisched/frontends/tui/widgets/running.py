@@ -17,6 +17,7 @@ COLUMNS: Columns = (
     ("pid", "PID", 7),
     ("trigger", "Trigger", 10),
     ("run_id", "Run", 12),
+    ("node", "Node", 20),
 )
 
 

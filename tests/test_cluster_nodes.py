@@ -1,0 +1,501 @@
+"""Cluster mode end to end: nodes as real `tuisched --no-ui` processes on one real
+PostgreSQL (CLUSTER.md's fault plan). Timings are shrunk (heartbeat 1 s, lease
+4 s, dead after 2 s) so each wait is short and bounded; the database itself is read
+by the test to judge (its clock says when a run started).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from .pg_fixtures import PASSWORD, PostgresServer, start_server, wait_until
+from .tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.timeout(120)
+
+TUISCHED = [sys.executable, "-m", "tuisched"]
+TIMING = "poll: 1s, heartbeat: 1s, lease: 4s, dead_after: 2s, steal_after: 1s"
+START = '"2026-01-01T00:00:00Z"'
+
+
+def config(
+    folder: Path, url: str, jobs: str, *, name: str, max_workers: int = 8, extra: str = ""
+) -> Path:
+    """A node's configuration: its own state directory, the shared database."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "tuisched.yaml"
+    path.write_text(
+        f"settings:\n  timezone: UTC\n  state_dir: {folder / 'state'}\n"
+        f"  max_workers: {max_workers}\n  shutdown_grace: 2s\n"
+        f"  cluster: {{database: '{url}', password_env: TEST_PG_PASSWORD, name: {name}, "
+        f"{TIMING}{extra}}}\njobs:\n{jobs}",
+        encoding="utf-8",
+    )
+    return path
+
+
+class Node:
+    """One `tuisched --no-ui` process."""
+
+    def __init__(self, path: Path, env: dict[str, str] | None = None,
+                 prefix: list[str] | None = None) -> None:  # fmt: skip
+        self.path = path
+        self.log = path.parent / "node.log"
+        environment = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **(env or {})}
+        with self.log.open("wb") as out:  # the child keeps its own copy
+            self.process = subprocess.Popen(
+                [*(prefix or []), *TUISCHED, "-c", str(path), "--no-ui"],
+                stdout=out, stderr=subprocess.STDOUT, env=environment,
+            )  # fmt: skip
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, within: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        return self.process.wait(within)
+
+    def cli(self, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **env_vars}
+        return subprocess.run(
+            [*TUISCHED, "-c", str(self.path), *args], capture_output=True, text=True,
+            timeout=30, env=env, check=False,
+        )  # fmt: skip
+
+
+class Cluster:
+    """A database for one test, and the nodes started on it (all stopped at the end)."""
+
+    def __init__(self, server: PostgresServer, base: Path) -> None:
+        self.server = server
+        self.database = server.create_database()
+        self.url = server.url(self.database)
+        self.base = base
+        self.nodes: list[Node] = []
+
+    def node(self, jobs: str, *, name: str, url: str | None = None, **kwargs: Any) -> Node:
+        env = kwargs.pop("env", None)
+        prefix = kwargs.pop("prefix", None)
+        path = config(self.base / name, url or self.url, jobs, name=name, **kwargs)
+        node = Node(path, env, prefix)
+        self.nodes.append(node)
+        return node
+
+    def rows(self, statement: str, *params: object) -> list[tuple[Any, ...]]:
+        conninfo = self.url.replace("postgres@", f"postgres:{PASSWORD}@")
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as connection:
+            return connection.execute(statement, params).fetchall()  # type: ignore[arg-type]
+
+    def alive(self, count: int) -> None:
+        """Wait until `count` nodes have joined."""
+        wait_until(lambda: self.alive_count() >= count, within=30)
+
+    def alive_count(self) -> int:
+        try:
+            return int(self.rows("SELECT count(*) FROM tuisched_nodes WHERE state = 'alive'")
+                       [0][0])  # fmt: skip
+        except psycopg.Error:
+            return 0  # no tables yet
+
+    def node_of(self, owner: str) -> Node:
+        pid = int(owner.split(":")[1])
+        return next(node for node in self.nodes if node.pid == pid)
+
+    def close(self) -> None:
+        for node in self.nodes:
+            if node.process.poll() is None:
+                node.process.kill()
+                node.process.wait(10)
+
+
+@pytest.fixture
+def cluster(postgres: PostgresServer, tmp_path: Path) -> Iterator[Cluster]:
+    made = Cluster(postgres, tmp_path)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
+def _every(name: str, seconds: float, command: str, extra: str = "") -> str:
+    return (f"  {name}:\n    command: [/bin/sh, -c, '{command}']\n"
+            f"    schedule: {{every: {seconds}s, start: {START}}}\n{extra}")  # fmt: skip
+
+
+def _manual(name: str, command: str, extra: str = "") -> str:
+    return f"  {name}:\n    command: [/bin/sh, -c, '{command}']\n    schedule: manual\n{extra}"
+
+
+# --- the race ------------------------------------------------------------------------
+
+
+def test_three_nodes_run_every_slot_once_never_early_and_share_the_work(
+    cluster: Cluster,
+) -> None:
+    jobs = "".join(_every(f"j{i:03d}", 2, "true") for i in range(150))
+    nodes = [cluster.node(jobs, name=f"n{i}") for i in range(3)]
+    cluster.alive(3)
+    time.sleep(11)
+    for node in nodes:
+        assert node.stop() == 0, node.text()[-2000:]
+    rows = cluster.rows(
+        "SELECT job, slot, state, owner, started_at FROM tuisched_runs WHERE trigger = 'schedule'"
+    )
+    per_slot = Counter((job, slot) for job, slot, *_ in rows)
+    assert max(per_slot.values()) == 1, "a slot has two rows"
+    # Every slot between the first and the last that all three nodes were up for ran.
+    slots = sorted({slot for _, slot in per_slot})
+    window = slots[1:-1]
+    assert len(window) >= 3, slots
+    for slot in window:
+        done = [row for row in rows if row[1] == slot]
+        assert len(done) == 150, f"slot {slot}: {len(done)} of 150 rows"
+        assert all(state == "success" for _, _, state, _, _ in done), Counter(r[2] for r in done)
+    early = [row for row in rows if row[4] is not None and row[4] < row[1]]
+    assert early == [], "runs started before their slot by the database's clock"
+    shares = Counter(owner for _, slot, _, owner, _ in rows if slot in window)
+    assert len(shares) == 3, shares
+    fair = sum(shares.values()) / 3
+    assert all(abs(count - fair) <= 0.15 * fair for count in shares.values()), shares
+
+
+# --- a node dies -----------------------------------------------------------------------
+
+
+def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_on(
+    cluster: Cluster,
+) -> None:
+    jobs = _manual("long", "sleep 60", "    recover: true\n") + _every("tick", 1, "true")
+    first = cluster.node(jobs, name="a")
+    second = cluster.node(jobs, name="b")
+    cluster.alive(2)
+    assert first.cli("trigger", "long").returncode == 0
+    wait_until(
+        lambda: cluster.rows(
+            "SELECT owner FROM tuisched_runs WHERE job = 'long' AND state = 'running'"
+        ),
+        within=20,
+    )
+    owner = cluster.rows("SELECT owner FROM tuisched_runs WHERE job = 'long'")[0][0]
+    victim = cluster.node_of(owner)
+    survivor = second if victim is first else first
+    victim.stop(signal.SIGKILL)
+    killed_at = cluster.rows("SELECT now()")[0][0]
+    wait_until(
+        lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND state = 'abandoned'"
+        ),
+        within=15,
+    )
+    abandoned_at = cluster.rows(
+        "SELECT ended_at FROM tuisched_runs WHERE job = 'long' AND state = 'abandoned'"
+    )[0][0]
+    assert (abandoned_at - killed_at).total_seconds() < 4 + 1 + 1  # lease + a pass + margin
+    wait_until(lambda: cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND attempt = 1 AND state = 'running'"),
+        within=10)  # fmt: skip
+    recovered = cluster.rows("SELECT owner FROM tuisched_runs WHERE job = 'long' AND attempt = 1")
+    assert len(recovered) == 1
+    assert int(recovered[0][0].split(":")[1]) == survivor.pid
+    # The ticks went on on the survivor, one per slot, with at most a short gap.
+    time.sleep(2)
+    ticks = cluster.rows(
+        "SELECT slot, state FROM tuisched_runs WHERE job = 'tick' AND slot > %s ORDER BY slot",
+        killed_at,
+    )
+    assert len(ticks) >= 3
+    assert len({slot for slot, _ in ticks}) == len(ticks)
+    dead = json.loads(survivor.cli("nodes", "--json").stdout)
+    assert [n["state"] for n in dead if n["pid"] == victim.pid] == ["dead"]
+    assert survivor.stop() == 0
+
+
+def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_nothing(
+    cluster: Cluster,
+) -> None:
+    jobs = _manual("work", "sleep 6")
+    zombie = cluster.node(jobs, name="z")
+    cluster.alive(1)
+    assert zombie.cli("trigger", "work").returncode == 0
+    wait_until(lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE state = 'running'"))
+    other = cluster.node(jobs, name="o")
+    cluster.alive(2)
+    zombie.process.send_signal(signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE state = 'abandoned'"), within=15
+        )
+    finally:
+        zombie.process.send_signal(signal.SIGCONT)
+    wait_until(lambda: "late result of run" in zombie.text(), within=15)
+    states = cluster.rows("SELECT state, result FROM tuisched_runs WHERE job = 'work'")
+    assert states == [("abandoned", "abandoned")]
+    assert zombie.stop() == 0
+    assert other.stop() == 0
+
+
+# --- steering from any node ----------------------------------------------------------
+
+
+def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster) -> None:
+    jobs = _every("tick", 1, "true") + _manual("manual", "sleep 30")
+    a, b, c = (cluster.node(jobs, name=name) for name in "abc")
+    cluster.alive(3)
+    assert a.cli("pause", "tick").returncode == 0
+    paused_at = cluster.rows("SELECT now()")[0][0]
+
+    def paused_everywhere() -> bool:
+        return all(
+            json.loads(node.cli("jobs", "--json").stdout)[0]["state"] == "paused" for node in (b, c)
+        )
+
+    wait_until(paused_everywhere, within=3)
+    time.sleep(1.5)
+    late = cluster.rows(
+        "SELECT count(*) FROM tuisched_runs WHERE job = 'tick' AND started_at > %s + '0.5 s'",
+        paused_at,
+    )[0][0]
+    assert late == 0, "a paused job kept running on another node"
+    assert c.cli("resume", "tick").returncode == 0
+    wait_until(lambda: not paused_everywhere(), within=3)
+
+    done = b.cli("trigger", "manual", "--json")
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    wait_until(
+        lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE run_id = %s AND state = 'running'", run_id
+        )
+    )
+    stopped = c.cli("stop", run_id)
+    assert stopped.returncode == 0, stopped.stderr
+    wait_until(
+        lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE run_id = %s AND state <> 'running'", run_id
+        ),
+        within=10,
+    )
+    assert cluster.rows("SELECT result FROM tuisched_runs WHERE run_id = %s", run_id) == [
+        ("stopped",)
+    ]
+    for node in (a, b, c):
+        assert node.stop() == 0
+
+
+def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
+    cluster: Cluster,
+) -> None:
+    same = _every("x", 1, "true")
+    a = cluster.node(same, name="a")
+    b = cluster.node(same, name="b")
+    odd = cluster.node(_every("x", 1, "echo different"), name="odd")
+    cluster.alive(3)
+    time.sleep(3)
+    nodes = {n["name"]: n for n in json.loads(a.cli("nodes", "--json").stdout)}
+    assert nodes["odd"]["drifted_jobs"] == ["x"]
+    assert nodes["a"]["drifted_jobs"] == nodes["b"]["drifted_jobs"] == []
+    assert nodes["odd"]["config_hash"] != nodes["a"]["config_hash"]
+    since = cluster.rows("SELECT now() - '1 s'::interval")[0][0]
+    time.sleep(2)
+    owners = {row[0] for row in cluster.rows(
+        "SELECT owner FROM tuisched_runs WHERE started_at > %s", since)}  # fmt: skip
+    assert owners
+    assert all(int(owner.split(":")[1]) != odd.pid for owner in owners)
+    assert "defines x differently from the cluster" in odd.text()
+    for node in (a, b, odd):
+        assert node.stop() == 0
+
+
+def test_a_rolling_restart_loses_no_slot(cluster: Cluster) -> None:
+    jobs = _every("tick", 1, "true")
+    nodes = [cluster.node(jobs, name=f"r{i}") for i in range(3)]
+    cluster.alive(3)
+    began = cluster.rows("SELECT now()")[0][0]
+    for index, node in enumerate(list(nodes)):
+        assert node.stop() == 0
+        nodes[index] = cluster.node(jobs, name=f"r{index}")
+        cluster.alive(3)
+    ended = cluster.rows("SELECT now()")[0][0]
+    slots = [row[0] for row in cluster.rows(
+        "SELECT slot FROM tuisched_runs WHERE job = 'tick' AND slot > %s AND slot < %s "
+        "AND state = 'success' ORDER BY slot", began, ended - __import__("datetime").timedelta(
+            seconds=1))]  # fmt: skip
+    expected = int((slots[-1] - slots[0]).total_seconds()) + 1
+    assert len(slots) == expected == len(set(slots)), slots
+    for node in nodes:
+        assert node.stop() == 0
+
+
+def test_nodes_of_one_file_on_one_machine_are_told_apart_by_their_names(
+    cluster: Cluster,
+) -> None:
+    path = config(cluster.base / "one", cluster.url, _every("tick", 1, "true"), name="file")
+    named = [Node(path, {"TUISCHED_NODE_NAME": name}) for name in ("a", "b")]
+    cluster.nodes.extend(named)
+    cluster.alive(2)
+    plain = Node(path)
+    cluster.nodes.append(plain)
+    cluster.alive(3)
+    again = Node(path)
+    cluster.nodes.append(again)
+    assert again.process.wait(30) == 75
+    assert "TUISCHED_NODE_NAME=NAME" in again.text()
+    listed = json.loads(plain.cli("nodes", "--json").stdout)
+    assert sorted(n["name"] for n in listed if n["state"] == "alive") == ["a", "b", "file"]
+    status = json.loads(plain.cli("status", "--json", TUISCHED_NODE_NAME="b").stdout)
+    assert status["pid"] == named[1].pid
+    assert (cluster.base / "one" / "state" / "nodes" / "b" / "tuisched.lock").exists()
+    for node in (*named, plain):
+        assert node.stop() == 0
+
+
+# --- the database misbehaves -----------------------------------------------------------
+
+
+def test_a_node_whose_database_refuses_it_says_what_to_fix_and_exits_78(
+    cluster: Cluster, postgres: PostgresServer
+) -> None:
+    node = cluster.node(_every("x", 1, "true"), name="w", env={"TEST_PG_PASSWORD": "wrong"})
+    assert node.process.wait(30) == 78
+    said = node.text()
+    assert "refused the password of role 'postgres'" in said
+    assert PASSWORD not in said
+    assert "wrong" not in said
+    missing = cluster.node(_every("x", 1, "true"), name="m", url=postgres.url("no_such_database"))
+    assert missing.process.wait(30) == 78
+    assert "no_such_database" in missing.text()
+
+
+def test_a_database_down_at_start_is_waited_for_and_sigterm_still_ends_the_node(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    proxy_port = _free_port()
+    url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy_port}/")
+    node = cluster.node(_every("tick", 1, "true"), name="d", url=url)
+    wait_until(lambda: "nothing accepts connections" in node.text(), within=20)
+    status = node.cli("status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["cluster"].startswith("db connecting since")
+    started = time.monotonic()
+    assert node.stop() == 0
+    assert time.monotonic() - started < 10
+
+
+async def test_a_blackholed_node_fences_itself_and_the_others_take_its_work(
+    cluster: Cluster,
+) -> None:
+    proxy = TcpProxy(cluster.server.port)  # on this loop; the blocking waits go to threads
+    await proxy.start()
+
+    async def until(condition: Callable[[], object], within: float = 15) -> None:
+        await asyncio.to_thread(wait_until, condition, within)
+
+    try:
+        url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy.port}/")
+        jobs = _manual("long", "sleep 60", "    recover: true\n") + _every("tick", 1, "true")
+        cut = cluster.node(jobs, name="cut", url=url)
+        await asyncio.to_thread(cluster.alive, 1)
+        triggered = await asyncio.to_thread(cut.cli, "trigger", "long")
+        assert triggered.returncode == 0, triggered.stderr
+        await until(
+            lambda: cluster.rows(
+                "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND state = 'running'"
+            )
+        )
+        direct = cluster.node(jobs, name="direct")
+        await asyncio.to_thread(cluster.alive, 2)
+        proxy.blackhole()
+        await until(lambda: "stops claiming" in cut.text())
+        await until(lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND attempt = 1 AND owner LIKE %s",
+            f"%:{direct.pid}:%"))  # fmt: skip
+        proxy.restore()
+        await until(lambda: cut.text().count("joined as node") == 2, within=30)
+        assert await asyncio.to_thread(cut.stop) == 0
+        assert await asyncio.to_thread(direct.stop) == 0
+    finally:
+        proxy.restore()
+        await proxy.stop()
+
+
+def test_postgresql_restarted_fast_and_immediate_the_nodes_go_on(tmp_path: Path) -> None:
+    (tmp_path / "pg").mkdir()
+    server = start_server(tmp_path / "pg")
+    if server is None:
+        pytest.skip("no PostgreSQL server")
+    made = Cluster(server, tmp_path)
+    try:
+        node = made.node(_every("tick", 1, "true"), name="p")
+        made.alive(1)
+        for mode in ("fast", "immediate"):
+            server.stop(mode)
+            wait_until(lambda: "reconnecting" in node.text(), within=15)
+            time.sleep(1)
+            server.start()
+            restarted = made.rows("SELECT now()")[0][0]
+            wait_until(lambda at=restarted: made.rows(
+                "SELECT 1 FROM tuisched_runs WHERE job = 'tick' AND state = 'success' "
+                "AND started_at > %s", at), within=20)  # fmt: skip
+        assert node.stop() == 0
+        per_slot = Counter(row[0] for row in made.rows("SELECT slot FROM tuisched_runs"))
+        assert max(per_slot.values()) == 1
+    finally:
+        made.close()
+        server.stop("immediate")
+
+
+def _libfaketime() -> Path | None:
+    """libfaketime's preload library (Debian's `faketime` package), if installed."""
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketimeMT.so.1"))
+    return found[0] if found else None
+
+
+@pytest.mark.skipif(_libfaketime() is None, reason="faketime (libfaketime) is missing")
+@pytest.mark.parametrize("offset", ["+30s", "-30s"])
+def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
+    cluster: Cluster, offset: str
+) -> None:
+    jobs = _every("tick", 1, "true")
+    honest = cluster.node(jobs, name="honest")
+    # Preloaded in the node only (not through the `faketime` wrapper, which would stand
+    # between the test and the node's signals); its children keep true time.
+    skewed = cluster.node(jobs, name="skewed", env={
+        "LD_PRELOAD": str(_libfaketime()), "FAKETIME": offset, "FAKETIME_DONT_RESET": "1",
+    })  # fmt: skip
+    cluster.alive(2)
+    said = skewed.cli("status", "--json")
+    assert said.returncode == 0, said.stderr
+    time.sleep(5)
+    for node in (honest, skewed):
+        assert node.stop() == 0, node.text()[-1500:]
+    rows = cluster.rows("SELECT slot, started_at, owner FROM tuisched_runs WHERE state = 'success'")
+    owners = Counter(int(owner.split(":")[1]) for _, _, owner in rows)
+    assert owners[skewed.pid] > 0, "the skewed node ran nothing"
+    assert all(started >= slot for slot, started, _ in rows), "a run started before its slot"
+    assert max(Counter(slot for slot, _, _ in rows).values()) == 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,566 @@
+"""One node's link between its engine and the cluster (CLUSTER.md).
+
+The engine goes on firing slots as on one node; in cluster mode a run that
+is ready to queue is *offered* to the cluster instead (a `due` row, one per
+slot whichever nodes insert it), and the node runs only what it *claims*:
+
+    offer       fired slots, retries, dependants and run-now become due rows
+    claim loop  every `poll` (and at once after an offer): as many due rows as
+                the node has free workers, of the jobs it defines as the
+                cluster does; each claim starts on the engine with its fence
+    finish      a run's end, written only while the node holds its fence
+                (kept and tried again while the database is away)
+    control     pauses and stop commands of every node, read each poll (rows
+                first: a missed poll costs delay, never a wrong run)
+    drift       each node's per-job definition hashes, compared each heartbeat
+
+Every call to the database is bounded in time and made from tasks: the
+event loop (and the console on it) never waits on PostgreSQL. A database
+that is away is a state (`DatabaseState`), tried again with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import logging
+from collections import Counter
+from collections.abc import Awaitable, Callable, Collection
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Protocol, TypeVar
+
+from tuisched.domain.errors import ClusterDatabaseError, DatabaseUnreachableError
+from tuisched.domain.model import ClusterSettings, Config, Job, Overlap
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.views import NodeView
+from tuisched.runtime.cluster.database import ClusterDatabase
+from tuisched.runtime.cluster.node import MAX_BACKOFF, ClusterNode, NodeState, Timing
+from tuisched.runtime.cluster.store import Claim, ClusterStore, NodeRow
+
+
+class Need(Protocol):
+    """A requirement of a waiting run (`engine.waiting.Requirement`)."""
+
+    @property
+    def job(self) -> str: ...
+    @property
+    def slot(self) -> datetime: ...
+    @property
+    def own(self) -> bool: ...
+
+
+N = TypeVar("N", bound=Need)
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CALL_SECONDS = 5.0
+"""How long one database call of the claim loop may take (a blackholed connection)."""
+FINISH_RETRIES_FOR = timedelta(minutes=10)
+"""How long a run's end is kept and tried again while the database is away."""
+
+
+class DatabaseState(StrEnum):
+    CONNECTING = "connecting"
+    """Not connected yet since the start."""
+    CONNECTED = "connected"
+    RECONNECTING = "reconnecting"
+    """It answered before and does not now."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What front ends show of the cluster: the database's state and the node's."""
+
+    database: str
+    """The URL, without a password."""
+    state: DatabaseState
+    since: datetime
+    """When `state` began (by this node's clock)."""
+    node_id: str
+    node_state: str
+    trouble: str | None
+    drifted: tuple[str, ...]
+    """Jobs this node defines differently from the cluster (it does not claim them)."""
+
+
+class Host(Protocol):
+    """What the link needs of the engine."""
+
+    def free_workers(self) -> int: ...
+    def claimed_ids(self) -> list[str]:
+        """The runs claimed from the cluster that run or wait for a worker here."""
+        ...
+
+    def start_claimed(self, claim: Claim) -> None: ...
+    async def pauses_seen(self, pauses: set[tuple[str, str]]) -> None: ...
+    def stop_here(self, run_id: str) -> bool: ...
+    async def recheck_waiting(self) -> None: ...
+    def claimable(self) -> list[Job]:
+        """Enabled jobs that are not paused on this node."""
+        ...
+
+
+def job_hash(job: Job) -> str:
+    """A job's definition, hashed (where it sits in the file left out)."""
+    text = repr(dataclasses.replace(job, line=0))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def config_hashes(config: Config) -> tuple[str, dict[str, str]]:
+    """The configuration's hash (node-local settings and secrets left out), and each job's."""
+    jobs = {name: job_hash(job) for name, job in sorted(config.jobs.items())}
+    whole = repr((sorted(jobs.items()), sorted(config.groups), str(config.settings.timezone)))
+    return hashlib.sha256(whole.encode()).hexdigest()[:16], jobs
+
+
+def drifted_jobs(own: str, nodes: Collection[NodeRow]) -> tuple[str, ...]:
+    """The jobs node `own` defines differently from the cluster: from the definition most
+    live nodes hold (a tie goes to the oldest node's)."""
+    alive = sorted((n for n in nodes if n.state == "alive"), key=lambda n: n.started_at)
+    mine = next((n for n in alive if n.node_id == own), None)
+    if mine is None:
+        return ()
+    drifted = []
+    for job, digest in mine.job_hashes.items():
+        votes = Counter(n.job_hashes.get(job) for n in alive)
+        best = max(votes.values())
+        leader = next(n.job_hashes.get(job) for n in alive if votes[n.job_hashes.get(job)] == best)
+        if digest != leader:
+            drifted.append(job)
+    return tuple(sorted(drifted))
+
+
+def node_views(rows: Collection[NodeRow]) -> tuple[NodeView, ...]:
+    """The nodes as front ends show them, each with the jobs it defines differently."""
+    return tuple(
+        NodeView(
+            node_id=row.node_id, name=row.name, host=row.host, pid=row.pid,
+            started_at=row.started_at, heartbeat_age=row.age.total_seconds(), state=row.state,
+            running=row.running, capacity=row.capacity, config_hash=row.config_hash,
+            drifted=drifted_jobs(row.node_id, rows),
+        )
+        for row in rows
+    )  # fmt: skip
+
+
+def cluster_text(view: ClusterView) -> str:
+    """The database's state as the status line says it: `db connected`, `db reconnecting
+    since 14:02:07`, and `fenced` while the node claims nothing."""
+    text = f"db {view.state}"
+    if view.state is not DatabaseState.CONNECTED:
+        text += f" since {view.since.strftime('%H:%M:%S')}"
+    if view.node_state == "fenced":
+        text += " fenced"
+    return text
+
+
+def preferred_node(job: str, slot: datetime | None, nodes: Collection[NodeRow]) -> str | None:
+    """The live node a new run prefers: most free workers, then a rendezvous hash of the
+    job, its slot and the node (so nodes that agree on the numbers agree on the node)."""
+    alive = [n for n in nodes if n.state == "alive"]
+    if not alive:
+        return None
+
+    def rank(node: NodeRow) -> tuple[int, str]:
+        key = f"{job}|{slot.isoformat() if slot else ''}|{node.node_id}"
+        return node.capacity - node.running, hashlib.sha256(key.encode()).hexdigest()
+
+    return max(alive, key=rank).node_id
+
+
+@dataclass(slots=True)
+class _Offer:
+    run: RunRecord
+    job: Job
+    due_at: datetime | None
+
+
+class ClusterLink:
+    """This process as a node: its database, its membership, its claims (see the module)."""
+
+    def __init__(
+        self, settings: ClusterSettings, config: Config, *, password: str | None,
+        node_name: str, now: Callable[[], datetime],
+    ) -> None:  # fmt: skip
+        self.settings = settings
+        self._now = now
+        self._db = ClusterDatabase(settings.database, password=password, node=node_name)
+        self.store = ClusterStore(self._db)
+        self._name = settings.name or node_name
+        self._config = config
+        self._host: Host | None = None
+        self._node: ClusterNode | None = None
+        self._state = DatabaseState.CONNECTING
+        self._since = now()
+        self._trouble: str | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._wake = asyncio.Event()
+        self._offers: list[_Offer] = []
+        self._finishes: list[tuple[RunRecord, int, datetime]] = []
+        self._nodes: list[NodeRow] = []
+        self._drifted: tuple[str, ...] = ()
+        self._last_command = -1
+        self._pauses_seen: set[tuple[str, str]] | None = None
+        self.elsewhere: tuple[RunRecord, ...] = ()
+        """The runs due or running on the other nodes, as of the last poll."""
+
+    # --- what front ends see -----------------------------------------------------------
+
+    @property
+    def node_id(self) -> str:
+        return self._node.node_id if self._node is not None else ""
+
+    def view(self) -> ClusterView:
+        node = self._node
+        return ClusterView(
+            database=self._db.shown, state=self._state, since=self._since,
+            node_id=self.node_id, node_state=str(node.state) if node else "joining",
+            trouble=self._trouble or (node.trouble if node else None), drifted=self._drifted,
+        )  # fmt: skip
+
+    # --- life cycle ------------------------------------------------------------------
+
+    async def open(self) -> None:
+        """Connect and migrate, once. A database that is only away now is tried again in
+        the background (`start`); any other failure is for the operator to fix.
+
+        Raises:
+            ClusterDatabaseError: what to fix (wrong password, no such database, no rights,
+                a schema from a newer tuisched...).
+        """
+        try:
+            await self._db.open()
+        except DatabaseUnreachableError as error:
+            self._trouble = str(error)
+            log.warning("cluster: %s; trying again in the background", error)
+            return
+        self._connected()
+
+    def apply(self, config: Config) -> None:
+        """A reload: the new definitions (their hashes go out with the next join)."""
+        self._config = config
+        if self._node is not None:
+            digest, jobs = config_hashes(config)
+            self._node.update_hashes(digest, jobs)
+
+    def start(self, host: Host) -> None:
+        """Join and begin claiming (tasks of their own: nothing waits here)."""
+        self._host = host
+        digest, jobs = config_hashes(self._config)
+        self._node = ClusterNode(
+            self.store, name=self._name, capacity=self._config.settings.max_workers,
+            config_hash=digest, job_hashes=jobs, timing=Timing.of(self.settings),
+            running=self._held,
+            recover=lambda: [n for n, job in self._config.jobs.items() if job.recover],
+        )  # fmt: skip
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._run())]
+
+    async def stop(self, grace: float) -> None:
+        """Write what is left to write (within `grace` s), leave the cluster, close."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._state is DatabaseState.CONNECTED:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(max(grace, 1.0)):
+                    await self._flush_finishes()
+        if self._finishes:
+            log.warning("cluster: the end of %d run(s) could not be written: the reapers "
+                        "will close them ABANDONED", len(self._finishes))  # fmt: skip
+        if self._node is not None:
+            await self._node.stop()
+        with contextlib.suppress(Exception):
+            await self._db.close()
+
+    # --- what the engine asks ----------------------------------------------------------
+
+    def offer(self, run: RunRecord, job: Job, *, due_at: datetime | None = None) -> None:
+        """Make `run` a due row of the cluster (soon: in the claim loop's task)."""
+        self._offers.append(_Offer(run, job, due_at))
+        self._wake.set()
+
+    def finished(self, run: RunRecord) -> None:
+        """`run` (claimed with its fence) has ended here: write its end, fenced; a MISSED
+        slot is recorded unless some node ran it."""
+        if run.fence is not None or run.state is RunState.MISSED:
+            self._finishes.append((run, run.fence or 0, self._now()))
+            self._wake.set()
+
+    async def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
+        """The cluster's (job, slot) pairs since `since`, once the database answers."""
+        while True:
+            if self._state is DatabaseState.CONNECTED:
+                try:
+                    return await self._call(self.store.slots_since(since))
+                except ClusterDatabaseError as error:
+                    log.debug("cluster: missed slots not counted yet: %s", error)
+            await asyncio.sleep(self.settings.poll.total_seconds())
+
+    async def set_paused(self, kind: str, name: str, *, paused: bool, jobs: list[str]) -> None:
+        """Pause or resume for the whole cluster (a row first; the others read it).
+
+        Raises:
+            ClusterDatabaseError: the database did not take it.
+        """
+        await self._call(
+            self.store.set_paused(
+                kind, name, paused=paused, by=self.node_id or self._name, jobs=jobs
+            )
+        )
+
+    async def unmet(self, needed: list[N]) -> list[N]:
+        """Which of `needed` do not hold by the cluster's runs (all of them while the
+        database does not answer: the next check tries again)."""
+        try:
+            succeeded, ended = await self._call(
+                self.store.slots_done([(need.job, need.slot) for need in needed])
+            )
+        except ClusterDatabaseError as error:
+            log.debug("cluster: requirements not checked: %s", error)
+            return needed
+        return [
+            need for need in needed
+            if (need.job, need.slot) not in succeeded
+            and not (need.own and (need.job, need.slot) not in ended)  # R9: own slot not run
+        ]  # fmt: skip
+
+    async def nodes(self) -> tuple[NodeView, ...]:
+        """Every node the database knows (ClusterDatabaseError when it does not answer)."""
+        return node_views(await self._call(self.store.nodes()))
+
+    async def stop_run(self, run_id: str) -> str | None:
+        """Stop a run that is not this node's (see `ClusterStore.stop`)."""
+        return await self._call(self.store.stop(run_id, by=self.node_id or self._name))
+
+    async def _call(self, work: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(CALL_SECONDS):
+                return await work
+        except TimeoutError:
+            raise ClusterDatabaseError(
+                f"the database at {self._db.shown} did not answer within {CALL_SECONDS:.0f} s"
+            ) from None
+        except ClusterDatabaseError:
+            raise
+        except Exception as error:
+            raise ClusterDatabaseError(f"the database at {self._db.shown}: {error}") from None
+
+    def _held(self) -> list[str]:
+        """The runs this node holds: claimed and running or queued here, or ended here
+        with their end not written yet."""
+        host = self._host
+        held = [run_id for run_id, _ in self._finishes_ids()]
+        return held + (host.claimed_ids() if host is not None else [])
+
+    def _finishes_ids(self) -> list[tuple[str, int]]:
+        return [(run.run_id, fence) for run, fence, _ in self._finishes]
+
+    # --- the loop ------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = self.settings.poll.total_seconds()
+        node_started = False
+        last_beat = -self._beat_seconds
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._state is not DatabaseState.CONNECTED:
+                if not await self._reconnect():
+                    backoff = min(backoff * 2, MAX_BACKOFF)
+                    await self._sleep(backoff)
+                    continue
+                backoff = self.settings.poll.total_seconds()
+            if not node_started and self._node is not None:
+                await self._node.start()
+                node_started = True
+            beat = loop.time() - last_beat >= self._beat_seconds
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    await self._pass(beat=beat)
+            except Exception as error:  # an outage is a state; the next pass tries again
+                self._lost(error)
+                continue
+            if beat:
+                last_beat = loop.time()
+            await self._sleep(self.settings.poll.total_seconds())
+
+    @property
+    def _beat_seconds(self) -> float:
+        return self.settings.heartbeat.total_seconds()
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
+        self._wake.clear()
+
+    async def _pass(self, *, beat: bool) -> None:
+        """One round: offers, ends, pauses, commands, drift, claims."""
+        if beat or not self._nodes:
+            self._nodes = await self.store.nodes()
+            if self._node is not None and self._node.state is NodeState.ALIVE:
+                drifted = drifted_jobs(self._node.node_id, self._nodes)
+                if drifted != self._drifted and drifted:
+                    log.warning("cluster: this node defines %s differently from the cluster: "
+                                "it does not run them", ", ".join(drifted))  # fmt: skip
+                self._drifted = drifted
+            if self._host is not None:  # upstream runs on other nodes are not on this bus
+                await self._host.recheck_waiting()
+            if self._node is not None and self._node.state is NodeState.ALIVE:
+                lost = await self.store.hand_back_unknown(self._node.node_id, self._held())
+                if lost:
+                    log.warning("cluster: %d claim(s) whose reply was lost given back: %s",
+                                len(lost), ", ".join(lost))  # fmt: skip
+        await self._flush_offers()
+        await self._flush_finishes()
+        await self._read_control()
+        await self._claim()
+        self.elsewhere = tuple(
+            _elsewhere(row) for row in await self.store.in_progress(exclude=self.node_id)
+        )
+
+    async def _flush_offers(self) -> None:
+        while self._offers:
+            offer = self._offers[0]
+            run = offer.run
+            late = self._now() - run.slot if run.slot is not None else timedelta(0)
+            if run.trigger is Trigger.SCHEDULE and late > offer.job.grace:
+                log.warning("cluster: slot %s of %s not offered: the database was away past "
+                            "the job's grace", run.slot, run.job)  # fmt: skip
+                self._offers.pop(0)
+                continue
+            if run.slot is None:  # run now, or a retry or dependant of one: one node makes it
+                await self.store.request(
+                    run.job, key=run.run_id, run_id=run.run_id, trigger=str(run.trigger),
+                    attempt=run.attempt, due_at=offer.due_at,
+                )  # fmt: skip
+            else:
+                preferred = preferred_node(run.job, run.slot, self._nodes)
+                await self.store.materialize(
+                    run.job, run.slot, trigger=str(run.trigger), attempt=run.attempt,
+                    preferred=preferred, run_id=run.run_id, due_at=offer.due_at,
+                )  # fmt: skip
+            self._offers.pop(0)
+
+    async def _flush_finishes(self) -> None:
+        while self._finishes:
+            run, fence, since = self._finishes[0]
+            if self._now() - since > FINISH_RETRIES_FOR:
+                log.warning("cluster: gave up writing the end of run %s", run.run_id)
+                self._finishes.pop(0)
+                continue
+            if run.state is RunState.MISSED:
+                assert run.slot is not None  # noqa: S101  (a missed run is a slot's)
+                await self.store.record_missed(run.job, run.slot, run.reason)
+                self._finishes.pop(0)
+                continue
+            if run.state is RunState.NOT_STARTED and run.result is Result.SHUTDOWN:
+                await self.store.hand_back(run.run_id, fence)  # never started: another node
+                self._finishes.pop(0)
+                continue
+            written = await self.store.finish(
+                run.run_id, fence, state=_state_of(run), result=str(run.result or ""),
+                status=run.status or run.reason, exit_code=run.exit_code,
+            )  # fmt: skip
+            if not written:
+                log.warning("cluster: late result of run %s (%s) not recorded: the run was "
+                            "taken from this node (fence %d is no longer current)",
+                            run.run_id, run.job, fence)  # fmt: skip
+            self._finishes.pop(0)
+
+    async def _read_control(self) -> None:
+        host = self._host
+        if host is None:
+            return
+        pauses = await self.store.pauses()
+        if pauses != self._pauses_seen:
+            self._pauses_seen = pauses
+            await host.pauses_seen(pauses)
+        commands = await self.store.commands(self._last_command)
+        if self._last_command < 0:
+            self._last_command = commands[0][0] if commands else 0
+            return
+        for command_id, verb, run_id in commands:
+            self._last_command = command_id
+            if verb == "stop" and host.stop_here(run_id):
+                log.info("cluster: stopping run %s as asked from another node", run_id)
+
+    async def _claim(self) -> None:
+        host, node = self._host, self._node
+        if host is None or node is None or not node.may_claim:
+            return
+        free = host.free_workers()
+        jobs = [job for job in host.claimable() if job.name not in self._drifted]
+        exclusive = [job.name for job in jobs if job.overlap is not Overlap.ALLOW]
+        skip = [job.name for job in jobs if job.overlap is Overlap.SKIP]
+        if free <= 0:
+            if skip:
+                await self.store.claim(node.node_id, free=0, lease=self.settings.lease,
+                                       steal_after=self.settings.steal_after,
+                                       jobs=(), skip=skip)  # fmt: skip
+            return
+        claims = await self.store.claim(
+            node.node_id, free=free, lease=self.settings.lease,
+            steal_after=self.settings.steal_after, jobs=[job.name for job in jobs],
+            exclusive=exclusive, skip=skip,
+        )  # fmt: skip
+        for claim in claims:
+            host.start_claimed(claim)
+
+    # --- the database's state -----------------------------------------------------------
+
+    async def _reconnect(self) -> bool:
+        try:
+            async with asyncio.timeout(CALL_SECONDS * 3):
+                if self._db.is_open:
+                    await self._db.now()
+                else:
+                    await self._db.open()
+        except Exception as error:
+            self._trouble = str(error).strip().splitlines()[0] if str(error).strip() else (
+                type(error).__name__)  # fmt: skip
+            return False
+        log.info("cluster: the database at %s answers again", self._db.shown)
+        self._connected()
+        return True
+
+    def _connected(self) -> None:
+        self._state, self._since, self._trouble = DatabaseState.CONNECTED, self._now(), None
+
+    def _lost(self, error: BaseException) -> None:
+        said = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
+        self.elsewhere = ()  # not known while the database does not answer
+        if self._state is DatabaseState.CONNECTED:
+            log.warning("cluster: the database at %s failed (%s): reconnecting",
+                        self._db.shown, said)  # fmt: skip
+            self._state, self._since = DatabaseState.RECONNECTING, self._now()
+        self._trouble = said
+
+
+def _elsewhere(row: tuple[object, ...]) -> RunRecord:
+    """A run of another node (run_id, job, slot, trigger, attempt, state, owner, fence,
+    due_at, started_at) as the running pane shows it."""
+    run_id, job, slot, trigger, attempt, state, owner, fence, due_at, started_at = row
+    return RunRecord(
+        run_id=str(run_id), job=str(job), slot=slot if isinstance(slot, datetime) else None,
+        trigger=Trigger(str(trigger)),
+        state=RunState.RUNNING if state == "running" else RunState.QUEUED,
+        queued_at=due_at if isinstance(due_at, datetime) else datetime.now(UTC),
+        started_at=started_at if isinstance(started_at, datetime) else None,
+        node=str(owner or ""), attempt=int(str(attempt)),
+        fence=int(str(fence)) if fence is not None else None,
+    )  # fmt: skip
+
+
+def _state_of(run: RunRecord) -> str:
+    """The state a run's row takes at its end."""
+    return {RunState.SUCCESS: "success", RunState.FAILED: "failed"}.get(
+        run.state, run.state.value.lower()
+    )
