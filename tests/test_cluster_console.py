@@ -56,8 +56,8 @@ def test_a_job_drifts_on_the_node_that_defines_it_unlike_most_live_nodes() -> No
     assert (drifted_jobs("a", pair), drifted_jobs("b", pair)) == ((), ("y",))
 
 
-def test_a_new_run_prefers_the_live_node_with_most_free_workers_then_a_stable_hash() -> None:
-    busy = _row("busy", started=0, hashes={}, running=3)
+def test_a_new_run_prefers_a_live_node_with_a_free_worker_chosen_by_a_stable_hash() -> None:
+    busy = _row("busy", started=0, hashes={}, running=4)  # all of its 4 workers
     idle = _row("idle", started=1, hashes={}, running=0)
     dead = _row("dead", started=2, hashes={}, state="dead")
     assert preferred_node("j", T0, [busy, idle, dead]) == "idle"

@@ -27,12 +27,19 @@ from .tcp_proxy import TcpProxy
 pytestmark = pytest.mark.timeout(120)
 
 TUISCHED = [sys.executable, "-m", "tuisched"]
-TIMING = "poll: 1s, heartbeat: 1s, lease: 4s, dead_after: 2s, steal_after: 1s"
+TIMING = "poll: 1s, heartbeat: 1s, lease: 4s, dead_after: 2s"
 START = '"2026-01-01T00:00:00Z"'
 
 
 def config(
-    folder: Path, url: str, jobs: str, *, name: str, max_workers: int = 8, extra: str = ""
+    folder: Path,
+    url: str,
+    jobs: str,
+    *,
+    name: str,
+    max_workers: int = 8,
+    extra: str = "",
+    timing: str = TIMING,
 ) -> Path:
     """A node's configuration: its own state directory, the shared database."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -41,7 +48,7 @@ def config(
         f"settings:\n  timezone: UTC\n  state_dir: {folder / 'state'}\n"
         f"  max_workers: {max_workers}\n  shutdown_grace: 2s\n"
         f"  cluster: {{database: '{url}', password_env: TEST_PG_PASSWORD, name: {name}, "
-        f"{TIMING}{extra}}}\njobs:\n{jobs}",
+        f"{timing}{extra}}}\njobs:\n{jobs}",
         encoding="utf-8",
     )
     return path
@@ -300,6 +307,61 @@ def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster)
         assert node.stop() == 0
 
 
+def test_a_pause_wakes_the_other_nodes_at_once_and_a_killed_listener_listens_again(
+    cluster: Cluster,
+) -> None:
+    slow_poll = TIMING.replace("poll: 1s", "poll: 30s")  # only the wake-up can be this fast
+    jobs = _every("tick", 3600, "true")
+    a, b = (cluster.node(jobs, name=name, timing=slow_poll) for name in "ab")
+    cluster.alive(2)
+
+    def paused_on_b() -> bool:
+        return json.loads(b.cli("jobs", "--json").stdout)[0]["state"] == "paused"
+
+    def listeners() -> list[tuple[Any, ...]]:
+        return cluster.rows("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND application_name LIKE 'tuisched-listen %%'")  # fmt: skip
+
+    wait_until(lambda: len(listeners()) == 2, within=10)
+    time.sleep(1)  # past the first pass after joining, which reads everything anyway
+    asked = time.monotonic()
+    assert a.cli("pause", "tick").returncode == 0
+    wait_until(paused_on_b, within=5)
+    assert time.monotonic() - asked < 5, "the pause waited for the poll"
+    for (pid,) in listeners():  # kill only the wake-up connections
+        cluster.rows("SELECT pg_terminate_backend(%s)", pid)
+    wait_until(lambda: len(listeners()) == 2, within=10)
+    time.sleep(1)
+    asked = time.monotonic()
+    assert a.cli("resume", "tick").returncode == 0
+    wait_until(lambda: not paused_on_b(), within=5)
+    assert time.monotonic() - asked < 5
+    assert "the wake-up connection was lost" in b.text()
+    for node in (a, b):
+        assert node.stop() == 0
+
+
+def test_run_now_prefers_the_node_asked_and_trigger_wait_follows_it_to_another_node(
+    cluster: Cluster,
+) -> None:
+    jobs = _manual("block", "sleep 30") + _manual("quick", "exit 3")
+    busy = cluster.node(jobs, name="busy", max_workers=1)
+    free = cluster.node(jobs, name="free")
+    cluster.alive(2)
+    here = busy.cli("trigger", "block", "--json")
+    assert here.returncode == 0, here.stderr
+    block = json.loads(here.stdout)["run_id"]
+    wait_until(lambda: cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE run_id = %s AND owner LIKE %s", block,
+        f"%:{busy.pid}:%"))  # fmt: skip
+    followed = busy.cli("trigger", "quick", "--wait", "--json")
+    assert followed.returncode == 3, followed.stderr  # the run's own exit code
+    ended = json.loads(followed.stdout)
+    assert ended["node"].split(":")[1] == str(free.pid)
+    for node in (busy, free):
+        assert node.stop() == 0
+
+
 def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
     cluster: Cluster,
 ) -> None:
@@ -473,8 +535,9 @@ def _libfaketime() -> Path | None:
 def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
     cluster: Cluster, offset: str
 ) -> None:
-    jobs = _every("tick", 1, "true")
-    honest = cluster.node(jobs, name="honest")
+    # The honest node has one worker and each run takes 1.5 s: the skewed one must help.
+    jobs = _every("tick", 1, "sleep 1.5", "    overlap: allow\n")
+    honest = cluster.node(jobs, name="honest", max_workers=1)
     # Preloaded in the node only (not through the `faketime` wrapper, which would stand
     # between the test and the node's signals); its children keep true time.
     skewed = cluster.node(jobs, name="skewed", env={

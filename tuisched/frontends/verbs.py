@@ -20,13 +20,13 @@ import argparse
 import asyncio
 import json
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Any, TextIO
 
 from tuisched.domain.errors import SchedulerNotRunningError, TuischedError, one_line
 from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
-from tuisched.domain.runs import RunRecord
+from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.views import HistoryQuery, Pause, PauseKind, SchedulerStatus
 from tuisched.domain.wire import encode
@@ -171,7 +171,11 @@ async def _trigger(control: SchedulerControl, args: argparse.Namespace) -> int:
     try:
         run = await control.run_now(args.job)
         print(run.run_id, file=sys.stderr)
-        final = await _follow(events, run, sys.stdout)
+        here: set[str] = set()  # runs of ours this node's events spoke of
+        following = [_follow(events, run, sys.stdout, here)]
+        if status.cluster:  # another node may take it: its end is in the shared history
+            following.append(_ended_in_cluster(control, run, here))
+        final = await _first(following)
     finally:
         subscription.unsubscribe()
     print(f"{final.job}#{final.run_id}: {final.state} ({final.result}) {final.status}",
@@ -181,8 +185,41 @@ async def _trigger(control: SchedulerControl, args: argparse.Namespace) -> int:
     return exit_status(final)
 
 
-async def _follow(events: asyncio.Queue[Event], run: RunRecord, out: TextIO) -> RunRecord:
-    """Print the run's output as it comes; its conclusion (its last attempt) once it ends."""
+async def _first(waits: list[Coroutine[Any, Any, RunRecord]]) -> RunRecord:
+    tasks = [asyncio.ensure_future(wait) for wait in waits]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        return done.pop().result()
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+async def _ended_in_cluster(control: SchedulerControl, run: RunRecord, here: set[str]) -> RunRecord:
+    """The end of `run` as the cluster's history has it, when another node took it (its
+    output stays on that node; `here` names the runs this node ran), looked for each
+    second."""
+    told = False
+    while True:
+        await asyncio.sleep(1)
+        if run.run_id in here:
+            continue  # it runs here: the events tell its end
+        for status in await control.runs():
+            if status.run.run_id == run.run_id and status.run.node and not told:
+                print(f"{run.run_id} runs on node {status.run.node}: its output is there",
+                      file=sys.stderr)  # fmt: skip
+                told = True
+        for past in await control.history(HistoryQuery(job=run.job, limit=50)):
+            ended = past.state not in (RunState.QUEUED, RunState.RUNNING, RunState.WAITING)
+            if past.run_id == run.run_id and ended and run.run_id not in here:
+                return past
+
+
+async def _follow(
+    events: asyncio.Queue[Event], run: RunRecord, out: TextIO, here: set[str] | None = None
+) -> RunRecord:
+    """Print the run's output as it comes; its conclusion (its last attempt) once it ends.
+    The ids of our runs the events spoke of are added to `here`."""
     ids = {run.run_id}
     while True:
         event = await events.get()
@@ -192,6 +229,8 @@ async def _follow(events: asyncio.Queue[Event], run: RunRecord, out: TextIO) -> 
             ids.add(event.run.run_id)  # a retry of ours
         if event.run.run_id not in ids:
             continue
+        if here is not None:
+            here.add(event.run.run_id)
         if isinstance(event, RunOutputWritten):
             out.write("".join(line + "\n" for line in event.lines))
             out.flush()

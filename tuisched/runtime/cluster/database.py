@@ -140,6 +140,15 @@ class ClusterDatabase:
         value: datetime = row[0]
         return value
 
+    async def listen(self, channel: str) -> psycopg.AsyncConnection[tuple[object, ...]]:
+        """A connection of its own (not the pool's) that LISTENs on `channel`: read its
+        `notifies()`; it ends with an error when the connection is lost. Its
+        `application_name` is `tuisched-listen NODE`."""
+        named = make_conninfo(self._conninfo, application_name=f"tuisched-listen {self.node}"[:63])
+        connection = await psycopg.AsyncConnection.connect(named, autocommit=True)
+        await connection.execute(f"LISTEN {channel}")
+        return connection
+
     async def schema_version(self) -> int:
         """The version of the schema in the database (0: none yet)."""
         async with self.pool.connection() as connection:

@@ -36,10 +36,10 @@ from typing import Protocol, TypeVar
 from tuisched.domain.errors import ClusterDatabaseError, DatabaseUnreachableError
 from tuisched.domain.model import ClusterSettings, Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
-from tuisched.domain.views import NodeView
+from tuisched.domain.views import HistoryQuery, NodeView
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import MAX_BACKOFF, ClusterNode, NodeState, Timing
-from tuisched.runtime.cluster.store import Claim, ClusterStore, NodeRow
+from tuisched.runtime.cluster.store import CHANNEL, Claim, ClusterStore, NodeRow
 
 
 class Need(Protocol):
@@ -160,15 +160,18 @@ def cluster_text(view: ClusterView) -> str:
 
 
 def preferred_node(job: str, slot: datetime | None, nodes: Collection[NodeRow]) -> str | None:
-    """The live node a new run prefers: most free workers, then a rendezvous hash of the
-    job, its slot and the node (so nodes that agree on the numbers agree on the node)."""
+    """The live node a new run prefers: one with a free worker at its last heartbeat,
+    chosen among those by a rendezvous hash of the job, its slot and the node, so that
+    the work spreads evenly and every node picks the same one. (The count of free
+    workers itself is a heartbeat old: ranking by it would send a burst of slots to
+    whichever node happened to be idlest a few seconds ago.)"""
     alive = [n for n in nodes if n.state == "alive"]
     if not alive:
         return None
 
-    def rank(node: NodeRow) -> tuple[int, str]:
+    def rank(node: NodeRow) -> tuple[bool, str]:
         key = f"{job}|{slot.isoformat() if slot else ''}|{node.node_id}"
-        return node.capacity - node.running, hashlib.sha256(key.encode()).hexdigest()
+        return node.capacity > node.running, hashlib.sha256(key.encode()).hexdigest()
 
     return max(alive, key=rank).node_id
 
@@ -205,6 +208,10 @@ class ClusterLink:
         self._nodes: list[NodeRow] = []
         self._drifted: tuple[str, ...] = ()
         self._last_command = -1
+        self._listening = False
+        """Whether the wake-up connection LISTENs now."""
+        self._notified = False
+        """Another node wrote a pause, a stop or a run-now since the last full pass."""
         self._pauses_seen: set[tuple[str, str]] | None = None
         self.elsewhere: tuple[RunRecord, ...] = ()
         """The runs due or running on the other nodes, as of the last poll."""
@@ -259,7 +266,7 @@ class ClusterLink:
             recover=lambda: [n for n, job in self._config.jobs.items() if job.recover],
         )  # fmt: skip
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._run())]
+        self._tasks = [loop.create_task(self._run()), loop.create_task(self._listen())]
 
     async def stop(self, grace: float) -> None:
         """Write what is left to write (within `grace` s), leave the cluster, close."""
@@ -332,6 +339,17 @@ class ClusterLink:
             and not (need.own and (need.job, need.slot) not in ended)  # R9: own slot not run
         ]  # fmt: skip
 
+    async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
+        """The cluster's runs that `query` asks for, newest first, whichever node ran them
+        (ClusterDatabaseError when the database does not answer)."""
+        states = [state for run_state in query.states for state in _DB_STATES[run_state]]
+        rows = await self._call(self.store.history(
+            query.limit, query.job, offset=query.offset, states=states,
+            triggers=[str(trigger) for trigger in query.triggers], since=query.since,
+            until=query.until,
+        ))  # fmt: skip
+        return tuple(run_of_row(row) for row in reversed(rows))
+
     async def nodes(self) -> tuple[NodeView, ...]:
         """Every node the database knows (ClusterDatabaseError when it does not answer)."""
         return node_views(await self._call(self.store.nodes()))
@@ -368,7 +386,8 @@ class ClusterLink:
     async def _run(self) -> None:
         backoff = self.settings.poll.total_seconds()
         node_started = False
-        last_beat = -self._beat_seconds
+        last_beat = last_full = -self._beat_seconds
+        poll = self.settings.poll.total_seconds()
         loop = asyncio.get_running_loop()
         while True:
             if self._state is not DatabaseState.CONNECTED:
@@ -381,15 +400,52 @@ class ClusterLink:
                 await self._node.start()
                 node_started = True
             beat = loop.time() - last_beat >= self._beat_seconds
+            full = self._notified or loop.time() - last_full >= poll
+            self._notified = False
             try:
                 async with asyncio.timeout(CALL_SECONDS):
-                    await self._pass(beat=beat)
+                    await self._pass(beat=beat, full=full)
             except Exception as error:  # an outage is a state; the next pass tries again
                 self._lost(error)
                 continue
             if beat:
                 last_beat = loop.time()
-            await self._sleep(self.settings.poll.total_seconds())
+            if full:
+                last_full = loop.time()
+            await self._sleep(poll)
+
+    async def _listen(self) -> None:
+        """Wake the loop when another node writes a pause, a stop or a run-now (NOTIFY
+        is a wake-up only: the loop reads the rows, and polls anyway). After each
+        (re)connection the loop is woken too, to read what was missed meanwhile."""
+        backoff = self.settings.poll.total_seconds()
+        while True:
+            try:
+                async with asyncio.timeout(CALL_SECONDS):
+                    connection = await self._db.listen(CHANNEL)
+            except Exception as error:  # down: the poll goes on; try again later
+                log.debug("cluster: LISTEN failed: %s", error)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
+                continue
+            backoff = self.settings.poll.total_seconds()
+            self._listening = True
+            self._notified = True  # read what was missed while not listening
+            self._wake.set()
+            try:
+                while True:  # a heartbeat's worth of wake-ups, then a check that it lives
+                    async for _ in connection.notifies(timeout=self._beat_seconds):
+                        self._notified = True
+                        self._wake.set()
+                    async with asyncio.timeout(CALL_SECONDS):
+                        await connection.execute("SELECT 1")
+            except Exception as error:  # lost, or silent: LISTEN again on a new connection
+                said = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
+                log.info("cluster: the wake-up connection was lost (%s): listening again", said)
+            finally:
+                self._listening = False
+                with contextlib.suppress(Exception):
+                    await connection.close()
 
     @property
     def _beat_seconds(self) -> float:
@@ -401,8 +457,10 @@ class ClusterLink:
                 await self._wake.wait()
         self._wake.clear()
 
-    async def _pass(self, *, beat: bool) -> None:
-        """One round: offers, ends, pauses, commands, drift, claims."""
+    async def _pass(self, *, beat: bool, full: bool) -> None:
+        """One round: offers, ends and claims; with `full` (each poll, and when another
+        node wrote a pause, stop or run-now) pauses, commands and the other nodes'
+        runs; with `beat` the nodes, drift and lost claims."""
         if beat or not self._nodes:
             self._nodes = await self.store.nodes()
             if self._node is not None and self._node.state is NodeState.ALIVE:
@@ -420,11 +478,12 @@ class ClusterLink:
                                 len(lost), ", ".join(lost))  # fmt: skip
         await self._flush_offers()
         await self._flush_finishes()
-        await self._read_control()
+        if full:
+            await self._read_control()
         await self._claim()
-        self.elsewhere = tuple(
-            _elsewhere(row) for row in await self.store.in_progress(exclude=self.node_id)
-        )
+        if full:
+            rows = await self.store.in_progress(exclude=self.node_id)
+            self.elsewhere = tuple(_elsewhere(row) for row in rows)
 
     async def _flush_offers(self) -> None:
         while self._offers:
@@ -437,9 +496,9 @@ class ClusterLink:
                 self._offers.pop(0)
                 continue
             if run.slot is None:  # run now, or a retry or dependant of one: one node makes it
-                await self.store.request(
+                await self.store.request(  # here if this node has a worker free in time
                     run.job, key=run.run_id, run_id=run.run_id, trigger=str(run.trigger),
-                    attempt=run.attempt, due_at=offer.due_at,
+                    attempt=run.attempt, due_at=offer.due_at, preferred=self.node_id or None,
                 )  # fmt: skip
             else:
                 preferred = preferred_node(run.job, run.slot, self._nodes)
@@ -542,6 +601,40 @@ class ClusterLink:
                         self._db.shown, said)  # fmt: skip
             self._state, self._since = DatabaseState.RECONNECTING, self._now()
         self._trouble = said
+
+
+_RUN_STATES = {
+    "due": RunState.QUEUED, "running": RunState.RUNNING, "success": RunState.SUCCESS,
+    "failed": RunState.FAILED, "not_started": RunState.NOT_STARTED,
+    "abandoned": RunState.ABANDONED, "missed": RunState.MISSED,
+}  # fmt: skip
+"""A row's state as the engine names it."""
+_DB_STATES: dict[RunState, tuple[str, ...]] = {
+    state: tuple(db for db, run_state in _RUN_STATES.items() if run_state is state)
+    for state in RunState
+}
+
+
+def run_of_row(row: dict[str, object]) -> RunRecord:
+    """A row of `ClusterStore.history` as a run record (with its node and fence)."""
+
+    def when(key: str) -> datetime | None:
+        value = row[key]
+        return value if isinstance(value, datetime) else None
+
+    result = str(row["result"] or "")
+    queued = when("due_at") or when("created_at") or datetime.now(UTC)
+    return RunRecord(
+        run_id=str(row["run_id"]), job=str(row["job"]), slot=when("slot"),
+        trigger=Trigger(str(row["trigger"])),
+        state=_RUN_STATES.get(str(row["state"]), RunState.FAILED), queued_at=queued,
+        result=Result(result) if result in Result._value2member_map_ else None,
+        status=str(row["status"] or ""),
+        exit_code=int(str(row["exit_code"])) if row["exit_code"] is not None else None,
+        started_at=when("started_at"), ended_at=when("ended_at"), node=str(row["node"] or ""),
+        attempt=int(str(row["attempt"])),
+        fence=int(str(row["fence"])) if row["fence"] is not None else None,
+    )  # fmt: skip
 
 
 def _elsewhere(row: tuple[object, ...]) -> RunRecord:

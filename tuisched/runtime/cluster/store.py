@@ -127,6 +127,11 @@ def _claims(rows: Sequence[tuple[Any, ...]]) -> list[Claim]:
     return sorted((Claim(*row) for row in rows), key=lambda c: (c.slot is None, c.slot))
 
 
+CHANNEL = "tuisched"
+"""The channel of the wake-ups: a pause, a stop or a run-now was written (rows first)."""
+_WAKE = f"SELECT pg_notify('{CHANNEL}', '')"
+
+
 def new_node_id(pid: int) -> str:
     """`host:pid:random`: new for every process, and for every rejoin after self-fencing."""
     return f"{socket.gethostname()}:{pid}:{secrets.token_hex(4)}"
@@ -256,19 +261,21 @@ class ClusterStore:
 
     async def request(
         self, job: str, *, key: str, run_id: str | None = None, trigger: str = "manual",
-        attempt: int = 0, due_at: datetime | None = None,
+        attempt: int = 0, due_at: datetime | None = None, preferred: str | None = None,
     ) -> str:  # fmt: skip
-        """A run of `job` now (run now from any node; or at `due_at`); the same `key`
-        makes one run."""
+        """A run of `job` now (run now from any node; or at `due_at`), preferring node
+        `preferred` (the one it was asked on); the same `key` makes one run."""
         run_id = run_id or new_run_id()
         async with self._db.pool.connection() as connection:
             cursor = await connection.execute(
                 "INSERT INTO tuisched_runs (run_id, job, trigger, attempt, state, due_at, "
-                "idempotency_key) VALUES (%s, %s, %s, %s, 'due', coalesce(%s, now()), %s) "
+                "idempotency_key, preferred) "
+                "VALUES (%s, %s, %s, %s, 'due', coalesce(%s, now()), %s, %s) "
                 "ON CONFLICT (idempotency_key) DO NOTHING",
-                (run_id, job, trigger, attempt, due_at, key),
+                (run_id, job, trigger, attempt, due_at, key, preferred),
             )
             if cursor.rowcount == 1:
+                await connection.execute(_WAKE)  # after the row: a wake-up, never the news
                 return run_id
             cursor = await connection.execute(
                 "SELECT run_id FROM tuisched_runs WHERE idempotency_key = %s", (key,)
@@ -398,6 +405,7 @@ class ClusterStore:
                 await connection.execute(
                     "DELETE FROM tuisched_pauses WHERE kind = %s AND name = %s", (kind, name)
                 )
+            await connection.execute(_WAKE)  # sent at COMMIT, after the change
 
     async def pauses(self) -> set[tuple[str, str]]:
         """The pauses in force across the cluster, as (kind, name)."""
@@ -467,6 +475,7 @@ class ClusterStore:
                     "VALUES ('stop', %s, %s)",
                     (run_id, by),
                 )
+                await connection.execute(_WAKE)  # sent at COMMIT, after the row
             return str(row[0])
 
     async def commands(self, after: int) -> list[tuple[int, str, str]]:
@@ -485,18 +494,28 @@ class ClusterStore:
                 )
             return [(int(i), str(verb), str(run)) for i, verb, run in await cursor.fetchall()]
 
-    async def history(self, limit: int = 1000, job: str | None = None) -> list[dict[str, Any]]:
-        """The newest runs of the whole cluster (of `job`), oldest first, as `history
-        --json` shows them (with the node that ran each one and its fence)."""
+    async def history(
+        self, limit: int = 1000, job: str | None = None, *, offset: int = 0,
+        states: Collection[str] = (), triggers: Collection[str] = (),
+        since: datetime | None = None, until: datetime | None = None,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The newest runs of the whole cluster (of `job`, in `states`, by `triggers`, made
+        in [since, until)), skipping `offset`, oldest first, as `history --json` shows
+        them (with the node that ran each one and its fence)."""
         async with self._db.pool.connection() as connection:
             cursor = await connection.execute(
                 "SELECT * FROM (SELECT run_id, job, slot, trigger, attempt, state, result, "
                 "status, exit_code, owner AS node, fence, due_at, started_at, ended_at, "
-                "created_at FROM tuisched_runs WHERE %(job)s::text IS NULL OR job = %(job)s "
-                "ORDER BY created_at DESC, run_id LIMIT %(limit)s) AS r "
+                "created_at FROM tuisched_runs WHERE (%(job)s::text IS NULL OR job = %(job)s) "
+                "AND (cardinality(%(states)s::text[]) = 0 OR state = ANY(%(states)s)) "
+                "AND (cardinality(%(triggers)s::text[]) = 0 OR trigger = ANY(%(triggers)s)) "
+                "AND (%(since)s::timestamptz IS NULL OR created_at >= %(since)s) "
+                "AND (%(until)s::timestamptz IS NULL OR created_at < %(until)s) "
+                "ORDER BY created_at DESC, run_id LIMIT %(limit)s OFFSET %(offset)s) AS r "
                 "ORDER BY created_at, run_id",
-                {"job": job, "limit": limit},
-            )
+                {"job": job, "limit": limit, "offset": offset, "states": list(states),
+                 "triggers": list(triggers), "since": since, "until": until},
+            )  # fmt: skip
             names = [column.name for column in cursor.description or ()]
             return [dict(zip(names, row, strict=True)) for row in await cursor.fetchall()]
 

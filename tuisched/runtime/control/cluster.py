@@ -10,22 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import datetime
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.model import ClusterSettings, Config
-from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import HistoryQuery, NodeView
 from tuisched.runtime.cluster.database import ClusterDatabase, read_password
-from tuisched.runtime.cluster.link import node_views
+from tuisched.runtime.cluster.link import node_views, run_of_row
 from tuisched.runtime.cluster.store import ClusterStore
 from tuisched.runtime.threads import Lane, in_thread
-
-_STATES = {
-    "due": RunState.QUEUED, "running": RunState.RUNNING, "success": RunState.SUCCESS,
-    "failed": RunState.FAILED, "not_started": RunState.NOT_STARTED,
-    "abandoned": RunState.ABANDONED, "missed": RunState.MISSED,
-}  # fmt: skip
 
 
 def _settings(config: Config) -> ClusterSettings:
@@ -64,25 +57,4 @@ async def cluster_history(config: Config, query: HistoryQuery) -> tuple[RunRecor
     """
     async with _store(config) as store:
         rows = await store.history(limit=query.limit, job=query.job)
-    return tuple(_record(row) for row in reversed(rows))
-
-
-def _record(row: dict[str, object]) -> RunRecord:
-    def when(key: str) -> datetime | None:
-        value = row[key]
-        return value if isinstance(value, datetime) else None
-
-    result = str(row["result"] or "")
-    queued = when("due_at") or when("created_at")
-    assert queued is not None  # noqa: S101  (NOT NULL columns)
-    return RunRecord(
-        run_id=str(row["run_id"]), job=str(row["job"]), slot=when("slot"),
-        trigger=Trigger(str(row["trigger"])), state=_STATES.get(str(row["state"]),
-        RunState.FAILED), queued_at=queued,
-        result=Result(result) if result in Result._value2member_map_ else None,
-        status=str(row["status"] or ""),
-        exit_code=int(str(row["exit_code"])) if row["exit_code"] is not None else None,
-        started_at=when("started_at"), ended_at=when("ended_at"), node=str(row["node"] or ""),
-        attempt=int(str(row["attempt"])),
-        fence=int(str(row["fence"])) if row["fence"] is not None else None,
-    )  # fmt: skip
+    return tuple(run_of_row(row) for row in reversed(rows))

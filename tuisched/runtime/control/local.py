@@ -7,6 +7,7 @@ runtime's own operations, recorded in the actions log as this control's actor.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from tuisched.domain.config.diff import config_diff
 from tuisched.domain.errors import (
+    ClusterDatabaseError,
     ConfigError,
     SchedulerNotRunningError,
     TuischedError,
@@ -55,6 +57,8 @@ from tuisched.runtime.threads import Lane, in_thread
 
 _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
 """States in which the engine exists and answers."""
+
+log = logging.getLogger(__name__)
 
 
 class LocalQueries:
@@ -148,6 +152,12 @@ class LocalQueries:
         return (*active, *waiting, *elsewhere)
 
     async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
+        cluster = self._runtime.cluster
+        if cluster is not None:  # every node's runs; this node's own when the database is away
+            try:
+                return await cluster.history(query)
+            except ClusterDatabaseError as error:
+                log.warning("cluster history not read (%s): this node's runs only", error)
         runs = await self._runtime.history.call(lambda store: store.page(query))
         return tuple(runs)
 
