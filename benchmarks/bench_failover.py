@@ -109,7 +109,7 @@ def report(db: psycopg.Connection[tuple[object, ...]], killed: object, window: f
     def worst(where: str) -> tuple[float, int]:
         query = "SELECT coalesce(max(extract(epoch FROM started_at - slot)), 0), count(*) "
         query += "FROM tuisched_runs WHERE job = 'tick' AND " + where
-        row = db.execute(query, (killed, window)).fetchone()  # type: ignore[call-overload]
+        row = db.execute(query, (killed, killed, window)).fetchone()  # type: ignore[call-overload]
         assert row is not None
         return float(str(row[0])), int(str(row[1]))
 
