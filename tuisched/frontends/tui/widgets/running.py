@@ -13,11 +13,11 @@ COLUMNS: Columns = (
     ("job", "Job", 16),
     ("started", "Started", 8),
     ("elapsed", "Elapsed", 7),
+    ("node", "Node", 18),
     ("last_line", "Last output", 60),
     ("pid", "PID", 7),
     ("trigger", "Trigger", 10),
     ("run_id", "Run", 12),
-    ("node", "Node", 20),
 )
 
 
