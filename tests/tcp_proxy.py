@@ -2,7 +2,8 @@
 
 `pass` forwards; `blackhole` keeps every connection open and forwards
 nothing (a partition: no reset, no answer); `reset` closes every connection
-at once. It runs on the test's own event loop.
+at once; `latency` holds every chunk that long each way. It runs on the
+test's own event loop.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class TcpProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.latency = 0.0
+        """Seconds every chunk waits before it is forwarded (each way)."""
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
@@ -69,6 +72,8 @@ class TcpProxy:
         with contextlib.suppress(ConnectionError, OSError):
             while data := await reader.read(65536):
                 await self._flowing.wait()  # held, never delivered while the hole lasts
+                if self.latency:
+                    await asyncio.sleep(self.latency)
                 if writer.is_closing():
                     return
                 writer.write(data)

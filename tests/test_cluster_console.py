@@ -15,7 +15,7 @@ from textual.widgets import DataTable
 from tuisched.frontends.tui.screens.nodes import NodesScreen
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.frontends.tui.widgets.status import StatusLine
-from tuisched.runtime.cluster.link import (
+from tuisched.runtime.cluster.rules import (
     ClusterView,
     DatabaseState,
     cluster_text,

@@ -15,6 +15,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -398,8 +399,7 @@ def test_a_rolling_restart_loses_no_slot(cluster: Cluster) -> None:
     ended = cluster.rows("SELECT now()")[0][0]
     slots = [row[0] for row in cluster.rows(
         "SELECT slot FROM tuisched_runs WHERE job = 'tick' AND slot > %s AND slot < %s "
-        "AND state = 'success' ORDER BY slot", began, ended - __import__("datetime").timedelta(
-            seconds=1))]  # fmt: skip
+        "AND state = 'success' ORDER BY slot", began, ended - timedelta(seconds=1))]  # fmt: skip
     expected = int((slots[-1] - slots[0]).total_seconds()) + 1
     assert len(slots) == expected == len(set(slots)), slots
     for node in nodes:
@@ -461,6 +461,36 @@ def test_a_database_down_at_start_is_waited_for_and_sigterm_still_ends_the_node(
     assert time.monotonic() - started < 10
 
 
+async def test_resets_and_latency_between_a_node_and_its_database_lose_no_slot(
+    cluster: Cluster,
+) -> None:
+    proxy = TcpProxy(cluster.server.port)
+    await proxy.start()
+    try:
+        url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy.port}/")
+        node = cluster.node(_every("tick", 1, "true"), name="far", url=url)
+        await asyncio.to_thread(cluster.alive, 1)
+        began = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
+        for _ in range(3):  # every connection reset at once, three times
+            proxy.reset()
+            await asyncio.sleep(1.5)
+        proxy.latency = 0.05  # 100 ms a round trip
+        await asyncio.sleep(4)
+        proxy.latency = 0.0
+        await asyncio.sleep(2)
+        ended = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
+        assert await asyncio.to_thread(node.stop) == 0
+        slots = [row[0] for row in await asyncio.to_thread(
+            cluster.rows, "SELECT slot FROM tuisched_runs WHERE job = 'tick' AND slot > %s "
+            "AND slot < %s AND state = 'success' ORDER BY slot", began,
+            ended - timedelta(seconds=1))]  # fmt: skip
+        expected = int((slots[-1] - slots[0]).total_seconds()) + 1
+        assert len(slots) == expected == len(set(slots)), slots
+        assert expected >= 8
+    finally:
+        await proxy.stop()
+
+
 async def test_a_blackholed_node_fences_itself_and_the_others_take_its_work(
     cluster: Cluster,
 ) -> None:
@@ -506,7 +536,8 @@ def test_postgresql_restarted_fast_and_immediate_the_nodes_go_on(tmp_path: Path)
     made = Cluster(server, tmp_path)
     try:
         node = made.node(_every("tick", 1, "true"), name="p")
-        made.alive(1)
+        other = made.node(_every("tick", 1, "true"), name="q")
+        made.alive(2)
         for mode in ("fast", "immediate"):
             server.stop(mode)
             wait_until(lambda: "reconnecting" in node.text(), within=15)
@@ -516,6 +547,13 @@ def test_postgresql_restarted_fast_and_immediate_the_nodes_go_on(tmp_path: Path)
             wait_until(lambda at=restarted: made.rows(
                 "SELECT 1 FROM tuisched_runs WHERE job = 'tick' AND state = 'success' "
                 "AND started_at > %s", at), within=20)  # fmt: skip
+        # A pause made while the other node may still be reconnecting reaches it.
+        server.stop("fast")
+        server.start()
+        wait_until(lambda: node.cli("pause", "tick").returncode == 0, within=20)
+        wait_until(lambda: json.loads(other.cli("jobs", "--json").stdout)[0]["state"]
+                   == "paused", within=10)  # fmt: skip
+        assert other.stop() == 0
         assert node.stop() == 0
         per_slot = Counter(row[0] for row in made.rows("SELECT slot FROM tuisched_runs"))
         assert max(per_slot.values()) == 1
@@ -531,22 +569,33 @@ def _libfaketime() -> Path | None:
 
 
 @pytest.mark.skipif(_libfaketime() is None, reason="faketime (libfaketime) is missing")
-@pytest.mark.parametrize("offset", ["+30s", "-30s"])
+@pytest.mark.parametrize("offset", ["+30s", "-30s", "jumps"])
 def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
-    cluster: Cluster, offset: str
+    cluster: Cluster, offset: str, tmp_path: Path
 ) -> None:
     # The honest node has one worker and each run takes 1.5 s: the skewed one must help.
     jobs = _every("tick", 1, "sleep 1.5", "    overlap: allow\n")
     honest = cluster.node(jobs, name="honest", max_workers=1)
     # Preloaded in the node only (not through the `faketime` wrapper, which would stand
     # between the test and the node's signals); its children keep true time.
+    clock = tmp_path / "faketime"  # "jumps": read again at each call, changed mid-run
+    clock.write_text("+0s", encoding="utf-8")
+    fake = {"FAKETIME": offset} if offset != "jumps" else {
+        "FAKETIME_TIMESTAMP_FILE": str(clock), "FAKETIME_NO_CACHE": "1"}  # fmt: skip
     skewed = cluster.node(jobs, name="skewed", env={
-        "LD_PRELOAD": str(_libfaketime()), "FAKETIME": offset, "FAKETIME_DONT_RESET": "1",
+        "LD_PRELOAD": str(_libfaketime()), "FAKETIME_DONT_RESET": "1", **fake,
     })  # fmt: skip
     cluster.alive(2)
     said = skewed.cli("status", "--json")
     assert said.returncode == 0, said.stderr
-    time.sleep(5)
+    if offset == "jumps":
+        time.sleep(2)
+        clock.write_text("+45s", encoding="utf-8")  # forward...
+        time.sleep(2)
+        clock.write_text("-20s", encoding="utf-8")  # ...and back past the true time
+        time.sleep(3)
+    else:
+        time.sleep(5)
     for node in (honest, skewed):
         assert node.stop() == 0, node.text()[-1500:]
     rows = cluster.rows("SELECT slot, started_at, owner FROM tuisched_runs WHERE state = 'success'")

@@ -259,3 +259,23 @@ async def test_a_claim_whose_reply_was_lost_is_not_renewed_and_is_given_back(
     again = await nodes[1].claim("other", free=2, lease=LEASE, steal_after=NOW, jobs=JOBS,
                                  exclusive=JOBS)  # fmt: skip
     assert [(c.run_id, c.fence > claimed[1].fence) for c in again] == [(lost, True)]
+
+
+async def test_a_slot_of_a_skip_job_is_skipped_only_while_another_run_still_holds_it(
+    nodes: list[ClusterStore],
+) -> None:
+    node = await _join(nodes[0], 1)
+    now = await nodes[0].now()
+    await nodes[0].materialize("job000", now - timedelta(seconds=2))
+    (first,) = await nodes[0].claim(node, free=1, lease=LEASE, steal_after=NOW, jobs=JOBS,
+                                    exclusive=["job000"], skip=["job000"])  # fmt: skip
+    second = await nodes[0].materialize("job000", now - timedelta(seconds=1))
+    hour = timedelta(hours=1)  # within the grace: the first run's end may be on its way
+    assert await nodes[1].claim("other", free=1, lease=LEASE, steal_after=hour, jobs=JOBS,
+                                exclusive=["job000"], skip=["job000"]) == []  # fmt: skip
+    states = {row[0]: row[5] for row in await nodes[0].runs("job000")}
+    assert states == {first.run_id: "running", second: "due"}
+    await nodes[1].claim("other", free=0, lease=LEASE, steal_after=NOW, jobs=(),
+                         skip=["job000"])  # fmt: skip
+    states = {row[0]: row[5] for row in await nodes[0].runs("job000")}
+    assert states == {first.run_id: "running", second: "not_started"}

@@ -23,14 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
-import hashlib
 import logging
-from collections import Counter
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
 from tuisched.domain.errors import ClusterDatabaseError, DatabaseUnreachableError
@@ -39,6 +35,18 @@ from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import HistoryQuery, NodeView
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import MAX_BACKOFF, ClusterNode, NodeState, Timing
+from tuisched.runtime.cluster.rules import (
+    DB_STATES,
+    ClusterView,
+    DatabaseState,
+    config_hashes,
+    drifted_jobs,
+    elsewhere_run,
+    node_views,
+    preferred_node,
+    run_of_row,
+    state_of,
+)
 from tuisched.runtime.cluster.store import CHANNEL, Claim, ClusterStore, NodeRow
 
 
@@ -64,30 +72,6 @@ FINISH_RETRIES_FOR = timedelta(minutes=10)
 """How long a run's end is kept and tried again while the database is away."""
 
 
-class DatabaseState(StrEnum):
-    CONNECTING = "connecting"
-    """Not connected yet since the start."""
-    CONNECTED = "connected"
-    RECONNECTING = "reconnecting"
-    """It answered before and does not now."""
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterView:
-    """What front ends show of the cluster: the database's state and the node's."""
-
-    database: str
-    """The URL, without a password."""
-    state: DatabaseState
-    since: datetime
-    """When `state` began (by this node's clock)."""
-    node_id: str
-    node_state: str
-    trouble: str | None
-    drifted: tuple[str, ...]
-    """Jobs this node defines differently from the cluster (it does not claim them)."""
-
-
 class Host(Protocol):
     """What the link needs of the engine."""
 
@@ -103,77 +87,6 @@ class Host(Protocol):
     def claimable(self) -> list[Job]:
         """Enabled jobs that are not paused on this node."""
         ...
-
-
-def job_hash(job: Job) -> str:
-    """A job's definition, hashed (where it sits in the file left out)."""
-    text = repr(dataclasses.replace(job, line=0))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def config_hashes(config: Config) -> tuple[str, dict[str, str]]:
-    """The configuration's hash (node-local settings and secrets left out), and each job's."""
-    jobs = {name: job_hash(job) for name, job in sorted(config.jobs.items())}
-    whole = repr((sorted(jobs.items()), sorted(config.groups), str(config.settings.timezone)))
-    return hashlib.sha256(whole.encode()).hexdigest()[:16], jobs
-
-
-def drifted_jobs(own: str, nodes: Collection[NodeRow]) -> tuple[str, ...]:
-    """The jobs node `own` defines differently from the cluster: from the definition most
-    live nodes hold (a tie goes to the oldest node's)."""
-    alive = sorted((n for n in nodes if n.state == "alive"), key=lambda n: n.started_at)
-    mine = next((n for n in alive if n.node_id == own), None)
-    if mine is None:
-        return ()
-    drifted = []
-    for job, digest in mine.job_hashes.items():
-        votes = Counter(n.job_hashes.get(job) for n in alive)
-        best = max(votes.values())
-        leader = next(n.job_hashes.get(job) for n in alive if votes[n.job_hashes.get(job)] == best)
-        if digest != leader:
-            drifted.append(job)
-    return tuple(sorted(drifted))
-
-
-def node_views(rows: Collection[NodeRow]) -> tuple[NodeView, ...]:
-    """The nodes as front ends show them, each with the jobs it defines differently."""
-    return tuple(
-        NodeView(
-            node_id=row.node_id, name=row.name, host=row.host, pid=row.pid,
-            started_at=row.started_at, heartbeat_age=row.age.total_seconds(), state=row.state,
-            running=row.running, capacity=row.capacity, config_hash=row.config_hash,
-            drifted=drifted_jobs(row.node_id, rows),
-        )
-        for row in rows
-    )  # fmt: skip
-
-
-def cluster_text(view: ClusterView) -> str:
-    """The database's state as the status line says it: `db connected`, `db reconnecting
-    since 14:02:07`, and `fenced` while the node claims nothing."""
-    text = f"db {view.state}"
-    if view.state is not DatabaseState.CONNECTED:
-        text += f" since {view.since.strftime('%H:%M:%S')}"
-    if view.node_state == "fenced":
-        text += " fenced"
-    return text
-
-
-def preferred_node(job: str, slot: datetime | None, nodes: Collection[NodeRow]) -> str | None:
-    """The live node a new run prefers: one with a free worker at its last heartbeat,
-    chosen among those by a rendezvous hash of the job, its slot and the node, so that
-    the work spreads evenly and every node picks the same one. (The count of free
-    workers itself is a heartbeat old: ranking by it would send a burst of slots to
-    whichever node happened to be idlest a few seconds ago.)"""
-    alive = [n for n in nodes if n.state == "alive"]
-    if not alive:
-        return None
-
-    def rank(node: NodeRow) -> tuple[bool, str]:
-        key = f"{job}|{slot.isoformat() if slot else ''}|{node.node_id}"
-        return node.capacity > node.running, hashlib.sha256(key.encode()).hexdigest()
-
-    return max(alive, key=rank).node_id
 
 
 @dataclass(slots=True)
@@ -342,7 +255,7 @@ class ClusterLink:
     async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
         """The cluster's runs that `query` asks for, newest first, whichever node ran them
         (ClusterDatabaseError when the database does not answer)."""
-        states = [state for run_state in query.states for state in _DB_STATES[run_state]]
+        states = [state for run_state in query.states for state in DB_STATES[run_state]]
         rows = await self._call(self.store.history(
             query.limit, query.job, offset=query.offset, states=states,
             triggers=[str(trigger) for trigger in query.triggers], since=query.since,
@@ -483,7 +396,7 @@ class ClusterLink:
         await self._claim()
         if full:
             rows = await self.store.in_progress(exclude=self.node_id)
-            self.elsewhere = tuple(_elsewhere(row) for row in rows)
+            self.elsewhere = tuple(elsewhere_run(row) for row in rows)
 
     async def _flush_offers(self) -> None:
         while self._offers:
@@ -525,7 +438,7 @@ class ClusterLink:
                 self._finishes.pop(0)
                 continue
             written = await self.store.finish(
-                run.run_id, fence, state=_state_of(run), result=str(run.result or ""),
+                run.run_id, fence, state=state_of(run), result=str(run.result or ""),
                 status=run.status or run.reason, exit_code=run.exit_code,
             )  # fmt: skip
             if not written:
@@ -601,59 +514,3 @@ class ClusterLink:
                         self._db.shown, said)  # fmt: skip
             self._state, self._since = DatabaseState.RECONNECTING, self._now()
         self._trouble = said
-
-
-_RUN_STATES = {
-    "due": RunState.QUEUED, "running": RunState.RUNNING, "success": RunState.SUCCESS,
-    "failed": RunState.FAILED, "not_started": RunState.NOT_STARTED,
-    "abandoned": RunState.ABANDONED, "missed": RunState.MISSED,
-}  # fmt: skip
-"""A row's state as the engine names it."""
-_DB_STATES: dict[RunState, tuple[str, ...]] = {
-    state: tuple(db for db, run_state in _RUN_STATES.items() if run_state is state)
-    for state in RunState
-}
-
-
-def run_of_row(row: dict[str, object]) -> RunRecord:
-    """A row of `ClusterStore.history` as a run record (with its node and fence)."""
-
-    def when(key: str) -> datetime | None:
-        value = row[key]
-        return value if isinstance(value, datetime) else None
-
-    result = str(row["result"] or "")
-    queued = when("due_at") or when("created_at") or datetime.now(UTC)
-    return RunRecord(
-        run_id=str(row["run_id"]), job=str(row["job"]), slot=when("slot"),
-        trigger=Trigger(str(row["trigger"])),
-        state=_RUN_STATES.get(str(row["state"]), RunState.FAILED), queued_at=queued,
-        result=Result(result) if result in Result._value2member_map_ else None,
-        status=str(row["status"] or ""),
-        exit_code=int(str(row["exit_code"])) if row["exit_code"] is not None else None,
-        started_at=when("started_at"), ended_at=when("ended_at"), node=str(row["node"] or ""),
-        attempt=int(str(row["attempt"])),
-        fence=int(str(row["fence"])) if row["fence"] is not None else None,
-    )  # fmt: skip
-
-
-def _elsewhere(row: tuple[object, ...]) -> RunRecord:
-    """A run of another node (run_id, job, slot, trigger, attempt, state, owner, fence,
-    due_at, started_at) as the running pane shows it."""
-    run_id, job, slot, trigger, attempt, state, owner, fence, due_at, started_at = row
-    return RunRecord(
-        run_id=str(run_id), job=str(job), slot=slot if isinstance(slot, datetime) else None,
-        trigger=Trigger(str(trigger)),
-        state=RunState.RUNNING if state == "running" else RunState.QUEUED,
-        queued_at=due_at if isinstance(due_at, datetime) else datetime.now(UTC),
-        started_at=started_at if isinstance(started_at, datetime) else None,
-        node=str(owner or ""), attempt=int(str(attempt)),
-        fence=int(str(fence)) if fence is not None else None,
-    )  # fmt: skip
-
-
-def _state_of(run: RunRecord) -> str:
-    """The state a run's row takes at its end."""
-    return {RunState.SUCCESS: "success", RunState.FAILED: "failed"}.get(
-        run.state, run.state.value.lower()
-    )

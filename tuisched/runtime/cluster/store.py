@@ -297,7 +297,7 @@ class ClusterStore:
         job is in `skip` (`overlap: skip`): then it is closed NOT_STARTED, skipped.
         """
         if skip:
-            await self._skip_busy(list(skip))
+            await self._skip_busy(list(skip), steal_after)
         if free <= 0 or not jobs:
             return []
         parameters = {
@@ -319,15 +319,17 @@ class ClusterStore:
                         given_back.add(claim.run_id)
             return [claim for claim in claims if claim.run_id not in given_back]
 
-    async def _skip_busy(self, jobs: list[str]) -> None:
-        """Close the due runs of `overlap: skip` jobs that run elsewhere now."""
+    async def _skip_busy(self, jobs: list[str], grace: timedelta) -> None:
+        """Close the due runs of `overlap: skip` jobs that another run of the job still
+        holds after `grace`: the lock outlives its run by the moment its end takes to
+        be written, and a run that ended just before a slot must not skip it."""
         async with self._db.pool.connection() as connection:
             await connection.execute(
                 "UPDATE tuisched_runs AS due SET state = 'not_started', result = 'skipped', "
                 "status = 'run ' || l.run_id || ' still running', ended_at = now() "
                 "FROM tuisched_job_locks AS l WHERE l.job = due.job AND due.state = 'due' "
-                "AND due.due_at <= now() AND due.job = ANY(%s) AND due.run_id <> l.run_id",
-                (jobs,),
+                "AND due.due_at <= now() - %s AND due.job = ANY(%s) AND due.run_id <> l.run_id",
+                (grace, jobs),
             )
 
     async def finish(

@@ -16,7 +16,7 @@ from tuisched.domain.model import ClusterSettings, Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import HistoryQuery, NodeView
 from tuisched.runtime.cluster.database import ClusterDatabase, read_password
-from tuisched.runtime.cluster.link import node_views, run_of_row
+from tuisched.runtime.cluster.rules import node_views, run_of_row
 from tuisched.runtime.cluster.store import ClusterStore
 from tuisched.runtime.threads import Lane, in_thread
 

@@ -45,7 +45,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
-from tuisched.runtime.cluster.link import cluster_text
+from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
