@@ -59,9 +59,9 @@ class Node:
     """One `tuisched --no-ui` process."""
 
     def __init__(self, path: Path, env: dict[str, str] | None = None,
-                 prefix: list[str] | None = None) -> None:  # fmt: skip
+                 prefix: list[str] | None = None, log: str = "node.log") -> None:  # fmt: skip
         self.path = path
-        self.log = path.parent / "node.log"
+        self.log = path.parent / log
         environment = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **(env or {})}
         with self.log.open("wb") as out:  # the child keeps its own copy
             self.process = subprocess.Popen(
@@ -363,6 +363,30 @@ def test_run_now_prefers_the_node_asked_and_trigger_wait_follows_it_to_another_n
         assert node.stop() == 0
 
 
+def test_an_after_dependant_runs_once_per_upstream_run_whichever_node_ran_it(
+    cluster: Cluster,
+) -> None:
+    jobs = _every("up", 1, "true") + (
+        "  report:\n    command: [/bin/sh, -c, 'true']\n    after: {job: up, on: success}\n"
+    )
+    nodes = [cluster.node(jobs, name=f"d{i}") for i in range(2)]
+    cluster.alive(2)
+    time.sleep(5)
+    for node in nodes:
+        assert node.stop() == 0
+    ups = dict(
+        cluster.rows("SELECT slot, owner FROM tuisched_runs WHERE job = 'up' AND state = 'success'")
+    )
+    reports = cluster.rows("SELECT slot, trigger, state FROM tuisched_runs WHERE job = 'report'")
+    assert len(ups) >= 3
+    assert Counter(slot for slot, _, _ in reports).most_common(1)[0][1] == 1  # never twice
+    ran = {slot for slot, trigger, state in reports if state == "success"}
+    assert all(trigger == "dependency" for _, trigger, _ in reports)
+    # Every upstream success made its dependant run (the last one may be cut by the stop).
+    assert len(set(ups) - ran) <= 1, (sorted(ups), sorted(ran))
+    assert len(set(ups.values())) == 2, "one node ran every upstream run"
+
+
 def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
     cluster: Cluster,
 ) -> None:
@@ -410,13 +434,13 @@ def test_nodes_of_one_file_on_one_machine_are_told_apart_by_their_names(
     cluster: Cluster,
 ) -> None:
     path = config(cluster.base / "one", cluster.url, _every("tick", 1, "true"), name="file")
-    named = [Node(path, {"TUISCHED_NODE_NAME": name}) for name in ("a", "b")]
+    named = [Node(path, {"TUISCHED_NODE_NAME": name}, log=f"{name}.log") for name in "ab"]
     cluster.nodes.extend(named)
     cluster.alive(2)
-    plain = Node(path)
+    plain = Node(path, log="plain.log")
     cluster.nodes.append(plain)
     cluster.alive(3)
-    again = Node(path)
+    again = Node(path, log="again.log")
     cluster.nodes.append(again)
     assert again.process.wait(30) == 75
     assert "TUISCHED_NODE_NAME=NAME" in again.text()
@@ -459,6 +483,35 @@ def test_a_database_down_at_start_is_waited_for_and_sigterm_still_ends_the_node(
     started = time.monotonic()
     assert node.stop() == 0
     assert time.monotonic() - started < 10
+
+
+def test_a_read_only_database_is_a_shown_state_and_the_node_goes_on_after_it(
+    cluster: Cluster,
+) -> None:
+    node = cluster.node(_every("tick", 1, "true"), name="ro")
+    cluster.alive(1)
+    server, database = cluster.server, cluster.database
+
+    def everyone_reconnects(setting: str) -> None:
+        server.sql(f"ALTER DATABASE {database} {setting}")
+        cluster.rows(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+    def status() -> str:
+        said = node.cli("status", "--json")
+        return str(json.loads(said.stdout)["cluster"]) if said.returncode == 0 else ""
+
+    everyone_reconnects("SET default_transaction_read_only = on")
+    wait_until(lambda: status().startswith("db read-only since"), within=15)
+    assert "takes no writes (read-only)" in node.text()
+    everyone_reconnects("RESET default_transaction_read_only")
+    wait_until(lambda: status() == "db connected", within=15)
+    back = cluster.rows("SELECT now()")[0][0]
+    wait_until(lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE state = 'success' "
+                                    "AND started_at > %s", back), within=10)  # fmt: skip
+    assert node.stop() == 0
 
 
 async def test_resets_and_latency_between_a_node_and_its_database_lose_no_slot(

@@ -279,3 +279,18 @@ async def test_a_slot_of_a_skip_job_is_skipped_only_while_another_run_still_hold
                          skip=["job000"])  # fmt: skip
     states = {row[0]: row[5] for row in await nodes[0].runs("job000")}
     assert states == {first.run_id: "running", second: "not_started"}
+
+
+async def test_an_upstream_slot_done_on_one_node_is_seen_by_another(
+    nodes: list[ClusterStore],
+) -> None:
+    node = await _join(nodes[0], 1)
+    now = await nodes[0].now()
+    slot, other = now - timedelta(seconds=2), now - timedelta(seconds=1)
+    await nodes[0].materialize("job000", slot)
+    (claim,) = await nodes[0].claim(node, free=1, lease=LEASE, steal_after=NOW, jobs=JOBS)
+    assert await nodes[1].slots_done([("job000", slot)]) == (set(), {("job000", slot)})
+    await nodes[0].finish(claim.run_id, claim.fence, state="success", result="completed",
+                          status="exit 0", exit_code=0)  # fmt: skip
+    wanted = [("job000", slot), ("job000", other)]
+    assert await nodes[1].slots_done(wanted) == ({("job000", slot)}, {("job000", slot)})

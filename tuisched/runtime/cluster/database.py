@@ -149,6 +149,13 @@ class ClusterDatabase:
         await connection.execute(f"LISTEN {channel}")
         return connection
 
+    async def read_only(self) -> bool:
+        """Whether the database takes no writes now (a standby, or a read-only default)."""
+        async with self.pool.connection() as connection:
+            cursor = await connection.execute("SHOW transaction_read_only")
+            row = await cursor.fetchone()
+        return row is not None and row[0] == "on"
+
     async def schema_version(self) -> int:
         """The version of the schema in the database (0: none yet)."""
         async with self.pool.connection() as connection:

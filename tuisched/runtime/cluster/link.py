@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
+from psycopg import errors as pg_errors
+
 from tuisched.domain.errors import ClusterDatabaseError, DatabaseUnreachableError
 from tuisched.domain.model import ClusterSettings, Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
@@ -491,13 +493,15 @@ class ClusterLink:
     async def _reconnect(self) -> bool:
         try:
             async with asyncio.timeout(CALL_SECONDS * 3):
-                if self._db.is_open:
-                    await self._db.now()
-                else:
+                if not self._db.is_open:
                     await self._db.open()
+                read_only = await self._db.read_only()
         except Exception as error:
             self._trouble = str(error).strip().splitlines()[0] if str(error).strip() else (
                 type(error).__name__)  # fmt: skip
+            return False
+        if read_only:
+            self._read_only()
             return False
         log.info("cluster: the database at %s answers again", self._db.shown)
         self._connected()
@@ -506,7 +510,17 @@ class ClusterLink:
     def _connected(self) -> None:
         self._state, self._since, self._trouble = DatabaseState.CONNECTED, self._now(), None
 
+    def _read_only(self) -> None:
+        if self._state is not DatabaseState.READ_ONLY:
+            log.warning("cluster: the database at %s takes no writes (read-only): this node "
+                        "starts nothing new until it does", self._db.shown)  # fmt: skip
+            self._state, self._since = DatabaseState.READ_ONLY, self._now()
+        self._trouble = "the database is read-only"
+
     def _lost(self, error: BaseException) -> None:
+        if isinstance(error, pg_errors.ReadOnlySqlTransaction):
+            self._read_only()
+            return
         said = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
         self.elsewhere = ()  # not known while the database does not answer
         if self._state is DatabaseState.CONNECTED:

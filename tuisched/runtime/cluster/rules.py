@@ -31,6 +31,9 @@ class DatabaseState(StrEnum):
     CONNECTED = "connected"
     RECONNECTING = "reconnecting"
     """It answered before and does not now."""
+    READ_ONLY = "read-only"
+    """It answers but takes no writes (a standby, `default_transaction_read_only`): the
+    node runs nothing new until it does."""
 
 
 @dataclass(frozen=True, slots=True)
