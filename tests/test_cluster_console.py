@@ -6,6 +6,7 @@ and the other nodes' runs in the running pane; plus the pure rules behind them
 from __future__ import annotations
 
 import signal
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -56,16 +57,23 @@ def test_a_job_drifts_on_the_node_that_defines_it_unlike_most_live_nodes() -> No
     assert (drifted_jobs("a", pair), drifted_jobs("b", pair)) == ((), ("y",))
 
 
-def test_a_new_run_prefers_a_live_node_with_a_free_worker_chosen_by_a_stable_hash() -> None:
+def test_a_new_run_prefers_a_live_node_chosen_by_its_turn_or_a_stable_hash() -> None:
     busy = _row("busy", started=0, hashes={}, running=4)  # all of its 4 workers
     idle = _row("idle", started=1, hashes={}, running=0)
     dead = _row("dead", started=2, hashes={}, state="dead")
-    assert preferred_node("j", T0, [busy, idle, dead]) == "idle"
+    assert preferred_node("j", T0, [dead]) is None
+    assert {preferred_node(f"j{i}", T0, [busy, idle, dead]) for i in range(20)} == {
+        "busy",
+        "idle",
+    }  # a busy node is preferred too: it leaves what it cannot take after steal_after
     even = [_row(f"n{i}", started=i, hashes={}) for i in range(3)]
     picks = {preferred_node(f"j{i}", T0, even) for i in range(30)}
     assert picks == {"n0", "n1", "n2"}  # spread by the hash
     assert preferred_node("j7", T0, even) == preferred_node("j7", T0, list(reversed(even)))
     assert preferred_node("j", T0, [dead]) is None
+    # With each job's place among the jobs, one slot's jobs are dealt out evenly.
+    dealt = Counter(preferred_node(f"j{i}", T0, even, index=i) for i in range(150))
+    assert dealt == {"n0": 50, "n1": 50, "n2": 50}
 
 
 def test_the_status_words_say_the_database_s_state_and_since_when() -> None:

@@ -294,3 +294,16 @@ async def test_an_upstream_slot_done_on_one_node_is_seen_by_another(
                           status="exit 0", exit_code=0)  # fmt: skip
     wanted = [("job000", slot), ("job000", other)]
     assert await nodes[1].slots_done(wanted) == ({("job000", slot)}, {("job000", slot)})
+
+
+async def test_nodes_gone_for_a_day_are_forgotten_by_the_reapers(
+    nodes: list[ClusterStore],
+) -> None:
+    old, recent = await _join(nodes[0], 1), await _join(nodes[0], 2)
+    await nodes[0].leave(old)
+    await nodes[0].leave(recent)
+    async with nodes[0]._db.pool.connection() as connection:  # aging a row by hand
+        await connection.execute("UPDATE tuisched_nodes SET heartbeat_at = now() - "
+                                 "'25 hours'::interval WHERE node_id = %s", (old,))  # fmt: skip
+    await nodes[1].reap(dead_after=timedelta(hours=1), recover=())
+    assert [row.node_id for row in await nodes[1].nodes()] == [recent]

@@ -49,7 +49,7 @@ from tuisched.runtime.cluster.rules import (
     run_of_row,
     state_of,
 )
-from tuisched.runtime.cluster.store import CHANNEL, Claim, ClusterStore, NodeRow
+from tuisched.runtime.cluster.store import CHANNEL, Claim, ClusterStore, Due, NodeRow
 
 
 class Need(Protocol):
@@ -111,6 +111,7 @@ class ClusterLink:
         self.store = ClusterStore(self._db)
         self._name = settings.name or node_name
         self._config = config
+        self._job_index = _job_index(config)
         self._host: Host | None = None
         self._node: ClusterNode | None = None
         self._state = DatabaseState.CONNECTING
@@ -164,8 +165,9 @@ class ClusterLink:
         self._connected()
 
     def apply(self, config: Config) -> None:
-        """A reload: the new definitions (their hashes go out with the next join)."""
+        """A reload: the new definitions (their hashes go out with the next heartbeat)."""
         self._config = config
+        self._job_index = _job_index(config)
         if self._node is not None:
             digest, jobs = config_hashes(config)
             self._node.update_hashes(digest, jobs)
@@ -401,27 +403,44 @@ class ClusterLink:
             self.elsewhere = tuple(elsewhere_run(row) for row in rows)
 
     async def _flush_offers(self) -> None:
-        while self._offers:
-            offer = self._offers[0]
+        """Slots in one statement (every node inserts them: one round trip a pass), then
+        the runs asked for by hand one by one. Kept until the database takes them."""
+        now = self._now()
+        slots: list[_Offer] = []
+        others: list[_Offer] = []
+        for offer in self._offers:
             run = offer.run
-            late = self._now() - run.slot if run.slot is not None else timedelta(0)
+            late = now - run.slot if run.slot is not None else timedelta(0)
             if run.trigger is Trigger.SCHEDULE and late > offer.job.grace:
                 log.warning("cluster: slot %s of %s not offered: the database was away past "
                             "the job's grace", run.slot, run.job)  # fmt: skip
-                self._offers.pop(0)
-                continue
-            if run.slot is None:  # run now, or a retry or dependant of one: one node makes it
-                await self.store.request(  # here if this node has a worker free in time
-                    run.job, key=run.run_id, run_id=run.run_id, trigger=str(run.trigger),
-                    attempt=run.attempt, due_at=offer.due_at, preferred=self.node_id or None,
-                )  # fmt: skip
             else:
-                preferred = preferred_node(run.job, run.slot, self._nodes)
-                await self.store.materialize(
-                    run.job, run.slot, trigger=str(run.trigger), attempt=run.attempt,
-                    preferred=preferred, run_id=run.run_id, due_at=offer.due_at,
+                (others if run.slot is None else slots).append(offer)
+        self._offers = []  # offers made while this pass awaits wait for the next one
+        try:
+            if slots:
+                await self.store.materialize_many([self._due(offer) for offer in slots])
+                slots = []
+            while others:  # run now, or a retry or dependant of one: here if this node
+                run, due_at = others[0].run, others[0].due_at  # has a worker free in time
+                await self.store.request(
+                    run.job, key=run.run_id, run_id=run.run_id, trigger=str(run.trigger),
+                    attempt=run.attempt, due_at=due_at, preferred=self.node_id or None,
                 )  # fmt: skip
-            self._offers.pop(0)
+                others.pop(0)
+        finally:
+            self._offers = slots + others + self._offers
+
+    def _due(self, offer: _Offer) -> Due:
+        run = offer.run
+        assert run.slot is not None  # noqa: S101  (slots only)
+        preferred = preferred_node(
+            run.job, run.slot, self._nodes, index=self._job_index.get(run.job, 0)
+        )
+        return Due(
+            run_id=run.run_id, job=run.job, slot=run.slot, trigger=str(run.trigger),
+            attempt=run.attempt, due_at=offer.due_at, preferred=preferred,
+        )  # fmt: skip
 
     async def _flush_finishes(self) -> None:
         while self._finishes:
@@ -528,3 +547,8 @@ class ClusterLink:
                         self._db.shown, said)  # fmt: skip
             self._state, self._since = DatabaseState.RECONNECTING, self._now()
         self._trouble = said
+
+
+def _job_index(config: Config) -> dict[str, int]:
+    """Each job's place among the jobs in name order (the same on every node)."""
+    return {name: index for index, name in enumerate(sorted(config.jobs))}

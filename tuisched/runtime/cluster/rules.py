@@ -106,19 +106,27 @@ def cluster_text(view: ClusterView) -> str:
     return text
 
 
-def preferred_node(job: str, slot: datetime | None, nodes: Collection[NodeRow]) -> str | None:
-    """The live node a new run prefers: one with a free worker at its last heartbeat,
-    chosen among those by a rendezvous hash of the job, its slot and the node, so that
-    the work spreads evenly and every node picks the same one. (The count of free
-    workers itself is a heartbeat old: ranking by it would send a burst of slots to
-    whichever node happened to be idlest a few seconds ago.)"""
-    alive = [n for n in nodes if n.state == "alive"]
+def preferred_node(
+    job: str, slot: datetime | None, nodes: Collection[NodeRow], *, index: int | None = None
+) -> str | None:
+    """The live node a new run prefers. With `index`, the job's place among all jobs in
+    name order, the jobs of one slot are dealt out in turn (each node gets as many);
+    without it, a rendezvous hash of the job, its slot and the node chooses. Every
+    node that knows the same nodes picks the same one. The nodes' free workers are
+    not weighed: the count is a heartbeat old, and a node that happened to be busy at
+    its heartbeat would lose a whole slot's share; a node too busy to take what it
+    is preferred for leaves it to the others after `steal_after`."""
+    alive = sorted((n for n in nodes if n.state == "alive"), key=lambda n: n.node_id)
     if not alive:
         return None
 
-    def rank(node: NodeRow) -> tuple[bool, str]:
+    if index is not None:
+        turn = int(slot.timestamp()) if slot is not None else 0
+        return alive[(index + turn) % len(alive)].node_id
+
+    def rank(node: NodeRow) -> str:
         key = f"{job}|{slot.isoformat() if slot else ''}|{node.node_id}"
-        return node.capacity > node.running, hashlib.sha256(key.encode()).hexdigest()
+        return hashlib.sha256(key.encode()).hexdigest()
 
     return max(alive, key=rank).node_id
 

@@ -45,6 +45,20 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class Due:
+    """A slot to make a due run of (see `ClusterStore.materialize_many`)."""
+
+    run_id: str
+    job: str
+    slot: datetime
+    trigger: str
+    attempt: int
+    due_at: datetime | None
+    """When it is due, if not at its slot (a retry's delay)."""
+    preferred: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Abandoned:
     """A run whose owner stopped renewing its lease, and its recovery run if one was made."""
 
@@ -127,6 +141,8 @@ def _claims(rows: Sequence[tuple[Any, ...]]) -> list[Claim]:
     return sorted((Claim(*row) for row in rows), key=lambda c: (c.slot is None, c.slot))
 
 
+NODES_KEPT = timedelta(days=1)
+"""How long a node that left or died stays listed (`tuisched nodes`, the nodes pane)."""
 CHANNEL = "tuisched"
 """The channel of the wake-ups: a pause, a stop or a run-now was written (rows first)."""
 _WAKE = f"SELECT pg_notify('{CHANNEL}', '')"
@@ -259,6 +275,26 @@ class ClusterStore:
                                      due_at=due_at or slot, preferred=preferred,
                                      run_id=run_id)  # fmt: skip
 
+    async def materialize_many(self, slots: Sequence[Due]) -> int:
+        """Make every slot of `slots` a due run in one statement; how many rows are new
+        (the others some node had made already: the unique key keeps one)."""
+        columns = list(zip(*(
+            (d.run_id, d.job, d.slot, d.trigger, d.attempt, d.due_at or d.slot, d.preferred)
+            for d in slots
+        ), strict=True))  # fmt: skip
+        if not columns:
+            return 0
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
+                "preferred) SELECT r, j, s, t, a, 'due', d, p FROM unnest(%s::text[], "
+                "%s::text[], %s::timestamptz[], %s::text[], %s::int[], %s::timestamptz[], "
+                "%s::text[]) AS u(r, j, s, t, a, d, p) "
+                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
+                [list(column) for column in columns],
+            )
+            return cursor.rowcount
+
     async def request(
         self, job: str, *, key: str, run_id: str | None = None, trigger: str = "manual",
         attempt: int = 0, due_at: datetime | None = None, preferred: str | None = None,
@@ -355,14 +391,21 @@ class ClusterStore:
 
     async def reap(self, *, dead_after: timedelta, recover: Collection[str]) -> list[Abandoned]:
         """Declare stale nodes dead and their expired runs ABANDONED; make one more
-        attempt of each abandoned run of a job in `recover`. Any node may call it, at
-        the same time as others: each change is made once."""
+        attempt of each abandoned run of a job in `recover`; forget nodes gone for
+        `NODES_KEPT`. Any node may call it, at the same time as others: each change is
+        made once."""
         async with self._db.pool.connection() as connection, connection.transaction():
             await connection.execute(
                 "UPDATE tuisched_nodes SET state = 'dead' WHERE node_id IN ("
                 "SELECT node_id FROM tuisched_nodes WHERE state = 'alive' "
                 "AND heartbeat_at < now() - %s FOR UPDATE SKIP LOCKED)",
                 (dead_after,),
+            )
+            await connection.execute(
+                "DELETE FROM tuisched_nodes WHERE node_id IN (SELECT node_id FROM "
+                "tuisched_nodes WHERE state <> 'alive' AND heartbeat_at < now() - %s "
+                "FOR UPDATE SKIP LOCKED)",
+                (NODES_KEPT,),
             )
             cursor = await connection.execute(
                 "UPDATE tuisched_runs SET state = 'abandoned', result = 'abandoned', "
