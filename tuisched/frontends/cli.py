@@ -291,8 +291,6 @@ def _nodes(args: argparse.Namespace) -> int:
     from tuisched.frontends.nodes import print_nodes  # noqa: PLC0415
 
     config = read_config(config_path(args))[1]
-    if config.settings.cluster is None:
-        raise TuischedError(f"{config.path}: no settings.cluster: this scheduler is one node")
     print_nodes(asyncio.run(cluster_nodes(config)), as_json=args.json, out=sys.stdout)
     return 0
 

@@ -291,12 +291,8 @@ class ClusterLink:
     def _held(self) -> list[str]:
         """The runs this node holds: claimed and running or queued here, or ended here
         with their end not written yet."""
-        host = self._host
-        held = [run_id for run_id, _ in self._finishes_ids()]
-        return held + (host.claimed_ids() if host is not None else [])
-
-    def _finishes_ids(self) -> list[tuple[str, int]]:
-        return [(run.run_id, fence) for run, fence, _ in self._finishes]
+        held = [run.run_id for run, _, _ in self._finishes]
+        return held + (self._host.claimed_ids() if self._host is not None else [])
 
     # --- the loop ------------------------------------------------------------------------
 

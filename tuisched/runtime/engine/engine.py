@@ -359,9 +359,8 @@ class Engine:
             ClusterDatabaseError: in cluster mode, the database did not take it.
         """
         if self.cluster is not None:
-            self._pauses.check(kind, name, paused=paused)
-            held = [job.name for job in self.config.jobs.values()
-                    if is_paused(job, {(kind, "" if kind == "all" else name)})]  # fmt: skip
+            pause = (kind, self._pauses.check(kind, name, paused=paused))
+            held = [job.name for job in self.config.jobs.values() if is_paused(job, {pause})]
             await self.cluster.set_paused(kind, name, paused=paused, jobs=held)
         await self._pauses.set(kind, name, paused=paused)
 
