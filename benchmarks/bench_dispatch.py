@@ -8,9 +8,12 @@ N no-op python jobs fall due in the same second, tuisched vs raw APScheduler.
 Each side runs in a fresh subprocess (same interpreter, same machine, one after
 the other) so neither inherits the other's threads, heap or child watcher.
 
-tuisched: N jobs `{python: "benchmarks.jobs:noop", schedule: {at: T}}` with T a
-whole UTC second a few seconds after the runtime is ready; max_workers 8
-(the default); lateness = RunStarted.run.started_at - run.slot.
+tuisched: N jobs `{python: "benchmarks.jobs:noop", isolation: thread, schedule: {at: T}}`
+with T a whole UTC second a few seconds after the runtime is ready; max_workers 8
+(the default); lateness = RunStarted.run.started_at - run.slot. `isolation: thread`
+compares like with like (raw APScheduler runs the function on threads too);
+`--isolation process` measures python jobs in child processes (the default for
+python jobs), which is bound by starting one process per run.
 
 Raw APScheduler 3.11: AsyncIOScheduler(timezone=UTC), N DateTrigger jobs at T
 calling a trivial sync function on the default AsyncIOExecutor, whose thread
@@ -78,7 +81,7 @@ async def _measure_burst(slot: datetime, done: asyncio.Event, ready: float) -> d
 
 
 async def _tuisched(
-    n: int, workers: int, lead: float, tmpdir: str | None = None
+    n: int, workers: int, lead: float, tmpdir: str | None = None, isolation: str = "thread"
 ) -> dict[str, object]:
     from tuisched.domain.events import RunFinished, RunNotStarted, RunStarted, SlotMissed
     from tuisched.domain.runs import RunState
@@ -90,7 +93,8 @@ async def _tuisched(
         slot = _slot_after(lead)
         at = slot.strftime("%Y-%m-%dT%H:%M:%S")
         jobs = (
-            f'j{i:06d}: {{python: "benchmarks.jobs:noop", schedule: {{at: "{at}"}}}}'
+            f'j{i:06d}: {{python: "benchmarks.jobs:noop", isolation: {isolation},'
+            f' schedule: {{at: "{at}"}}}}'
             for i in range(n)
         )
         path = write_config(folder, jobs, settings={"max_workers": str(workers)})
@@ -131,7 +135,9 @@ async def _tuisched(
 # --- raw APScheduler --------------------------------------------------------------
 
 
-async def _raw(n: int, workers: int, lead: float, tmpdir: str | None = None) -> dict[str, object]:
+async def _raw(
+    n: int, workers: int, lead: float, tmpdir: str | None = None, isolation: str = "thread"
+) -> dict[str, object]:
     from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
     loop = asyncio.get_running_loop()
@@ -172,12 +178,14 @@ def child(args: argparse.Namespace) -> None:
     func = _tuisched if args.child == "tuisched" else _raw
     if args.profile:
         profiler = cProfile.Profile()
-        result = profiler.runcall(asyncio.run, func(args.n, args.workers, lead, args.tmpdir))
+        result = profiler.runcall(
+            asyncio.run, func(args.n, args.workers, lead, args.tmpdir, args.isolation)
+        )
         profiler.dump_stats(args.profile)
         stats = pstats.Stats(profiler, stream=sys.stderr)
         stats.sort_stats("cumulative").print_stats(40)
     else:
-        result = asyncio.run(func(args.n, args.workers, lead, args.tmpdir))
+        result = asyncio.run(func(args.n, args.workers, lead, args.tmpdir, args.isolation))
     emit(result)
 
 
@@ -193,6 +201,10 @@ def main() -> None:
     parser.add_argument(
         "--tmpdir", default=None, help="parent of the temporary state_dir (default: system temp)"
     )
+    parser.add_argument(
+        "--isolation", choices=["thread", "process"], default="thread",
+        help="how tuisched runs the python jobs (raw APScheduler always uses threads)",
+    )  # fmt: skip
     parser.add_argument("--child", choices=["tuisched", "raw"], help=argparse.SUPPRESS)
     parser.add_argument("--n", type=int, default=1000, help=argparse.SUPPRESS)
     parser.add_argument("--profile", default="", help="(child only) cProfile output path")
@@ -206,7 +218,8 @@ def main() -> None:
         best: dict[str, dict[str, object]] = {}
         for _ in range(args.repeat):
             for side in ("raw", "tuisched"):
-                extra = ["--lead", str(args.lead)] if args.lead is not None else []
+                extra = ["--isolation", args.isolation]
+                extra += ["--lead", str(args.lead)] if args.lead is not None else []
                 extra += ["--tmpdir", args.tmpdir] if args.tmpdir else []
                 r = run_child(
                     "bench_dispatch",

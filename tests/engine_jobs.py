@@ -58,3 +58,9 @@ def environment_to_file() -> None:
     """Writes the environment a python job sees to `$TUISCHED_TEST_OUT`."""
     out = Path(os.environ["TUISCHED_TEST_OUT"])
     out.write_text("".join(f"{key}={value}\n" for key, value in os.environ.items()))
+
+
+def wait_for_gate() -> None:
+    """A plain function that blocks until GATES["plain"] opens (10 s at most); it cannot
+    be stopped, like any plain callable."""
+    GATES["plain"].wait(10)

@@ -443,3 +443,65 @@ async def test_a_hanging_import_is_stopped_by_the_timeout(tmp_path: Path) -> Non
         await clock.advance(0.5)  # the kill grace: the launch is given up on
         (event,) = await events.wait_for(RunFinished)
     assert (event.run.state, event.run.result) == (RunState.FAILED, Result.TIMED_OUT)
+
+
+# --- python functions on threads: started at once, without a task -------------------------
+
+PLAIN = '{python: "tests.engine_jobs:wait_for_gate", isolation: thread, schedule: manual'
+
+
+async def test_a_function_started_at_once_succeeds_or_fails_with_its_traceback(
+    tmp_path: Path,
+) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        fine: {python: "tests.engine_jobs:noop", isolation: thread, schedule: manual}
+        broken: {python: "tests.engine_jobs:boom", isolation: thread, schedule: manual}
+        """,
+    )
+    async with running(path) as (runtime, events):
+        runtime.actions.run_now("fine")
+        runtime.actions.run_now("broken")
+        done = await events.wait_for(RunFinished, count=2)
+        concluded = await events.wait_for(RunConcluded, count=2)
+    ended = {event.run.job: event.run for event in done}
+    assert ended["fine"].state is RunState.SUCCESS
+    assert (ended["broken"].state, ended["broken"].status) == (
+        RunState.FAILED,
+        "RuntimeError: boom",
+    )
+    assert "Traceback" in ended["broken"].output_tail
+    assert {event.run.job for event in concluded} == {"fine", "broken"}
+    assert all(e.run.started_at is not None and e.run.pid is None for e in events.of(RunStarted))
+
+
+async def test_a_function_started_at_once_times_out(tmp_path: Path) -> None:
+    path = write_config(tmp_path, f"plain: {PLAIN}, timeout: 1m}}")
+    clock = ManualClock(datetime.now(UTC))
+    try:
+        async with running(path, clock=clock) as (runtime, events):
+            armed = clock.arming(60)
+            runtime.actions.run_now("plain")
+            await armed
+            await clock.advance(60)  # the timeout: a plain function has no stop()
+            await clock.advance(0.5)  # the kill grace: its thread is given up on
+            (finished,) = await events.wait_for(RunFinished)
+    finally:
+        engine_jobs.GATES["plain"].set()  # let the abandoned thread end
+    assert (finished.run.state, finished.run.result) == (RunState.FAILED, Result.TIMED_OUT)
+    assert "left running" in finished.run.status
+
+
+async def test_a_drain_waits_for_functions_started_at_once(tmp_path: Path) -> None:
+    path = write_config(tmp_path, f"plain: {PLAIN}}}")
+    async with running(path) as (runtime, events):
+        runtime.actions.run_now("plain")
+        await events.wait_for(RunStarted)
+        stopping = asyncio.get_running_loop().create_task(runtime.stop(grace=30))
+        await asyncio.sleep(0.05)
+        assert not stopping.done()  # the run holds the drain
+        engine_jobs.GATES["plain"].set()
+        await stopping
+        (finished,) = events.of(RunFinished)
+    assert (finished.run.state, finished.run.result) == (RunState.SUCCESS, Result.COMPLETED)

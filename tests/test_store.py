@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -489,6 +489,62 @@ def test_a_batch_is_coalesced_and_committed_together(db_path: Path) -> None:
         return found
 
     assert asyncio.run(main()) == (done, make_run("r2"))
+
+
+def test_writes_of_one_loop_turn_are_one_transaction(db_path: Path) -> None:
+    """Fire-and-forget writes wake the writer once per turn of the loop, not once each:
+    two turns of 3,000 runs each are two transactions, whatever the thread's timing."""
+    store = HistoryStore.open_sqlite(db_path)
+    batches: list[int] = []
+    write_many = store.write_many
+
+    def counting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
+        batches.append(len(inserts) + len(updates))
+        write_many(inserts, updates)
+
+    store.write_many = counting  # type: ignore[method-assign]
+
+    async def main() -> int:
+        history = AsyncHistory(store)
+        history.start()
+        for turn in range(2):
+            for index in range(3000):
+                history.insert_soon(make_run(f"t{turn}-{index:04}", minutes=index))
+            await history.flush()  # the turn ends here; the next turn's writes come after
+        count = await history.call(lambda store: len(store.recent(limit=10_000)))
+        await history.close()
+        return count
+
+    assert asyncio.run(main()) == 6000
+    assert batches == [3000, 3000]
+
+
+def test_writes_land_when_the_loop_turn_ends(db_path: Path) -> None:
+    """Nobody waits for a fire-and-forget write: the end of its loop turn sends it."""
+    store = HistoryStore.open_sqlite(db_path)
+    write_many = store.write_many
+
+    landed: list[str] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        written = asyncio.Event()
+
+        def noting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
+            write_many(inserts, updates)
+            landed.extend(run.run_id for run in inserts)
+            loop.call_soon_threadsafe(written.set)
+
+        store.write_many = noting  # type: ignore[method-assign]
+        history = AsyncHistory(store)
+        history.start()
+        history.insert_soon(make_run("r1"))
+        async with asyncio.timeout(5):  # no flush, no close: the turn's end sends it
+            await written.wait()
+        await history.close()
+
+    asyncio.run(main())
+    assert landed == ["r1"]
 
 
 def test_a_failing_write_fails_alone_and_the_thread_goes_on(

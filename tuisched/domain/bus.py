@@ -77,6 +77,8 @@ class EventBus:
     _delivered: int = 0
     """The sequence number of the last event delivered."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _routes: dict[type[Event], tuple[Subscription, ...]] = field(default_factory=dict)
+    """The subscriptions each event type goes to, worked out at its first delivery."""
 
     def bind(self, delivery: Delivery | None) -> None:
         """Deliver through `delivery` from now on (None: at once, in the publisher's thread)."""
@@ -106,6 +108,7 @@ class EventBus:
                     self._call(callback, event)
         with self._lock:
             self._subscriptions = [*self._subscriptions, subscription]
+            self._routes = {}
         return subscription
 
     def since(self, after: int) -> list[Event]:
@@ -125,6 +128,7 @@ class EventBus:
     def _remove(self, subscription: Subscription) -> None:
         with self._lock:
             self._subscriptions = [s for s in self._subscriptions if s is not subscription]
+            self._routes = {}
 
     def publish(self, event: Event) -> None:
         """Number `event` and queue it for delivery; safe from any thread."""
@@ -172,9 +176,14 @@ class EventBus:
         self._delivered = event.seq
 
     def _deliver(self, event: Event) -> None:
-        for subscription in self._subscriptions:
-            if isinstance(event, subscription.event_type):
-                self._call(subscription.callback, event)
+        routes = self._routes  # replaced, never changed, by (un)subscribing
+        kind = type(event)
+        route = routes.get(kind)
+        if route is None:
+            route = tuple(s for s in self._subscriptions if issubclass(kind, s.event_type))
+            routes[kind] = route
+        for subscription in route:
+            self._call(subscription.callback, event)
 
     @staticmethod
     def _call(callback: Callback, event: Event) -> None:

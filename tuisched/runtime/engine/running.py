@@ -27,9 +27,10 @@ from tuisched.runtime.engine.dispatch import Active, Dispatcher
 from tuisched.runtime.engine.environment import job_environment
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.retries import Retries
-from tuisched.runtime.execution import make_runner
+from tuisched.runtime.execution import Runner, make_runner
 from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.execution.python import PythonRunner
 from tuisched.runtime.store import AsyncHistory
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -68,19 +69,63 @@ class Workers:
         self._clock = clock
         self._output_dir = output_dir
         self._kill_grace = kill_grace
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
+        """Done when their run has been recorded: a task, or a future of a run started
+        at once."""
         self._finished: defaultdict[str, int] = defaultdict(int)
 
     @property
-    def tasks(self) -> set[asyncio.Task[None]]:
-        """The tasks of the runs in progress (for a drain to wait on)."""
+    def tasks(self) -> set[asyncio.Future[None]]:
+        """What a drain waits on: done once each run in progress has been recorded."""
         return set(self._tasks)
 
     def start(self, active: Active) -> None:
-        """Run `active` in a task of its own."""
-        task = asyncio.get_running_loop().create_task(self._execute(active))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        """Run `active`: at once when nothing needs awaiting (a python function on a
+        thread, its row written), else in a task of its own."""
+        row_ready = self._history.committed(self._dispatcher.ticket(active.run.run_id))
+        if not (row_ready and self._start_at_once(active)):
+            self._track(asyncio.get_running_loop().create_task(self._execute(active, row_ready)))
+
+    def _track(self, done: asyncio.Future[None]) -> None:
+        self._tasks.add(done)
+        done.add_done_callback(self._tasks.discard)
+
+    def _start_at_once(self, active: Active) -> bool:
+        """Launch `active` without a task, if its runner can (see `start`).
+
+        Saves a task, its steps and a future per run, which is most of the
+        loop's own work for a run of a short python job.
+        """
+        job = active.job
+        if not (isinstance(job.kind, PythonSpec) and job.kind.in_thread):
+            return False
+        runner = self._prepare(active)
+        assert isinstance(runner, PythonRunner)  # noqa: S101  (a python job on a thread)
+        done = asyncio.get_running_loop().create_future()
+        timer = self._arm_timeout(active)
+        if not runner.start_at_once(lambda: self._ended_at_once(active, timer, done)):
+            if timer is not None:
+                timer.cancel()
+            self._track(asyncio.ensure_future(self._execute(active, True, prepared=True)))
+            return True
+        self._track(done)
+        self._launched(active, pid=None)
+        return True
+
+    def _ended_at_once(
+        self, active: Active, timer: Timer | None, done: asyncio.Future[None]
+    ) -> None:
+        if timer is not None:
+            timer.cancel()
+        try:
+            assert isinstance(active.runner, PythonRunner)  # noqa: S101  (started at once)
+            outcome = active.runner.outcome()
+        except Exception as error:  # a bug of ours must not take the scheduler down
+            outcome = self._scheduler_error(active, error)
+        try:
+            self._finish(active, outcome)
+        finally:
+            done.set_result(None)
 
     def stop(self, active: Active, result: Result, *, kill: bool = False) -> None:
         """Ask `active` to stop; `result` is recorded (the first asked wins; kill escalates)."""
@@ -110,28 +155,45 @@ class Workers:
 
     # --- one run ---------------------------------------------------------------------
 
-    async def _execute(self, active: Active) -> None:
-        """Run one run to its end; whatever happens, it is recorded and the worker freed."""
+    async def _execute(self, active: Active, row_ready: bool, *, prepared: bool = False) -> None:
+        """Run one run to its end; whatever happens, it is recorded and the worker freed.
+
+        `row_ready`: its QUEUED row is in the history; `prepared`: its runner is made.
+        """
         try:
-            outcome = await self._run(active)
+            outcome = await self._run(active, row_ready, prepared=prepared)
         except Exception as error:  # a bug of ours must not take the scheduler down
-            log.exception(
-                "run %s of %s failed in the scheduler", active.run.run_id, active.job.name
-            )
-            status = f"scheduler error: {error}"
-            outcome = Outcome(state=RunState.FAILED, result=Result.ERROR, status=status)
+            outcome = self._scheduler_error(active, error)
         self._finish(active, outcome)
 
-    async def _run(self, active: Active) -> Outcome:
+    @staticmethod
+    def _scheduler_error(active: Active, error: Exception) -> Outcome:
+        log.error("run %s of %s failed in the scheduler", active.run.run_id, active.job.name,
+                  exc_info=error)  # fmt: skip
+        status = f"scheduler error: {error}"
+        return Outcome(state=RunState.FAILED, result=Result.ERROR, status=status)
+
+    async def _run(self, active: Active, row_ready: bool, *, prepared: bool) -> Outcome:
+        if not prepared:
+            active.run = replace(active.run, state=RunState.RUNNING, started_at=self._clock.now())
+            if row_ready:  # usually
+                self._history.update_soon(active.run)
+            else:  # the row should be in the database before anything starts
+                await self._row_written(active.run)
+            if active.stop_result is not None:
+                reason = "stopped before it started"
+                return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
+            self._prepare(active)
+        timer = self._arm_timeout(active)  # an import or exec can hang too
+        try:
+            return await self._launch_and_wait(active)
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _prepare(self, active: Active) -> Runner:
+        """Make `active`'s output capture and runner."""
         run, job = active.run, active.job
-        active.run = replace(run, state=RunState.RUNNING, started_at=self._clock.now())
-        if self._history.committed(self._dispatcher.ticket(run.run_id)):  # usually
-            self._history.update_soon(active.run)
-        else:  # the row should be in the database before anything starts
-            await self._row_written(active.run)
-        if active.stop_result is not None:
-            reason = "stopped before it started"
-            return Outcome(state=RunState.NOT_STARTED, result=active.stop_result, reason=reason)
         active.output = OutputCapture(
             self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
         )
@@ -139,12 +201,7 @@ class Workers:
             job.kind, env=self._environment(job, run), output=active.output,
             kill_grace=self._kill_grace, clock=self._clock,
         )  # fmt: skip
-        timer = self._arm_timeout(active)  # an import or exec can hang too
-        try:
-            return await self._launch_and_wait(active)
-        finally:
-            if timer is not None:
-                timer.cancel()
+        return active.runner
 
     async def _row_written(self, run: RunRecord) -> None:
         """Wait for `run`'s row to land, for `ROW_WAIT_SECONDS` at most.
@@ -167,16 +224,20 @@ class Workers:
         except LaunchError as error:
             reason = str(error)
             return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
+        self._launched(active, pid)
+        if active.stop_result is not None:  # a stop came while it was launching
+            active.runner.stop(active.stop_result, kill=active.kill)
+        return await active.runner.wait()
+
+    def _launched(self, active: Active, pid: int | None) -> None:
+        """`active` is launched: RUNNING from now, in the history and on the bus."""
         started = self._clock.now()
         active.began = self._clock.monotonic()
         if pid is not None:
             self._descendants.watch(active.run.run_id, pid)
-        active.run = replace(active.run, pid=pid, started_at=started)
+        active.run = replace(active.run, state=RunState.RUNNING, pid=pid, started_at=started)
         self._history.update_soon(active.run)
         self._outcomes.publish(RunStarted(at=started, run=active.run))
-        if active.stop_result is not None:  # a stop came while it was launching
-            active.runner.stop(active.stop_result, kill=active.kill)
-        return await active.runner.wait()
 
     def _report_leftovers(self, run: RunRecord) -> None:
         left = self._descendants.run_ended(run.run_id)
@@ -242,9 +303,10 @@ class Workers:
             return job_environment(self._config(), job, run)
         return {}
 
-    def _output_path(self, run: RunRecord) -> Path:
-        # OutputCapture creates the folder at the first output, if any comes.
-        return self._output_dir / run.job / f"{run.run_id}.log"
+    def _output_path(self, run: RunRecord) -> str:
+        # OutputCapture creates the folder at the first output, if any comes. A string:
+        # joining Paths is a tenth of the loop's work for a run that prints nothing.
+        return f"{self._output_dir}/{run.job}/{run.run_id}.log"
 
     def _count_finished(self, run: RunRecord) -> None:
         self._finished[run.job] += 1

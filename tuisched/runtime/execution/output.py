@@ -119,7 +119,7 @@ class _CappedFile:
     costs no file-system work at all.
     """
 
-    def __init__(self, path: Path, cap: int) -> None:
+    def __init__(self, path: Path | str, cap: int) -> None:
         self._path = path
         self._file: BinaryIO | None = None
         self._cap = cap
@@ -127,8 +127,9 @@ class _CappedFile:
         self._full = False
 
     def _open(self) -> BinaryIO:
-        private_folder(self._path.parent)  # private folders, made only when there is output
-        fd = open_private(self._path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        path = Path(self._path)  # made here: most runs print nothing, and a Path costs
+        private_folder(path.parent)  # private folders, made only when there is output
+        fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         # Unbuffered: each chunk from the pipe is one write, so a reader of a live run
         # (an attached console, `tuisched logs -f`) sees it at once.
         return os.fdopen(fd, "wb", buffering=0)
@@ -188,7 +189,7 @@ class OutputCapture:
 
     def __init__(
         self,
-        path: Path | None,
+        path: Path | str | None,
         *,
         head_bytes: int = 64 * 1024,
         tail_bytes: int = 64 * 1024,

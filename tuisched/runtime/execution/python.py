@@ -6,10 +6,12 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import logging
 import queue
 import sys
 import threading
 import traceback
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -28,6 +30,8 @@ from tuisched.runtime.execution.base import (
 )
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.execution.pyjob import load_target, prepare_target
+
+log = logging.getLogger(__name__)
 
 # --- python jobs -------------------------------------------------------------
 
@@ -62,6 +66,7 @@ class _Link:
     """The loop's end of one job thread: where the thread's reports land."""
 
     loop: asyncio.AbstractEventLoop
+    crossing: _Crossing
     launched: asyncio.Future[object | None]
     """Resolves to the instance (None for a plain callable), or to a LaunchError."""
     ending: asyncio.Future[_Ending]
@@ -164,6 +169,29 @@ class PythonRunner:
             return _NO_PROPS
         return _NO_PROPS
 
+    def start_at_once(self, ended: Callable[[], None]) -> bool:
+        """Start now, without awaiting, if nothing must be waited for first; then call
+        `ended()` on the loop once the run has ended (read `outcome()` then).
+
+        False (nothing started) when the target must first be imported or
+        instantiated in the worker thread, or a stop came already: use `start()`.
+        """
+        function = _already_imported_function(self._target)
+        if function is None or self._stop is not None:
+            return False
+        link = self._submit(lambda link: self._thread_call(link, function))
+        self._launched = True
+        link.ending.add_done_callback(lambda _: ended())
+        return True
+
+    def _submit(self, work: Callable[[_Link], None]) -> _Link:
+        """Hand `work(link)` to a job thread; the link is where its reports land."""
+        loop = asyncio.get_running_loop()
+        link = _Link(loop, _crossing(loop), loop.create_future(), loop.create_future())
+        self._link = link
+        _WORKERS.submit(functools.partial(work, link), f"tuisched-job-{self._target}")
+        return link
+
     async def start(self) -> int | None:
         """Import the target (and create the instance) in the worker thread; then run it.
 
@@ -172,16 +200,12 @@ class PythonRunner:
         """
         if self._stop is not None:
             return None
-        loop = asyncio.get_running_loop()
-        link = _Link(loop, loop.create_future(), loop.create_future())
-        self._link = link
-        name = f"tuisched-job-{self._target}"
         function = _already_imported_function(self._target)
         if function is not None:  # no import, no instance: nothing to wait for
+            self._submit(lambda link: self._thread_call(link, function))
             self._launched = True
-            _WORKERS.submit(functools.partial(self._thread_call, link, function), name)
             return None
-        _WORKERS.submit(functools.partial(self._thread_main, link), name)
+        link = self._submit(self._thread_main)
         try:
             self._instance = await link.launched
         except LaunchError:
@@ -198,12 +222,22 @@ class PythonRunner:
             self._output.close()
             return _not_started(self._stop.result if self._stop else Result.ERROR)
         try:
-            ending = await asyncio.shield(self._link.ending)
+            await asyncio.shield(self._link.ending)
         finally:
             if self._give_up is not None:
                 self._give_up.cancel()
             self._output.close()
-        return self._outcome(ending)
+        return self.outcome()
+
+    def outcome(self) -> Outcome:
+        """How the run ended, once it has (after `wait()`, or after `start_at_once`'s
+        `ended()`); closes the output capture."""
+        link = self._link
+        assert link is not None  # noqa: S101  (started)
+        if self._give_up is not None:
+            self._give_up.cancel()
+        self._output.close()
+        return self._outcome(link.ending.result())
 
     def stop(self, result: Result, *, kill: bool = False) -> None:
         """Call the instance's `stop()`; give up on its thread after `kill_grace`.
@@ -303,11 +337,58 @@ class PythonRunner:
         )
 
 
+class _Crossing:
+    """Reports from job threads to one event loop, handed over in batches.
+
+    A thread appends its report and wakes the loop only when no hand-over is
+    pending already: when many runs end together, the loop is woken once for
+    all of them (one write to its self-pipe, one turn) instead of once each.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._reports: deque[tuple[Callable[..., None], tuple[object, ...]]] = deque()
+        self._lock = threading.Lock()
+        self._woken = False
+
+    def put(self, callback: Callable[..., None], args: tuple[object, ...]) -> None:
+        """Run `callback(*args)` on the loop soon; from any thread."""
+        with self._lock:
+            self._reports.append((callback, args))
+            if self._woken:
+                return
+            self._woken = True
+        # The scheduler's loop may be closed by the time an abandoned job returns.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._hand_over)
+
+    def _hand_over(self) -> None:
+        with self._lock:
+            reports, self._reports = self._reports, deque()
+            self._woken = False
+        for callback, args in reports:
+            try:
+                callback(*args)
+            except Exception:  # one report's failure must not lose the others
+                log.exception("a python job's report could not be taken")
+
+
+_CROSSINGS: dict[asyncio.AbstractEventLoop, _Crossing] = {}
+
+
+def _crossing(loop: asyncio.AbstractEventLoop) -> _Crossing:
+    """The crossing to `loop` (made on the loop's thread, at a run's start)."""
+    crossing = _CROSSINGS.get(loop)
+    if crossing is None:
+        for old in [old for old in _CROSSINGS if old.is_closed()]:
+            del _CROSSINGS[old]
+        crossing = _CROSSINGS[loop] = _Crossing(loop)
+    return crossing
+
+
 def _cross(link: _Link, callback: Callable[..., None], *args: object) -> None:
     """The one place a job thread hands something to the event loop."""
-    # The scheduler's loop may be closed by the time an abandoned job returns.
-    with contextlib.suppress(RuntimeError):
-        link.loop.call_soon_threadsafe(callback, *args)
+    link.crossing.put(callback, args)
 
 
 def _report_launch(link: _Link, instance_or_error: object) -> None:

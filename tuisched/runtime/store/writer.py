@@ -156,6 +156,11 @@ class AsyncHistory:
         self._held: list[_Write] = []
         """Writes the database did not take yet, in order (writer thread only)."""
         self._outage: _Outage | None = None
+        self._wake_on: asyncio.AbstractEventLoop | None = None
+        """The loop at the end of whose turn a wake-up of the writer is due."""
+        self._released = 0
+        """Operations at the head of `_pending` the writer may take: those of ended
+        turns of the loop, and everything up to the newest one that is waited for."""
 
     @property
     def unwritten(self) -> int:
@@ -200,7 +205,7 @@ class AsyncHistory:
         Raises:
             HistoryError: the history is closed.
         """
-        return self._enqueue(_Write("insert", run, None))
+        return self._enqueue(_Write("insert", run, None), soon=True)
 
     def committed(self, ticket: int) -> bool:
         """True once the operation that returned `ticket` has been written."""
@@ -215,7 +220,7 @@ class AsyncHistory:
         Raises:
             HistoryError: the history is closed.
         """
-        return self._enqueue(_Write("update", run, None))
+        return self._enqueue(_Write("update", run, None), soon=True)
 
     async def call(self, fn: Callable[[HistoryStore], T]) -> T:
         """The result of `fn(store)`, run on the writer thread after every pending write.
@@ -250,7 +255,10 @@ class AsyncHistory:
         self._enqueue(_Write(kind, run, future))
         await future
 
-    def _enqueue(self, op: _Op) -> int:
+    def _enqueue(self, op: _Op, *, soon: bool = False) -> int:
+        """Queue `op`. With `soon`, on an event loop, the writer is woken once at the
+        end of the loop's turn for everything queued in it: one transaction per turn,
+        not one wake-up (and a fight for the GIL) per write."""
         with self._ready:
             if self._closing is not None and not isinstance(op, _Stop):
                 raise HistoryError("the run history is closed")
@@ -258,8 +266,31 @@ class AsyncHistory:
             self._tickets += 1
             if isinstance(op, _Write):
                 op.ticket = self._tickets
-            self._ready.notify()
+            if not soon:
+                self._release()
+            elif self._wake_on is None or self._wake_on.is_closed():
+                self._wake_at_turn_end()
             return self._tickets
+
+    def _release(self) -> None:
+        """Let the writer take everything queued so far (the lock is held)."""
+        self._released = len(self._pending)
+        self._ready.notify()
+
+    def _wake_at_turn_end(self) -> None:
+        """Wake the writer when the running loop's turn ends (at once without a loop)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another thread: nothing to batch with
+            self._release()
+            return
+        self._wake_on = loop
+        loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        with self._ready:
+            self._wake_on = None
+            self._release()
 
     # --- on the writer thread ---
 
@@ -270,14 +301,14 @@ class AsyncHistory:
         """
         while True:
             with self._ready:
-                while not self._pending:
+                while not self._released:
                     if self._outage is None:
                         self._ready.wait()
                     elif not self._ready.wait(self._outage.pause_left()):
                         break  # time to try the held writes again
-                batch = list(self._pending)
-                self._pending.clear()
-                through = self._tickets
+                batch = [self._pending.popleft() for _ in range(self._released)]
+                self._released = 0
+                through = self._tickets - len(self._pending)
             stopped = self._process(batch)
             # Tickets up to the first held write are done; an int store is atomic.
             self._done = self._held[0].ticket - 1 if self._held else through
