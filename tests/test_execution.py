@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -22,6 +23,7 @@ from tuisched.runtime.execution import (
     Runner,
     install_child_watcher,
     make_runner,
+    spawn,
     waitfor,
     watch_root,
 )
@@ -288,6 +290,43 @@ def test_cancelling_wait_kills_the_group() -> None:
             await waiting
         await until(lambda: not live_members(pgid))
         return pgid
+
+    assert not live_members(run(go()))
+
+
+def test_a_child_is_followed_where_pidfds_do_not_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without pidfds (an old kernel, a sandbox), a thread waits for the child instead."""
+
+    def no_pidfds(pid: int, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfds)
+    outcome, tail = run(run_to_end(sh("echo from the child; exit 3")))
+    assert (outcome.exit_code, outcome.state) == (3, RunState.FAILED)
+    assert tail == "from the child"
+
+
+def test_a_spawn_cancelled_midway_leaves_no_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spawn happens in a thread: a start cancelled meanwhile kills what it started."""
+    killed: list[int] = []
+    kill = spawn._kill
+
+    def noting(process: subprocess.Popen[bytes]) -> None:
+        killed.append(process.pid)
+        kill(process)
+
+    monkeypatch.setattr(spawn, "_kill", noting)
+
+    async def go() -> int:
+        runner, _ = runner_for(CommandSpec(argv=("sleep", "300")))
+        starting = asyncio.create_task(runner.start())
+        await asyncio.sleep(0)  # the spawn is handed to its thread
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        await until(lambda: bool(killed))
+        await until(lambda: not live_members(killed[0]))
+        return killed[0]
 
     assert not live_members(run(go()))
 

@@ -46,6 +46,8 @@ class Lane(enum.StrEnum):
     """Looking for the files `wait_for` jobs wait for."""
     PROCESSES = "processes"
     """Following the processes of runs in /proc, and signalling them."""
+    SPAWN = "spawn"
+    """Starting the processes of command runs (a spawn waits for the child's exec)."""
 
 
 LANE_THREADS: dict[Lane, int] = {
@@ -55,6 +57,7 @@ LANE_THREADS: dict[Lane, int] = {
     Lane.MAIL: 4,
     Lane.SENSORS: 4,
     Lane.PROCESSES: 1,
+    Lane.SPAWN: 2,
 }
 """Threads each lane may have at most; more work waits in the lane's queue."""
 

@@ -84,7 +84,8 @@ class Dispatcher:
             return self._outcomes.not_started(
                 run, Result.SHUTDOWN, SHUTTING_DOWN, recorded=recorded
             )
-        run = replace(run, state=RunState.QUEUED, reason="")
+        if run.state is not RunState.QUEUED or run.reason:  # e.g. it was WAITING
+            run = replace(run, state=RunState.QUEUED, reason="")
         busy = self._busy[job.name]
         if busy and job.overlap is Overlap.SKIP:
             reason = self._busy_reason(job.name)

@@ -14,14 +14,9 @@ from datetime import datetime
 
 from tuisched.domain.runs import RunRecord
 
-
-@dataclass(order=True, frozen=True, slots=True)
-class _Entry:
-    when: datetime
-    priority: int  # negated: higher priority sorts first
-    job: str
-    seq: int
-    run: RunRecord = field(compare=False)
+_Entry = tuple[datetime, int, str, int, RunRecord]
+"""(when, negated priority: higher sorts first, job, sequence number, run): a plain tuple,
+compared in C; the unique sequence number means the run itself is never compared."""
 
 
 @dataclass(slots=True)
@@ -36,18 +31,18 @@ class RunQueue:
     def push(self, run: RunRecord, priority: int) -> None:
         """Queue `run`; `priority` is the job's (higher leaves first)."""
         when = run.slot if run.slot is not None else run.queued_at
-        heapq.heappush(self._heap, _Entry(when, -priority, run.job, next(self._seq), run))
+        heapq.heappush(self._heap, (when, -priority, run.job, next(self._seq), run))
         self._ids.add(run.run_id)
 
     def pop(self) -> RunRecord | None:
         """The next run to start, or None when empty."""
         while self._heap:
-            entry = heapq.heappop(self._heap)
-            if entry.run.run_id in self._removed:
-                self._removed.discard(entry.run.run_id)
+            run = heapq.heappop(self._heap)[-1]
+            if run.run_id in self._removed:
+                self._removed.discard(run.run_id)
                 continue
-            self._ids.discard(entry.run.run_id)
-            return entry.run
+            self._ids.discard(run.run_id)
+            return run
         return None
 
     def remove(self, run_id: str) -> RunRecord | None:
@@ -56,11 +51,11 @@ class RunQueue:
             return None
         self._ids.discard(run_id)
         self._removed.add(run_id)
-        return next(e.run for e in self._heap if e.run.run_id == run_id)
+        return next(entry[-1] for entry in self._heap if entry[-1].run_id == run_id)
 
     def runs(self) -> list[RunRecord]:
         """Every queued run, in leaving order."""
-        return [e.run for e in sorted(self._heap) if e.run.run_id in self._ids]
+        return [entry[-1] for entry in sorted(self._heap) if entry[-1].run_id in self._ids]
 
     def __len__(self) -> int:
         return len(self._ids)

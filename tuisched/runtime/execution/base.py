@@ -118,6 +118,8 @@ def _not_started(result: Result) -> Outcome:
 
 async def _within(future: asyncio.Future[None], seconds: float) -> bool:
     """Wait up to `seconds` for `future`; True if it is done. Never cancels it."""
+    if future.done():  # usually: a pipe's end comes with its process's exit
+        return True
     done, _ = await asyncio.wait({future}, timeout=seconds)
     return bool(done)
 

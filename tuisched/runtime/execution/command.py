@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,38 +19,13 @@ from tuisched.runtime.execution.base import (
     _NO_PROPS,
     _cut,
     _not_started,
-    _resolve,
     _StopRequest,
     _within,
 )
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.execution.spawn import Child, spawn
 
 # --- commands ----------------------------------------------------------------
-
-
-class _PipeProtocol(asyncio.SubprocessProtocol):
-    """Feeds the pipe into the capture; tells when the process exits and the pipe closes.
-
-    Exit and end of pipe are separate events on purpose: a grandchild may keep
-    the pipe open long after the job's own process has exited.
-    """
-
-    def __init__(self, output: OutputCapture, loop: asyncio.AbstractEventLoop) -> None:
-        self._output = output
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.eof: asyncio.Future[None] = loop.create_future()
-
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
-        """Output arrived (stdout and stderr share one pipe)."""
-        self._output.write(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        """The last writer closed the pipe."""
-        _resolve(self.eof)
-
-    def process_exited(self) -> None:
-        """The job's own process exited and was reaped."""
-        _resolve(self.exited)
 
 
 class CommandRunner:
@@ -75,8 +49,7 @@ class CommandRunner:
         self._output = output
         self._kill_grace = kill_grace
         self._clock = clock or SystemClock()
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._protocol: _PipeProtocol | None = None
+        self._child: Child | None = None
         self._pgid: int | None = None
         self._stop: _StopRequest | None = None
         self._killer: Timer | None = None
@@ -102,41 +75,31 @@ class CommandRunner:
             return None
         argv = self._argv()
         cwd = self._checked_cwd()
-        loop = asyncio.get_running_loop()
         try:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _PipeProtocol(self._output, loop),
-                *argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=self._env,
-                start_new_session=True,
-            )
+            self._child = await spawn(argv, env=self._env, cwd=cwd, on_output=self._output.write)
         except OSError as exc:
             raise LaunchError(_launch_reason(exc, argv[0], cwd)) from exc
-        self._transport, self._protocol = transport, protocol
-        self._pgid = transport.get_pid()
+        self._pgid = self._child.pid
         if self._stop is not None:  # stop() came while we were spawning
             self._apply_stop(self._stop)
         return self._pgid
 
     async def wait(self) -> Outcome:
         """Wait for the process, then for its pipe (briefly), then clean up its group."""
-        if self._transport is None or self._protocol is None:
+        child = self._child
+        if child is None:
             self._output.close()
             return _not_started(self._stop.result if self._stop else Result.ERROR)
         try:
-            await asyncio.shield(self._protocol.exited)
-            await self._drain(self._protocol.eof)
+            await asyncio.shield(child.exited)
+            await self._drain(child.eof)
         finally:
             self._finish()
-        return self._outcome(self._transport.get_returncode())
+        return self._outcome(child.returncode)
 
     def stop(self, result: Result, *, kill: bool = False) -> None:
         """SIGTERM the group now and SIGKILL it after `kill_grace`; `kill=True` kills at once."""
-        if self._ended or (self._protocol is not None and self._protocol.exited.done()):
+        if self._ended or (self._child is not None and self._child.exited.done()):
             return
         if self._stop is None:
             self._stop = _StopRequest(result, kill)
@@ -192,8 +155,8 @@ class CommandRunner:
         if self._killer is not None:
             self._killer.cancel()
         self._signal_group(signal.SIGKILL)
-        if self._transport is not None:
-            self._transport.close()
+        if self._child is not None:
+            self._child.close()
         self._output.close()
 
     def _outcome(self, returncode: int | None) -> Outcome:
