@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from tuisched.domain.events import RunQueued
 from tuisched.domain.model import Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState
-from tuisched.runtime.clock import Clock
+from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.runqueue import RunQueue
 from tuisched.runtime.execution import Runner
@@ -40,6 +40,8 @@ class Active:
     kill: bool = False
     began: float | None = None
     """When it was launched, on the clock's monotonic scale (its duration is measured on it)."""
+    timer: Timer | None = None
+    """Its timeout, armed while it runs (for a run started without a task of its own)."""
 
 
 class Dispatcher:

@@ -83,40 +83,36 @@ class Workers:
         """Run `active`: at once when nothing needs awaiting (a python function on a
         thread, its row written), else in a task of its own."""
         row_ready = self._history.committed(self._dispatcher.ticket(active.run.run_id))
-        if not (row_ready and self._start_at_once(active)):
+        kind = active.job.kind
+        if row_ready and isinstance(kind, PythonSpec) and kind.in_thread:
+            self._start_at_once(active)
+        else:
             self._track(asyncio.get_running_loop().create_task(self._execute(active, row_ready)))
 
     def _track(self, done: asyncio.Future[None]) -> None:
         self._tasks.add(done)
         done.add_done_callback(self._tasks.discard)
 
-    def _start_at_once(self, active: Active) -> bool:
-        """Launch `active` without a task, if its runner can (see `start`).
+    def _start_at_once(self, active: Active) -> None:
+        """Launch a python job on a thread without a task, when its function needs no
+        import first (else in a task after all).
 
-        Saves a task, its steps and a future per run, which is most of the
-        loop's own work for a run of a short python job.
+        Saves a task, its steps and a future per run: most of the loop's own
+        work for a run of a short python job.
         """
-        job = active.job
-        if not (isinstance(job.kind, PythonSpec) and job.kind.in_thread):
-            return False
         runner = self._prepare(active)
         assert isinstance(runner, PythonRunner)  # noqa: S101  (a python job on a thread)
         done = asyncio.get_running_loop().create_future()
-        timer = self._arm_timeout(active)
-        if not runner.start_at_once(lambda: self._ended_at_once(active, timer, done)):
-            if timer is not None:
-                timer.cancel()
+        if not runner.start_at_once(lambda: self._ended_at_once(active, done)):
             self._track(asyncio.ensure_future(self._execute(active, True, prepared=True)))
-            return True
+            return
         self._track(done)
+        active.timer = self._arm_timeout(active)
         self._launched(active, pid=None)
-        return True
 
-    def _ended_at_once(
-        self, active: Active, timer: Timer | None, done: asyncio.Future[None]
-    ) -> None:
-        if timer is not None:
-            timer.cancel()
+    def _ended_at_once(self, active: Active, done: asyncio.Future[None]) -> None:
+        if active.timer is not None:
+            active.timer.cancel()
         try:
             assert isinstance(active.runner, PythonRunner)  # noqa: S101  (started at once)
             outcome = active.runner.outcome()
