@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -39,6 +38,7 @@ from tuisched.runtime.execution.base import (
 )
 from tuisched.runtime.execution.command import _exit_words
 from tuisched.runtime.execution.output import OutputCapture
+from tuisched.runtime.execution.spawn import Child, spawn
 
 HARNESS = Path(__file__).with_name("pyjob.py")
 _BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
@@ -46,18 +46,16 @@ WARM_PROCESSES = 2
 """Processes kept started and waiting for a python job."""
 
 
-class _Output(asyncio.SubprocessProtocol):
-    """The process's stdout and stderr (one pipe), its exit, and the end of the pipe.
+class _Output:
+    """Where the process's stdout and stderr (one pipe) go.
 
     Output before the process is given a run (nothing, normally) is kept and
     handed to the run's capture when it gets one.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self) -> None:
         self._early: list[bytes] = []
         self._sink: Callable[[bytes], None] = self._early.append
-        self.exited: asyncio.Future[None] = loop.create_future()
-        self.eof: asyncio.Future[None] = loop.create_future()
 
     def capture(self, output: OutputCapture) -> None:
         for chunk in self._early:
@@ -65,15 +63,8 @@ class _Output(asyncio.SubprocessProtocol):
         self._early.clear()
         self._sink = output.write
 
-    def pipe_data_received(self, fd: int, data: bytes) -> None:
+    def write(self, data: bytes) -> None:
         self._sink(data)
-
-    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
-        if fd == 1:
-            _resolve(self.eof)
-
-    def process_exited(self) -> None:
-        _resolve(self.exited)
 
 
 class _Reports(asyncio.Protocol):
@@ -104,48 +95,49 @@ class _Reports(asyncio.Protocol):
 class _Warm:
     """One started process waiting for its job."""
 
-    def __init__(
-        self, transport: asyncio.SubprocessTransport, output: _Output, reports: _Reports
-    ) -> None:
-        self.transport = transport
+    def __init__(self, child: Child, output: _Output, reports: _Reports) -> None:
+        self.child = child
         self.output = output
         self.reports = reports
 
     @property
     def pid(self) -> int:
-        return self.transport.get_pid()
+        return self.child.pid
 
     @property
     def alive(self) -> bool:
-        return not self.output.exited.done()
+        return not self.child.exited.done()
 
     def give(self, job: Mapping[str, object]) -> None:
-        stdin = self.transport.get_pipe_transport(0)
-        assert isinstance(stdin, asyncio.WriteTransport)  # noqa: S101  (stdin=PIPE)
+        stdin = self.child.stdin
+        assert stdin is not None  # noqa: S101  (spawned with stdin=True)
         stdin.write(json.dumps(job).encode() + b"\n")
         stdin.close()
 
     def discard(self) -> None:
-        """Stop a process that will get no job (closing kills it; the loop reaps it)."""
-        self.transport.close()
+        """Stop a process that will get no job (it is reaped when it has exited)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.child.pid, signal.SIGKILL)
+        self.child.close()
 
 
 async def _spawn() -> _Warm:
-    loop = asyncio.get_running_loop()
     read_end, write_end = os.pipe()
+    output = _Output()
     try:
-        output = _Output(loop)
-        transport, _ = await loop.subprocess_exec(
-            lambda: output,
-            sys.executable, "-u", "-c", _BOOT, str(HARNESS), str(write_end),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, pass_fds=(write_end,),
+        child = await spawn(
+            [sys.executable, "-u", "-c", _BOOT, str(HARNESS), str(write_end)],
+            env=None, cwd=None, on_output=output.write, stdin=True, pass_fds=(write_end,),
         )  # fmt: skip
+    except BaseException:
+        os.close(read_end)
+        raise
     finally:
         os.close(write_end)
-    reports = _Reports(loop)
+    reports = _Reports(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
     await loop.connect_read_pipe(lambda: reports, os.fdopen(read_end, "rb", buffering=0))
-    return _Warm(transport, output, reports)
+    return _Warm(child, output, reports)
 
 
 class WarmPool:
@@ -273,11 +265,11 @@ class ProcessPythonRunner:
         process.give({"target": self._target, "env": self._env, "path": sys.path})
         if self._stop is not None:  # stop() came while we were taking a process
             self._apply_stop(self._stop)
-        exited = process.output.exited
+        exited = process.child.exited
         await asyncio.wait({launched, exited}, return_when=asyncio.FIRST_COMPLETED)
         failed = launched.result() if launched.done() else None
         if failed is None and not launched.done() and self._stop is None:
-            code = process.transport.get_returncode()
+            code = process.child.returncode
             failed = f"the python process ended before the job started ({code})"
         if failed is not None:
             await _within(exited, _EOF_GRACE)  # it exits at once after saying why
@@ -307,10 +299,10 @@ class ProcessPythonRunner:
             self._output.close()
             return _not_started(self._stop.result if self._stop else Result.ERROR)
         try:
-            await asyncio.shield(process.output.exited)
-            if not await _within(process.output.eof, _EOF_GRACE):
+            await asyncio.shield(process.child.exited)
+            if not await _within(process.child.eof, _EOF_GRACE):
                 self._signal(signal.SIGKILL)
-                await _within(process.output.eof, _KILLED_DRAIN)
+                await _within(process.child.eof, _KILLED_DRAIN)
             await _within(process.reports.closed, _KILLED_DRAIN)
         finally:
             self._finish()
@@ -344,11 +336,11 @@ class ProcessPythonRunner:
             self._killer.cancel()
         self._signal(signal.SIGKILL)  # whatever the job left in its group
         if self._process is not None:
-            self._process.transport.close()
+            self._process.child.close()
         self._output.close()
 
     def _outcome(self, process: _Warm) -> Outcome:
-        code = process.transport.get_returncode()
+        code = process.child.returncode
         code = -1 if code is None else code
         ended = [m["ended"] for m in process.reports.messages if "ended" in m]
         stop_errors = [str(m["stop_error"]) for m in process.reports.messages if "stop_error" in m]

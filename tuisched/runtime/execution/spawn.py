@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -57,16 +58,20 @@ class Child:
         self.eof: asyncio.Future[None] = loop.create_future()
         self.returncode: int | None = None
         self._loop = loop
+        self.stdin: asyncio.WriteTransport | None = None
+        """Its standard input, when spawned with `stdin=True`."""
         self._pipe: asyncio.BaseTransport | None = None
         self._pidfd: int | None = None
 
     async def _follow(self, on_output: Callable[[bytes], None]) -> None:
         """Read the output pipe on the loop and watch for the exit."""
-        stdout = self._process.stdout
-        assert stdout is not None  # noqa: S101  (spawned with stdout=PIPE)
+        process = self._process
+        assert process.stdout is not None  # noqa: S101  (spawned with stdout=PIPE)
         self._pipe, _ = await self._loop.connect_read_pipe(
-            lambda: _Pipe(on_output, self.eof), stdout
+            lambda: _Pipe(on_output, self.eof), process.stdout
         )
+        if process.stdin is not None:
+            self.stdin, _ = await self._loop.connect_write_pipe(asyncio.Protocol, process.stdin)
         try:
             self._pidfd = os.pidfd_open(self.pid)
         except OSError:  # no pidfds in this kernel or sandbox: one thread waits for it
@@ -104,23 +109,29 @@ class Child:
         reaped when it exits, as long as the loop runs."""
         if self._pipe is not None:
             self._pipe.close()
+        if self.stdin is not None:
+            self.stdin.close()
 
 
 async def spawn(
     argv: Sequence[str],
     *,
-    env: Mapping[str, str],
+    env: Mapping[str, str] | None,
     cwd: Path | None,
     on_output: Callable[[bytes], None],
+    stdin: bool = False,
+    pass_fds: tuple[int, ...] = (),
 ) -> Child:
-    """Start `argv` in a session of its own, stdin from /dev/null, stdout and stderr on
-    one pipe read into `on_output`; the spawn itself happens off the loop.
+    """Start `argv` in a session of its own, stdout and stderr on one pipe read into
+    `on_output`, stdin from /dev/null (or a pipe, `Child.stdin`, with `stdin`); the
+    spawn itself happens off the loop. `env` None: the scheduler's own environment.
 
     Raises:
         OSError: the program could not be started (missing, not executable...).
     """
     loop = asyncio.get_running_loop()
-    starting = asyncio.ensure_future(in_thread(Lane.SPAWN, _start, argv, env, cwd))
+    start = functools.partial(_start, argv, env=env, cwd=cwd, stdin=stdin, pass_fds=pass_fds)
+    starting = asyncio.ensure_future(in_thread(Lane.SPAWN, start))
     try:
         process = await asyncio.shield(starting)
     except asyncio.CancelledError:
@@ -136,11 +147,17 @@ async def spawn(
 
 
 def _start(
-    argv: Sequence[str], env: Mapping[str, str], cwd: Path | None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None,
+    cwd: Path | None,
+    stdin: bool,
+    pass_fds: tuple[int, ...],
 ) -> subprocess.Popen[bytes]:
     return subprocess.Popen(  # noqa: S603  (the job's own command, as configured)
-        list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, cwd=cwd, env=dict(env), start_new_session=True,
+        list(argv), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
+        env=None if env is None else dict(env), start_new_session=True, pass_fds=pass_fds,
     )  # fmt: skip
 
 
@@ -154,5 +171,6 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     threading.Thread(target=process.wait, daemon=True).start()
-    if process.stdout is not None:
-        process.stdout.close()
+    for pipe in (process.stdout, process.stdin):
+        if pipe is not None:
+            pipe.close()
