@@ -238,6 +238,11 @@ class JobsTable(ScrollView, can_focus=True):
         self._set_cursor(row)
         self.refresh()
 
+    @property
+    def formatted_rows(self) -> int:
+        """How many rows are formatted now: only ever ones drawn since the clock moved."""
+        return len(self._made)
+
     def visible_jobs(self) -> list[str]:
         """The jobs in view now (the ones a tick reads again)."""
         first = int(self.scroll_y)
