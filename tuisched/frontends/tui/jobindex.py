@@ -136,6 +136,7 @@ class JobIndex:
             # (from keys nearly in order already, which costs one pass).
             self._sorted.pop(SORTS[0], None)
             self._keys.pop(SORTS[0], None)
+            self._changed()
         self._positions = positions
         self.update(changed)
 

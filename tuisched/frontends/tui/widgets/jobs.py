@@ -198,7 +198,11 @@ class JobsTable(ScrollView, can_focus=True):
             self.scroll_to(y=self.max_scroll_y, animate=False)
         job = self._cursor_job
         row = self.index.row_of(job) if job is not None else None
-        self._set_cursor(self._cursor if row is None else row)
+        if row is None:  # its job left the view (or none was shown): stay at the row
+            self._set_cursor(self._cursor)
+        elif row != self._cursor:  # its job moved: follow it
+            self._set_cursor(row)
+        # else it stays where it is, and so does a view the operator scrolled away
         self.refresh()
 
     # --- what a DataTable offered (and tests and the app use) ----------------------------
