@@ -11,6 +11,7 @@ detaches, or loses its terminal, leaves its scheduler running headless (see
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar
@@ -119,6 +120,10 @@ class TuischedApp(App[int]):
         except (SchedulerNotRunningError, ControlError) as error:
             self.scheduler_lost(error)
             return
+        # What is loaded now (the configuration, the scheduler's jobs, the panes' index)
+        # lives as long as the console: kept out of the collector's rounds, a full round
+        # no longer rescans it (0.4 s with 100,000 jobs, a stall under a key stroke).
+        gc.freeze()
         if self._notice:
             self.notify(self._notice, markup=False, timeout=8)
 
@@ -272,6 +277,7 @@ class TuischedApp(App[int]):
         self.exit(0, return_code=0, message=message)
 
     async def on_unmount(self) -> None:
+        gc.unfreeze()  # what the console held is the collector's again
         # ctrl+c, an error, or a stop asked elsewhere: a hosting console never leaves its
         # scheduler half-running, unless it detached (the host then keeps it running).
         if self.scheduler is not None and self.detached is None:

@@ -74,13 +74,22 @@ class ConsoleState:
         """The scheduler's zone (UTC until the first status arrives)."""
         return ZoneInfo(self.status.timezone if self.status is not None else "UTC")
 
+    commands_version: int = 0
+    """Bumped when the palette's commands change: a job comes or goes, or is paused or
+    resumed (the palette indexes its commands once per version, not per key stroke)."""
+
     def take_jobs(self, statuses: Iterable[JobStatus], *, complete: bool) -> list[JobStatus]:
         """Keep `statuses`; `complete` when they are every job (the others are gone)."""
         taken = list(statuses)
+        old = self.jobs
         if complete:
             self.jobs = {status.name: status for status in taken}
-        else:
-            self.jobs.update((status.name, status) for status in taken)
+            if self.jobs.keys() != old.keys() or any(old[s.name].paused != s.paused for s in taken):
+                self.commands_version += 1
+            return taken
+        if any(s.name not in old or old[s.name].paused != s.paused for s in taken):
+            self.commands_version += 1
+        old.update((status.name, status) for status in taken)
         return taken
 
     def failures_within(self, now: datetime) -> int:

@@ -17,11 +17,11 @@ from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
 from textual.events import ScreenResume, ScreenSuspend
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer
+from textual.widgets import Footer
 
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import ConfigEdit
-from tuisched.frontends.tui.panes import SORTS, LivePanes
+from tuisched.frontends.tui.panes import LivePanes
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.nodes import NodesScreen
@@ -234,9 +234,7 @@ class MainScreen(Screen[None]):
         self.query_one(JobsTable).focus()
 
     def action_sort(self) -> None:
-        self.panes.sort = (self.panes.sort + 1) % len(SORTS)
-        self.panes.show_jobs()
-        self.notify(f"sorted by {SORTS[self.panes.sort]}", markup=False)
+        self.notify(f"sorted by {self.panes.next_sort()}", markup=False)
 
     def action_show_diff(self) -> None:
         def closed(reload: bool | None) -> None:
@@ -268,10 +266,9 @@ class MainScreen(Screen[None]):
 
         self.app.push_screen(GroupPickerScreen(groups, read_only=self.host.read_only), picked)
 
-    @on(DataTable.RowSelected, "#jobs")
-    def _job_chosen(self, event: DataTable.RowSelected) -> None:
-        if event.row_key.value is not None:
-            self.host.show_job(event.row_key.value)
+    @on(JobsTable.Chosen, "#jobs")
+    def _job_chosen(self, event: JobsTable.Chosen) -> None:
+        self.host.show_job(event.job)
 
 
 async def _run_editor(argv: list[str]) -> int | None:

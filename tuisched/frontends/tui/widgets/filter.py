@@ -1,21 +1,22 @@
-"""The jobs pane's filter box (`/`): what is typed filters the jobs, after a pause in typing."""
+"""The jobs pane's filter box (`/`): what is typed filters the jobs as it is typed.
+
+Filtering is one pass over the job index (a few ms for 10,000 jobs), and only
+the rows in view are drawn, so each key stroke applies at once; no pause in
+typing is awaited.
+"""
 
 from __future__ import annotations
 
 from textual import on
 from textual.message import Message
-from textual.timer import Timer
 from textual.widgets import Input
-
-DEBOUNCE_SECONDS = 0.15
-"""Refilling 10,000 rows per key stroke would lag: the filter waits for a pause in typing."""
 
 
 class FilterBox(Input):
     """Hidden until `/`; `enter` keeps the filter, `esc` (on the screen) clears it."""
 
     class Applied(Message):
-        """The filter to apply now (after a pause in typing)."""
+        """The filter to apply now."""
 
         def __init__(self, text: str) -> None:
             super().__init__()
@@ -29,7 +30,6 @@ class FilterBox(Input):
             placeholder="filter by name, group or state; enter keeps, esc clears", id=id
         )
         self.display = False
-        self._timer: Timer | None = None
 
     def open(self, text: str | None = None) -> None:
         """Show the box (with `text` applied at once, when given) and focus it."""
@@ -52,12 +52,7 @@ class FilterBox(Input):
     @on(Input.Changed)
     def _typed(self, event: Input.Changed) -> None:
         event.stop()
-        if self._timer is not None:
-            self._timer.stop()
-        value = event.value
-        self._timer = self.set_timer(
-            DEBOUNCE_SECONDS, lambda: self.post_message(self.Applied(value))
-        )
+        self.post_message(self.Applied(event.value))
 
     @on(Input.Submitted)
     def _kept(self, event: Input.Submitted) -> None:
