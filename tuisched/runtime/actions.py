@@ -92,7 +92,7 @@ class Actions:
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Replace a job's definition (UnknownJobError if there is none)."""
-        await self._source().edit(lambda document: document.replace_job(name, definition))
+        await self._source().replace_job(name, definition)
         self._record("edit", f"job {name}", actor)
 
     async def delete_job(self, name: str, *, actor: str | None = None) -> None:

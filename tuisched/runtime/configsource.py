@@ -13,18 +13,21 @@ ever overwritten. The last applied change can be undone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.config.diff import ConfigDiff, config_diff
+from tuisched.domain.config.excerpt import ExcerptMismatch
 from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
+from tuisched.runtime import configedits
 from tuisched.runtime.configfiles import parse_config, read_config_text
 from tuisched.runtime.document import ConfigDocument, atomic_write
+from tuisched.runtime.document.blocks import JobBlocks
 from tuisched.runtime.threads import Lane, in_thread
 
 UNDO_DEPTH = 20
@@ -50,6 +53,9 @@ class ConfigSource:
     clock: Callable[[], datetime]
     pending: str | None = None
     """The file's content when it differs from `text`: an offline edit not applied yet."""
+    _blocks: JobBlocks | None = None
+    """Where each job's block is in `text`, once asked for (None: not found yet, and
+    `config` was read from `text` as a whole, so its lines say where the jobs are)."""
     _undo: list[str] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -137,11 +143,75 @@ class ConfigSource:
         """
         async with self._lock:
             await self._refuse_if_edited_on_disk()
-            text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
-            config, diff = await self._checked(text)
-            await self._write(text)
-            await self._swap(text, config, diff, "edit", remember=True)
-            return config
+            return await self._edit_whole(change)
+
+    async def _edit_whole(self, change: Callable[[ConfigDocument], None]) -> Config:
+        """`edit` through the whole document (ruamel.yaml, then the whole file checked)."""
+        text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
+        config, diff = await self._checked(text)
+        await self._write(text)
+        await self._swap(text, config, diff, "edit", remember=True)
+        return config
+
+    async def replace_job(self, name: str, definition: Mapping[str, object]) -> Config:
+        """Make job `name` read as `definition`: only its block of the file is rewritten
+        (every other byte kept) and only what the change reaches is checked; written
+        atomically, then scheduled. A file whose jobs cannot be cut apart is edited whole.
+
+        Raises:
+            UnknownJobError: no job by that name.
+            JobActionError: the file holds an offline edit that would be overwritten.
+            ConfigError: the result is not valid; nothing is written.
+        """
+        async with self._lock:
+            await self._refuse_if_edited_on_disk()
+            blocks, config = await self._blocks_now()
+            now = self.clock()
+            try:
+                done = await in_thread(
+                    Lane.CONFIG, configedits.replace_job, blocks, config, name, definition, now
+                )
+            except ExcerptMismatch:
+                return await self._edit_whole(lambda doc: doc.replace_job(name, definition))
+            await self._write(done.text)
+            # The other jobs of `done.config` keep the lines they were read at: the blocks
+            # say where they are now.
+            await self._swap(
+                done.text, done.config, done.diff, "edit", remember=True, blocks=done.blocks
+            )
+            return done.config
+
+    async def check_job(self, name: str, definition: Mapping[str, object]) -> Config:
+        """The configuration replacing job `name` by `definition` would give, checked as
+        `replace_job` checks it, without writing anything (see `preview`)."""
+        (blocks, config), now = await self._blocks_now(), self.clock()
+        try:
+            done = await in_thread(
+                Lane.CONFIG, configedits.replace_job, blocks, config, name, definition, now
+            )
+        except ExcerptMismatch:
+            return await in_thread(
+                Lane.CONFIG, self.preview, lambda doc: doc.replace_job(name, definition)
+            )
+        return done.config
+
+    async def job_definition(self, name: str) -> dict[str, object] | None:
+        """Job `name`'s definition as the file writes it (text values), read from its block."""
+        (blocks, config), path = await self._blocks_now(), self.path
+        try:
+            return await in_thread(Lane.CONFIG, configedits.job_definition, blocks, config, name)
+        except ExcerptMismatch:
+            return await in_thread(Lane.CONFIG, lambda: ConfigDocument(blocks.text, path).job(name))
+
+    async def _blocks_now(self) -> tuple[JobBlocks, Config]:
+        """Where each job's block is in `text` (found off the loop, once per text), and
+        the configuration in force with that text."""
+        text, config, blocks = self.text, self.config, self._blocks
+        if blocks is None:
+            blocks = await in_thread(Lane.CONFIG, configedits.blocks_of, text, config)
+            if self.text is text:
+                self._blocks = blocks
+        return blocks, config
 
     def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
         """The configuration `change` would give, validated, without writing anything.
@@ -188,11 +258,14 @@ class ConfigSource:
             )
 
     async def _swap(
-        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool
-    ) -> None:
+        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool,
+        blocks: JobBlocks | None = None,
+    ) -> None:  # fmt: skip
+        """Put `text` and its `config` in force (`blocks`: where its jobs are, when
+        `config` was not read from `text` as a whole)."""
         if remember:
             self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
-        self.text, self.config, self.pending = text, config, None
+        self.text, self.config, self.pending, self._blocks = text, config, None, blocks
         await self.apply(config, diff, origin)
         self.bus.publish(
             ConfigLoaded(
