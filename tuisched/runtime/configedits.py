@@ -73,6 +73,19 @@ def replace_job(
         ConfigError: the edited file would be refused (each problem located in it).
         ExcerptMismatch: the file is not cut as expected; edit the whole document.
     """
+    edited = edited_blocks(blocks, config, name, definition)
+    new_config = replaced_job(config, name, edited.excerpt, config_host())
+    return JobEdit(edited.text, edited, new_config, _diff(config, new_config, name, now))
+
+
+def edited_blocks(
+    blocks: JobBlocks, config: Config, name: str, definition: Mapping[str, object]
+) -> JobBlocks:
+    """The text with job `name`'s block rewritten to read as `definition`, unchecked.
+
+    Raises:
+        UnknownJobError, JobActionError, ExcerptMismatch: as `replace_job`.
+    """
     if name not in config.jobs:
         raise UnknownJobError(name)
     document = _document(blocks, config, name)
@@ -81,9 +94,7 @@ def replace_job(
     old = blocks.block(name)
     if old is None or _indent(new_block) != _indent(blocks.text[old.start : old.end]):
         raise ExcerptMismatch(f"job '{name}' is not written back at its indentation")
-    edited = blocks.replaced(name, new_block)
-    new_config = replaced_job(config, name, edited.excerpt, config_host())
-    return JobEdit(edited.text, edited, new_config, _diff(config, new_config, name, now))
+    return blocks.replaced(name, new_block)
 
 
 def _document(blocks: JobBlocks, config: Config, name: str) -> ConfigDocument:
