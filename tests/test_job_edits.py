@@ -432,3 +432,24 @@ async def test_the_form_and_the_definition_tab_show_the_right_job_of_10000(tmp_p
     text = path.read_text()
     assert '    description: "job 7771, edited"\n' in text or "'job 7771, edited'" in text
     assert text.count("\n") == 10_000 * 5 + 2
+
+
+def test_the_console_rereads_only_the_jobs_an_edit_changed(tmp_path: Path) -> None:
+    from tuisched.domain.config.diff import ConfigDiff, JobChange
+    from tuisched.frontends.tui.state import ConsoleState
+
+    def loaded(diff: ConfigDiff) -> ConfigLoaded:
+        return ConfigLoaded(
+            at=NOW, path=tmp_path / "tuisched.yaml", jobs=3, groups=0, origin="edit", diff=diff
+        )
+
+    edited = ConfigDiff(changed=(JobChange("report", (), None, None),))
+    changes = ConsoleState().digest([loaded(edited)])
+    assert (changes.everything, changes.touched, changes.hide_banner) == (False, {"report"}, True)
+    for diff in (
+        ConfigDiff(added=("new",)),
+        ConfigDiff(removed=("old",)),
+        ConfigDiff(groups=("g",)),
+    ):
+        assert ConsoleState().digest([loaded(diff)]).everything
+    assert ConsoleState().digest([loaded(ConfigDiff(sections=("settings",)))]).everything
