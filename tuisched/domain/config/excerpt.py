@@ -13,7 +13,9 @@ reaches. Replacing job X's definition can break only:
 Groups list names, and X keeps its name. So these are exactly the problems a
 full check of the edited file finds, and checking them needs the text of X and
 of its dependants only, not the other 10,000 jobs. Each problem keeps the
-format and the line of a full check (`FILE:LINE: job 'NAME': message`):
+format and the line of a full check (`FILE:LINE: job 'NAME': message`). One
+difference: when X itself is refused, a full check also names each group line
+that lists X (X no longer reads as a job); this check names X's own problems.
 
 An *excerpt* is the file's text with every line blanked but those of some
 jobs' blocks, under a `jobs:` on line 1, so each line keeps its number. It is
