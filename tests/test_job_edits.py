@@ -160,6 +160,16 @@ def test_other_jobs_keep_their_own_indentation(tmp_path: Path) -> None:
     assert done.config.jobs["tidy"].priority == 3
 
 
+def test_a_file_with_crlf_line_endings_is_edited_whole(tmp_path: Path) -> None:
+    text = CONFIG.replace("\n", "\r\n")
+    path = _write(tmp_path, text)
+    config = parse_config(text, path)
+    with pytest.raises(ExcerptMismatch):
+        configedits.replace_job(
+            configedits.blocks_of(text, config), config, "tidy", {"schedule": "manual"}, NOW
+        )
+
+
 def test_every_job_of_the_sample_reads_as_the_whole_document_reads_it(tmp_path: Path) -> None:
     folder = tmp_path / "sample"
     shutil.copytree(SAMPLE, folder)
@@ -276,6 +286,56 @@ def test_the_block_check_and_a_whole_check_agree(
         assert done.config.jobs[name] == reread.jobs[name]  # its line too
         assert list(done.config.jobs) == list(reread.jobs)
         text, config, blocks = done.text, done.config, done.blocks
+
+
+SAMPLE_JOBS = ["export", "compress", "daily-report", "hourly-rollup", "report-gate", "heartbeat"]
+SAMPLE_EDITS: dict[str, Mapping[str, object]] = {
+    **EDITS,
+    "after export": {"schedule": None, "after": {"job": "export", "on": "both"}},
+    "after report-gate": {"schedule": None, "after": "report-gate"},
+    "requires daily-report": {"requires": ["daily-report"]},
+    "requires heartbeat": {"requires": ["heartbeat"]},
+    "failed alert": {"alerts": {"failed": {"to": "ops@example.org"}}},
+    "missing template": {"alerts": {"failed": {"to": "ops@example.org", "template": "no.txt"}}},
+}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("sample")
+    shutil.copytree(SAMPLE, folder, dirs_exist_ok=True)
+    return folder / "tuisched.yaml"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(SAMPLE_JOBS), st.sampled_from(sorted(SAMPLE_EDITS))),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_the_block_check_agrees_with_a_reload_of_the_sample(
+    sample: Path, steps: list[tuple[str, str]]
+) -> None:
+    """The same on the sample file: alerts, templates, groups with alerts, an e-mail subject."""
+    text = sample.read_text()
+    config = parse_config(text, sample)
+    blocks = configedits.blocks_of(text, config)
+    for name, edit in steps:
+        definition = _apply(ConfigDocument(text, sample).job(name) or {}, SAMPLE_EDITS[edit])
+        ours = _outcome(partial(configedits.replace_job, blocks, config, name, definition, NOW))
+        written = configedits.edited_blocks(blocks, config, name, definition).text
+        reload = _outcome(partial(parse_config, written, sample))
+        assert ours[0] == reload[0], (name, edit, ours, reload)
+        if ours[0] == "refused":
+            members = [line for line in reload[1] if "unknown group member" not in line]
+            assert ours[1] == members, (name, edit, ours[1], reload[1])
+        if ours[0] == "ok":
+            done = ours[1]
+            assert config_diff(reload[1], done.config, NOW).empty, (name, edit)
+            assert done.config.jobs[name] == reload[1].jobs[name]
+            text, config, blocks = done.text, done.config, done.blocks
 
 
 def test_a_dependant_broken_by_an_edit_is_named_at_its_own_line(tmp_path: Path) -> None:

@@ -106,6 +106,8 @@ def _document(blocks: JobBlocks, config: Config, name: str) -> ConfigDocument:
         raise ExcerptMismatch(f"job '{name}' has no block where it was read") from None
     if _anchored(own):  # rewriting it alone would leave other jobs' aliases dangling
         raise ExcerptMismatch(f"job '{name}' holds a YAML anchor")
+    if "\r" in own:  # ruamel.yaml writes "\n": the whole file is rewritten with one ending
+        raise ExcerptMismatch(f"job '{name}' has CRLF line endings")
     return ConfigDocument(own, config.path)
 
 
