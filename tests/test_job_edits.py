@@ -242,11 +242,37 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("edits")
 
 
+FRESH = {"command": ["/bin/echo", "fresh"], "schedule": {"cron": "5 5 * * *"}}
+"""What a job added by the differential test starts from."""
+
+
+def _step(
+    blocks: JobBlocks, config: Config, name: str, definition: Mapping[str, object]
+) -> tuple[Any, Any]:
+    """(the block way, the text it would write) for adding or replacing job `name`."""
+    if name in config.jobs:
+        return partial(configedits.replace_job, blocks, config, name, definition, NOW), (
+            configedits.edited_blocks(blocks, config, name, definition).text
+        )
+    return partial(configedits.add_job, blocks, config, name, definition, NOW), (
+        configedits.added_blocks(blocks, config, name, definition).text
+    )
+
+
+def _whole_step(text: str, path: Path, name: str, definition: Mapping[str, object]) -> Config:
+    document = ConfigDocument(text, path)
+    if document.job(name) is None:
+        document.add_job(name, definition)
+    else:
+        document.replace_job(name, definition)
+    return parse_config(document.text(), path)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
         st.tuples(
-            st.sampled_from(["export", "compress", "report", "tidy", "hourly"]),
+            st.sampled_from(["export", "compress", "report", "tidy", "hourly", "fresh"]),
             st.sampled_from(sorted(EDITS)),
         ),
         min_size=1,
@@ -256,20 +282,21 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_block_check_and_a_whole_check_agree(
     folder: Path, steps: list[tuple[str, str]]
 ) -> None:
-    """A run of edits, each made to the text the last accepted one left. The block check
-    accepts exactly the edits whose written file a reload (`parse_config` of the whole
-    file) accepts, naming the same problems at the same lines; the whole-document writer
-    agrees on each verdict and on the configuration; the blocks move along as jobs grow."""
+    """A run of edits (`fresh` is added, then edited), each made to the text the last
+    accepted one left. The block check accepts exactly the edits whose written file a
+    reload (`parse_config` of the whole file) accepts, naming the same problems at the
+    same lines; the whole-document writer agrees on each verdict and on the
+    configuration; the blocks move along as jobs grow."""
     path = _write(folder)
     text = CONFIG
     config = parse_config(text, path)
     blocks = configedits.blocks_of(text, config)
     for name, edit in steps:
-        definition = _apply(ConfigDocument(text, path).job(name) or {}, EDITS[edit])
-        ours = _outcome(partial(configedits.replace_job, blocks, config, name, definition, NOW))
-        written = configedits.edited_blocks(blocks, config, name, definition).text
+        definition = _apply(ConfigDocument(text, path).job(name) or FRESH, EDITS[edit])
+        run, written = _step(blocks, config, name, definition)
+        ours = _outcome(run)
         reload = _outcome(partial(parse_config, written, path))
-        whole = _outcome(partial(_whole, text, path, name, definition))
+        whole = _outcome(partial(_whole_step, text, path, name, definition))
         assert ours[0] == reload[0] == whole[0], (name, edit, ours, reload, whole)
         if ours[0] == "refused":
             # A job refused drops out of its groups too: a reload also names the group
@@ -279,7 +306,7 @@ def test_the_block_check_and_a_whole_check_agree(
             assert ours[1] == members, (name, edit, ours[1], reload[1])
         if ours[0] != "ok":
             continue
-        done, reread, (_, expected) = ours[1], reload[1], whole[1]
+        done, reread, expected = ours[1], reload[1], whole[1]
         assert done.text == written
         assert config_diff(expected, reread, NOW).empty, (name, edit)
         assert config_diff(reread, done.config, NOW).empty, (name, edit)
@@ -392,6 +419,34 @@ async def test_an_edit_rewrites_one_block_atomically_then_schedules(tmp_path: Pa
                                      "    python: \"tests.engine_jobs:noop\"\n"
                                      "    schedule: manual\n")  # fmt: skip
     assert not list(tmp_path.glob(".tuisched.yaml.*.tmp"))
+
+
+async def test_an_added_job_goes_after_the_last_one_and_nothing_else_moves(
+    tmp_path: Path,
+) -> None:
+    text = CONFIG + "\n# the end of the jobs\nx-notes: {owner: ops}   # kept as written\n"
+    path = _write(tmp_path, text)
+    new = {"command": ["/bin/echo", "new"], "after": {"job": "hourly"}}
+    async with running(path) as (runtime, events):
+        with pytest.raises(JobActionError, match="already exists"):
+            await runtime.actions.add_job("tidy", new)
+        with pytest.raises(ConfigError) as raised:
+            await runtime.actions.add_job("late", {**new, "after": {"job": "nobody"}})
+        line = text.count("\n", 0, text.index("\n# the end")) + 1  # `late:`; `after:` 2 below
+        assert [str(p) for p in raised.value.problems] == [
+            f"{path}:{line + 2}: job 'late': after names unknown job 'nobody'"
+        ]
+        assert path.read_text() == text
+        await runtime.actions.add_job("late", new)
+        (loaded,) = await events.wait_for(ConfigLoaded)
+        assert loaded.diff is not None
+        assert loaded.diff.added == ("late",)
+        assert runtime.config.job("late").line == line
+    head, tail = text.split("\n# the end", maxsplit=1)
+    assert path.read_text() == (
+        head + "  late:\n    command: [/bin/echo, new]\n    after:\n      job: hourly\n"
+        "\n# the end" + tail
+    )
 
 
 async def test_a_refused_edit_writes_nothing(tmp_path: Path) -> None:

@@ -85,7 +85,7 @@ class Actions:
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
-        await self._source().edit(lambda document: document.add_job(name, definition))
+        await self._source().add_job(name, definition)
         self._record("add", f"job {name}", actor)
 
     async def replace_job(

@@ -25,8 +25,13 @@ import yaml
 from yaml.events import AliasEvent
 
 from tuisched.domain.config.diff import ConfigDiff, config_diff
-from tuisched.domain.config.excerpt import ExcerptMismatch, replaced_job, verify_excerpt
-from tuisched.domain.errors import UnknownJobError
+from tuisched.domain.config.excerpt import (
+    ExcerptMismatch,
+    added_job,
+    replaced_job,
+    verify_excerpt,
+)
+from tuisched.domain.errors import JobActionError, UnknownJobError
 from tuisched.domain.model import Config
 from tuisched.runtime.configfiles import config_host
 from tuisched.runtime.document import ConfigDocument
@@ -97,6 +102,44 @@ def edited_blocks(
     return blocks.replaced(name, new_block)
 
 
+def add_job(
+    blocks: JobBlocks, config: Config, name: str, definition: Mapping[str, object], now: datetime
+) -> JobEdit:
+    """The text with job `name` added after the last job (only that job's block written,
+    the rest of the file kept byte for byte), checked where the change reaches.
+
+    Raises:
+        JobActionError: a job by that name exists.
+        ConfigError: the edited file would be refused (each problem located in it).
+        ExcerptMismatch: the file is not cut as expected; edit the whole document.
+    """
+    edited = added_blocks(blocks, config, name, definition)
+    new_config = added_job(config, name, edited.excerpt, config_host())
+    return JobEdit(edited.text, edited, new_config, _diff(config, new_config, name, now))
+
+
+def added_blocks(
+    blocks: JobBlocks, config: Config, name: str, definition: Mapping[str, object]
+) -> JobBlocks:
+    """The text with job `name` added after the last job, unchecked (see `add_job`)."""
+    if name in config.jobs:
+        raise JobActionError(f"a job named '{name}' already exists")
+    last = blocks.last()
+    if last is None:
+        raise ExcerptMismatch("no job to add the new one after")
+    document = _document(blocks, config, last)
+    before = document.text()
+    document.add_job(name, definition)
+    after = document.text()
+    old = blocks.block(last)
+    if old is None or not after.startswith(before):
+        raise ExcerptMismatch(f"job '{name}' cannot be written after job '{last}'")
+    new_block = after[len(before) :]
+    if _indent(new_block) != _indent(blocks.text[old.start : old.end]):
+        raise ExcerptMismatch(f"job '{name}' would not be written at the jobs' indentation")
+    return blocks.added(name, last, new_block)
+
+
 def _document(blocks: JobBlocks, config: Config, name: str) -> ConfigDocument:
     """Job `name`'s block as a one-job document, once it is checked to be the live job."""
     try:
@@ -120,9 +163,10 @@ def _anchored(text: str) -> bool:
 
 
 def _diff(old: Config, new: Config, name: str, now: datetime) -> ConfigDiff:
-    """What replacing job `name` changes (the other jobs are the very same objects)."""
+    """What replacing or adding job `name` changes (the other jobs are the same objects)."""
+    before = {name: old.jobs[name]} if name in old.jobs else {}
     return config_diff(
-        replace(old, jobs={name: old.jobs[name]}, groups={}),
+        replace(old, jobs=before, groups={}),
         replace(new, jobs={name: new.jobs[name]}, groups={}),
         now,
     )

@@ -166,16 +166,28 @@ class ConfigSource:
             JobActionError: the file holds an offline edit that would be overwritten.
             ConfigError: the result is not valid; nothing is written.
         """
+        return await self._edit_job(_REPLACE, name, definition)
+
+    async def add_job(self, name: str, definition: Mapping[str, object]) -> Config:
+        """Add job `name` after the last job, as `replace_job` replaces one.
+
+        Raises:
+            JobActionError: a job by that name exists, or the file holds an offline edit.
+            ConfigError: the result is not valid; nothing is written.
+        """
+        return await self._edit_job(_ADD, name, definition)
+
+    async def _edit_job(self, how: _JobEdit, name: str, definition: Mapping[str, object]) -> Config:
         async with self._lock:
             await self._refuse_if_edited_on_disk()
             blocks, config = await self._blocks_now()
             now = self.clock()
             try:
                 done = await in_thread(
-                    Lane.CONFIG, configedits.replace_job, blocks, config, name, definition, now
+                    Lane.CONFIG, how.by_block, blocks, config, name, definition, now
                 )
             except ExcerptMismatch:
-                return await self._edit_whole(lambda doc: doc.replace_job(name, definition))
+                return await self._edit_whole(lambda doc: how.whole(doc, name, definition))
             await self._write(done.text)
             # The other jobs of `done.config` keep the lines they were read at: the blocks
             # say where they are now.
@@ -184,17 +196,18 @@ class ConfigSource:
             )
             return done.config
 
-    async def check_job(self, name: str, definition: Mapping[str, object]) -> Config:
-        """The configuration replacing job `name` by `definition` would give, checked as
+    async def check_job(
+        self, name: str, definition: Mapping[str, object], *, adding: bool = False
+    ) -> Config:
+        """The configuration replacing (or `adding`) job `name` would give, checked as
         `replace_job` checks it, without writing anything (see `preview`)."""
+        how = _ADD if adding else _REPLACE
         (blocks, config), now = await self._blocks_now(), self.clock()
         try:
-            done = await in_thread(
-                Lane.CONFIG, configedits.replace_job, blocks, config, name, definition, now
-            )
+            done = await in_thread(Lane.CONFIG, how.by_block, blocks, config, name, definition, now)
         except ExcerptMismatch:
             return await in_thread(
-                Lane.CONFIG, self.preview, lambda doc: doc.replace_job(name, definition)
+                Lane.CONFIG, self.preview, lambda doc: how.whole(doc, name, definition)
             )
         return done.config
 
@@ -276,6 +289,20 @@ class ConfigSource:
                 groups=len(config.groups), origin=origin, diff=diff,
             )
         )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _JobEdit:
+    """One kind of job edit: through the job's block, or through the whole document."""
+
+    by_block: Callable[
+        [JobBlocks, Config, str, Mapping[str, object], datetime], configedits.JobEdit
+    ]
+    whole: Callable[[ConfigDocument, str, Mapping[str, object]], None]
+
+
+_REPLACE = _JobEdit(configedits.replace_job, ConfigDocument.replace_job)
+_ADD = _JobEdit(configedits.add_job, ConfigDocument.add_job)
 
 
 def _parsed(text: str, path: Path, live: Config, now: datetime) -> tuple[Config, ConfigDiff]:

@@ -95,11 +95,32 @@ def replaced_job(live: Config, name: str, excerpt: Excerpt, host: ConfigHost) ->
     """
     if name not in live.jobs:
         raise ExcerptMismatch(f"no job '{name}' to replace")
-    others = dependants(live, name)
+    return _changed(live, name, dependants(live, name), excerpt, host)
+
+
+def added_job(live: Config, name: str, excerpt: Excerpt, host: ConfigHost) -> Config:
+    """`live` with job `name` added last, as the edited file's `excerpt` writes it, checked
+    as a reload would check it. No job names a new job (the file was valid, so none named
+    it) and no group lists it: only its own definition, what it names and its alert
+    templates can be wrong.
+
+    Raises:
+        ConfigError: the edited file would be refused (each problem located in it).
+        ExcerptMismatch: a job by that name exists (the document says so, not this check).
+    """
+    if name in live.jobs:
+        raise ExcerptMismatch(f"job '{name}' exists")
+    return _changed(live, name, [], excerpt, host)
+
+
+def _changed(
+    live: Config, name: str, others: list[str], excerpt: Excerpt, host: ConfigHost
+) -> Config:
+    """`live` with job `name` as `excerpt` writes it, checked with the jobs naming it."""
     read = _read(live, excerpt([name, *others]), [name, *others], host)
     _same_as_live(live, read, others)
-    new = read.jobs[name]
-    edited = replace(new, groups=live.jobs[name].groups) if new else None
+    new, known = read.jobs[name], live.jobs.get(name)
+    edited = replace(new, groups=known.groups if known else ()) if new else None
     jobs = _Overlay(live.jobs, name, edited)
     for job in (jobs.get(name), *(jobs[other] for other in others)):
         if job is not None:
@@ -197,7 +218,8 @@ def _check_alerts(live: Config, values: Values, job: Job) -> None:
 
 
 class _Overlay(Mapping[str, Job]):
-    """`base` with job `replaced` read anew (absent while its definition has problems).
+    """`base` with job `replaced` read anew, or added last (absent while its definition
+    has problems).
 
     A view, not a copy: checking one job of 100,000 copies nothing.
     """
@@ -223,6 +245,9 @@ class _Overlay(Mapping[str, Job]):
         for name in self.base:
             if name != self.replaced or self.job is not None:
                 yield name
+        if self.job is not None and self.replaced not in self.base:
+            yield self.replaced
 
     def __len__(self) -> int:
-        return len(self.base) - (self.job is None)
+        known = self.replaced in self.base
+        return len(self.base) - (known and self.job is None) + (not known and self.job is not None)

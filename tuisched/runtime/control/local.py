@@ -242,8 +242,9 @@ class LocalQueries:
         if source is None:
             return ("the scheduler is not running",)
         try:
-            if edit.target is EditTarget.JOB and edit.action is EditAction.REPLACE:
-                await source.check_job(edit.name, edit.definition or {})
+            if edit.target is EditTarget.JOB and edit.action is not EditAction.DELETE:
+                adding = edit.action is EditAction.ADD
+                await source.check_job(edit.name, edit.definition or {}, adding=adding)
             else:
                 await in_thread(Lane.CONFIG, source.preview, _change(edit))
         except ConfigError as error:

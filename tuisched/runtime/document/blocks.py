@@ -136,6 +136,31 @@ class JobBlocks:
         }
         return JobBlocks(text=text, starts=starts)
 
+    def added(self, name: str, after: str, new: str) -> JobBlocks:
+        """The text with job `name`'s block `new` (whole lines) just after job `after`'s
+        block (before the blank and comment lines that follow it), and its blocks.
+
+        Raises:
+            KeyError: job `after` has no block.
+        """
+        block = self._found(after)
+        old = self.text[block.start : block.end]
+        gap = not old.endswith("\n")  # the last line of a file without a final newline
+        if gap:
+            new = "\n" + new.removesuffix("\n")
+        text = self.text[: block.end] + new + self.text[block.end :]
+        shift, lines = len(new), new.count("\n")
+        starts = {
+            job: (line + lines, offset + shift) if offset >= block.end else (line, offset)
+            for job, (line, offset) in self.starts.items()
+        }
+        starts[name] = (block.line + old.count("\n") + gap, block.end + gap)
+        return JobBlocks(text=text, starts=starts)
+
+    def last(self) -> str | None:
+        """The job whose key comes last in the text, if any."""
+        return max(self.starts, key=lambda name: self.starts[name][0], default=None)
+
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" "))
