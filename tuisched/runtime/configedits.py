@@ -1,4 +1,4 @@
-"""One job read and replaced through its own block of the file, not the whole document.
+"""One job read, replaced or added through its own block of the file, not the whole document.
 
 Reading a job for the console's form or detail view, and checking and making
 an edit of it, used to load the whole file with ruamel.yaml and check the
@@ -7,7 +7,7 @@ loaded (`tuisched.runtime.document.blocks`), edited with the same
 comment-keeping `ConfigDocument`, spliced back into the text in place of the
 old block (every other byte kept), and checked where the change can reach
 (`tuisched.domain.config.excerpt`): the job, the jobs that depend on it, a
-cycle through it, its alert templates.
+cycle through it, its alert templates. A new job is written after the last one.
 
 Everything here blocks (it runs in the CONFIG lane) and raises
 `ExcerptMismatch` when the file is not cut as expected (a flow-style

@@ -2,8 +2,8 @@
 
 The file is the source of truth. A change through the API is applied to the
 file's text (comments kept), validated, written atomically, and only then
-applied to the schedule. A replaced job is rewritten and checked through its
-own block of the file (`tuisched.runtime.configedits`: only what the change
+applied to the schedule. A replaced or added job is written and checked through
+its own block of the file (`tuisched.runtime.configedits`: only what the change
 reaches is checked, as a reload would check it); other changes go through the
 whole document and a check of the whole file. The file on disk is known by the hash of
 its content: a change noticed on disk whose content is what we wrote is our

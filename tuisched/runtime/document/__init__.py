@@ -35,8 +35,8 @@ Edits that remove or append a mapping's last key move that trailing text
 along, so a comment stays above the job it describes.
 
 A whole document is re-emitted with one indentation; a file that mixes
-indentations is normalised to the first one found. Replacing one job goes
-through that job's block alone (`blocks`, used by
+indentations is normalised to the first one found. Replacing (or adding) one
+job goes through that job's block alone (`blocks`, used by
 `tuisched.runtime.configedits`): only its text is loaded, re-emitted and
 spliced back, and every other byte of the file is kept as it was.
 """
