@@ -42,7 +42,7 @@ _Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclass(frozen=True, slots=True)
 class JobEdit:
-    """A job replaced in the text: the new text, its blocks, its configuration and the diff."""
+    """A job replaced or added in the text: the new text, its blocks, configuration and diff."""
 
     text: str
     blocks: JobBlocks

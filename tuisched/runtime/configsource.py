@@ -178,6 +178,7 @@ class ConfigSource:
         return await self._edit_job(_ADD, name, definition)
 
     async def _edit_job(self, how: _JobEdit, name: str, definition: Mapping[str, object]) -> Config:
+        """Make the edit through the job's block; through the whole document if it cannot."""
         async with self._lock:
             await self._refuse_if_edited_on_disk()
             blocks, config = await self._blocks_now()

@@ -71,7 +71,9 @@ class _Read:
 def dependants(config: Config, name: str) -> list[str]:
     """The jobs of `config` that name job `name` in `after` or `requires`, in file order."""
     return [
-        job.name for job in config.jobs.values() if job.name != name and name in depends_on(job)
+        job.name
+        for job in config.jobs.values()
+        if (job.after or job.requires) and job.name != name and name in depends_on(job)
     ]
 
 
