@@ -85,14 +85,14 @@ class Actions:
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
-        await self._source().edit(lambda document: document.add_job(name, definition))
+        await self._source().add_job(name, definition)
         self._record("add", f"job {name}", actor)
 
     async def replace_job(
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Replace a job's definition (UnknownJobError if there is none)."""
-        await self._source().edit(lambda document: document.replace_job(name, definition))
+        await self._source().replace_job(name, definition)
         self._record("edit", f"job {name}", actor)
 
     async def delete_job(self, name: str, *, actor: str | None = None) -> None:

@@ -1,8 +1,11 @@
 """The configuration file and the live configuration, kept in step (SPEC R16, R17).
 
 The file is the source of truth. A change through the API is applied to the
-file's text (comments kept), validated as a whole, written atomically, and
-only then applied to the schedule. The file on disk is known by the hash of
+file's text (comments kept), validated, written atomically, and only then
+applied to the schedule. A replaced or added job is written and checked through
+its own block of the file (`tuisched.runtime.configedits`: only what the change
+reaches is checked, as a reload would check it); other changes go through the
+whole document and a check of the whole file. The file on disk is known by the hash of
 its content: a change noticed on disk whose content is what we wrote is our
 own write; anything else is an offline edit, reported with a diff and
 applied on request (or at once with `settings.auto_reload`). An API change
@@ -13,18 +16,21 @@ ever overwritten. The last applied change can be undone.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.config.diff import ConfigDiff, config_diff
+from tuisched.domain.config.excerpt import ExcerptMismatch
 from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
+from tuisched.runtime import configedits
 from tuisched.runtime.configfiles import parse_config, read_config_text
 from tuisched.runtime.document import ConfigDocument, atomic_write
+from tuisched.runtime.document.blocks import JobBlocks
 from tuisched.runtime.threads import Lane, in_thread
 
 UNDO_DEPTH = 20
@@ -50,6 +56,9 @@ class ConfigSource:
     clock: Callable[[], datetime]
     pending: str | None = None
     """The file's content when it differs from `text`: an offline edit not applied yet."""
+    _blocks: JobBlocks | None = None
+    """Where each job's block is in `text`, once asked for (None: not found yet, and
+    `config` was read from `text` as a whole, so its lines say where the jobs are)."""
     _undo: list[str] = field(default_factory=list)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
@@ -137,11 +146,89 @@ class ConfigSource:
         """
         async with self._lock:
             await self._refuse_if_edited_on_disk()
-            text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
-            config, diff = await self._checked(text)
-            await self._write(text)
-            await self._swap(text, config, diff, "edit", remember=True)
-            return config
+            return await self._edit_whole(change)
+
+    async def _edit_whole(self, change: Callable[[ConfigDocument], None]) -> Config:
+        """`edit` through the whole document (ruamel.yaml, then the whole file checked)."""
+        text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
+        config, diff = await self._checked(text)
+        await self._write(text)
+        await self._swap(text, config, diff, "edit", remember=True)
+        return config
+
+    async def replace_job(self, name: str, definition: Mapping[str, object]) -> Config:
+        """Make job `name` read as `definition`: only its block of the file is rewritten
+        (every other byte kept) and only what the change reaches is checked; written
+        atomically, then scheduled. A file whose jobs cannot be cut apart is edited whole.
+
+        Raises:
+            UnknownJobError: no job by that name.
+            JobActionError: the file holds an offline edit that would be overwritten.
+            ConfigError: the result is not valid; nothing is written.
+        """
+        return await self._edit_job(_REPLACE, name, definition)
+
+    async def add_job(self, name: str, definition: Mapping[str, object]) -> Config:
+        """Add job `name` after the last job, as `replace_job` replaces one.
+
+        Raises:
+            JobActionError: a job by that name exists, or the file holds an offline edit.
+            ConfigError: the result is not valid; nothing is written.
+        """
+        return await self._edit_job(_ADD, name, definition)
+
+    async def _edit_job(self, how: _JobEdit, name: str, definition: Mapping[str, object]) -> Config:
+        """Make the edit through the job's block; through the whole document if it cannot."""
+        async with self._lock:
+            await self._refuse_if_edited_on_disk()
+            blocks, config = await self._blocks_now()
+            now = self.clock()
+            try:
+                done = await in_thread(
+                    Lane.CONFIG, how.by_block, blocks, config, name, definition, now
+                )
+            except ExcerptMismatch:
+                return await self._edit_whole(lambda doc: how.whole(doc, name, definition))
+            await self._write(done.text)
+            # The other jobs of `done.config` keep the lines they were read at: the blocks
+            # say where they are now.
+            await self._swap(
+                done.text, done.config, done.diff, "edit", remember=True, blocks=done.blocks
+            )
+            return done.config
+
+    async def check_job(
+        self, name: str, definition: Mapping[str, object], *, adding: bool = False
+    ) -> Config:
+        """The configuration replacing (or `adding`) job `name` would give, checked as
+        `replace_job` checks it, without writing anything (see `preview`)."""
+        how = _ADD if adding else _REPLACE
+        (blocks, config), now = await self._blocks_now(), self.clock()
+        try:
+            done = await in_thread(Lane.CONFIG, how.by_block, blocks, config, name, definition, now)
+        except ExcerptMismatch:
+            return await in_thread(
+                Lane.CONFIG, self.preview, lambda doc: how.whole(doc, name, definition)
+            )
+        return done.config
+
+    async def job_definition(self, name: str) -> dict[str, object] | None:
+        """Job `name`'s definition as the file writes it (text values), read from its block."""
+        (blocks, config), path = await self._blocks_now(), self.path
+        try:
+            return await in_thread(Lane.CONFIG, configedits.job_definition, blocks, config, name)
+        except ExcerptMismatch:
+            return await in_thread(Lane.CONFIG, lambda: ConfigDocument(blocks.text, path).job(name))
+
+    async def _blocks_now(self) -> tuple[JobBlocks, Config]:
+        """Where each job's block is in `text` (found off the loop, once per text), and
+        the configuration in force with that text."""
+        text, config, blocks = self.text, self.config, self._blocks
+        if blocks is None:
+            blocks = await in_thread(Lane.CONFIG, configedits.blocks_of, text, config)
+            if self.text is text:
+                self._blocks = blocks
+        return blocks, config
 
     def preview(self, change: Callable[[ConfigDocument], None]) -> Config:
         """The configuration `change` would give, validated, without writing anything.
@@ -188,11 +275,14 @@ class ConfigSource:
             )
 
     async def _swap(
-        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool
-    ) -> None:
+        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool,
+        blocks: JobBlocks | None = None,
+    ) -> None:  # fmt: skip
+        """Put `text` and its `config` in force (`blocks`: where its jobs are, when
+        `config` was not read from `text` as a whole)."""
         if remember:
             self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
-        self.text, self.config, self.pending = text, config, None
+        self.text, self.config, self.pending, self._blocks = text, config, None, blocks
         await self.apply(config, diff, origin)
         self.bus.publish(
             ConfigLoaded(
@@ -200,6 +290,20 @@ class ConfigSource:
                 groups=len(config.groups), origin=origin, diff=diff,
             )
         )  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _JobEdit:
+    """One kind of job edit: through the job's block, or through the whole document."""
+
+    by_block: Callable[
+        [JobBlocks, Config, str, Mapping[str, object], datetime], configedits.JobEdit
+    ]
+    whole: Callable[[ConfigDocument, str, Mapping[str, object]], None]
+
+
+_REPLACE = _JobEdit(configedits.replace_job, ConfigDocument.replace_job)
+_ADD = _JobEdit(configedits.add_job, ConfigDocument.add_job)
 
 
 def _parsed(text: str, path: Path, live: Config, now: datetime) -> tuple[Config, ConfigDiff]:

@@ -15,29 +15,52 @@ def check_dependencies(
     values: Values, jobs: Mapping[str, Job], line: Callable[[Job, str], int]
 ) -> None:
     """`after` and `requires` name existing jobs with cycles, and form no dependency cycle."""
-    names = frozenset(jobs)
     for job in jobs.values():
-        with values.scope(job=job.name):
-            if job.after is not None and job.after.job not in names:
-                near = nearest(job.after.job, names)
-                values.problem(
-                    line(job, "after"), f"after names unknown job '{job.after.job}'{near}"
-                )
-            _check_requires(values, job, jobs, line)
-    graph = {
-        job.name: [
-            *([job.after.job] if job.after else []),
-            *(name for name in job.requires if name not in (SELF, job.name)),
-        ]
+        check_job_dependencies(values, job, jobs, line)
+    report_cycle(values, jobs, find_cycle(dependency_graph(jobs)), line)
+
+
+def check_job_dependencies(
+    values: Values, job: Job, jobs: Mapping[str, Job], line: Callable[[Job, str], int]
+) -> None:
+    """`job`'s `after` and `requires` name jobs of `jobs`, and what it requires has a cycle."""
+    with values.scope(job=job.name):
+        if job.after is not None and job.after.job not in jobs:
+            near = nearest(job.after.job, frozenset(jobs))
+            values.problem(line(job, "after"), f"after names unknown job '{job.after.job}'{near}")
+        _check_requires(values, job, jobs, line)
+
+
+def dependency_graph(jobs: Mapping[str, Job]) -> dict[str, list[str]]:
+    """Each job that depends on others, with the jobs it names in `after` and `requires`."""
+    return {
+        job.name: depends_on(job)
         for job in jobs.values()
         if job.after or job.requires  # a job that depends on none is in no cycle
     }
-    cycle = find_cycle(graph)
-    if cycle is not None:
-        first = jobs[cycle[0]]
-        with values.scope(job=first.name):
-            where = line(first, "after" if first.after else "requires")
-            values.problem(where, f"dependency cycle: {' -> '.join(cycle)}")
+
+
+def depends_on(job: Job) -> list[str]:
+    """The jobs `job` names in `after` and `requires` (`self` left out)."""
+    return [
+        *([job.after.job] if job.after else []),
+        *(name for name in job.requires if name not in (SELF, job.name)),
+    ]
+
+
+def report_cycle(
+    values: Values,
+    jobs: Mapping[str, Job],
+    cycle: list[str] | None,
+    line: Callable[[Job, str], int],
+) -> None:
+    """Record `cycle` (from `find_cycle`), if any, on the line of its first job."""
+    if cycle is None:
+        return
+    first = jobs[cycle[0]]
+    with values.scope(job=first.name):
+        where = line(first, "after" if first.after else "requires")
+        values.problem(where, f"dependency cycle: {' -> '.join(cycle)}")
 
 
 def _check_requires(

@@ -60,12 +60,13 @@ class JobReader:
         jobs = {}
         for name, job_entry in value.entries.items():
             with self.values.scope(job=name):
-                job = self._job(name, job_entry, zone)
+                job = self.job(name, job_entry, zone)
             if job is not None:
                 jobs[name] = job
         return jobs
 
-    def _job(self, name: str, entry: Entry, default_zone: ZoneInfo) -> Job | None:
+    def job(self, name: str, entry: Entry, default_zone: ZoneInfo) -> Job | None:
+        """Job `name` from its entry under `jobs:`, or None when it has problems (recorded)."""
         if not check_name(self.values, name, entry.key_line, "job"):
             return None
         fields = self.values.mapping(entry.value, "the job", JOB_KEYS)

@@ -65,6 +65,37 @@ def _rule_problem(
     return None
 
 
+def job_template_problems(
+    config: Config, name: str, read_template: TemplateReader, limit: RenderLimit | None = None
+) -> list[Problem]:
+    """The problems `template_problems` would find that job `name` of `config` can cause.
+
+    A job's definition reaches the sample renders of its own alert rules, of
+    the groups whose sample member it is, and of `email.subject` when it is
+    the first job; every other render is the same as in a configuration
+    without the change, so checking one edited job needs only these.
+    """
+    job = config.jobs.get(name)
+    if config.email is None or job is None:
+        return []
+    limit = limit or _no_limit
+    problems = list(
+        _rules_problems(
+            config, job, job.alerts, line=job.line, owner={"job": name},
+            read_template=read_template, limit=limit,
+        )
+    )  # fmt: skip
+    if next(iter(config.jobs)) == name:
+        problems += _subject_problems(config, config.email, limit)
+    for group in config.groups.values():
+        if name in group.jobs and _member(config, group) is job:
+            problems += _rules_problems(
+                config, job, group.alerts, line=group.line, owner={"group": group.name},
+                read_template=read_template, limit=limit,
+            )  # fmt: skip
+    return problems
+
+
 def _subject_problems(
     config: Config, email: EmailSettings, limit: RenderLimit
 ) -> Iterator[Problem]:

@@ -136,8 +136,14 @@ class ConsoleState:
             case ConfigRejected(problems=problems):
                 more = f" (+{len(problems) - 1} more, D)" if len(problems) > 1 else ""
                 changes.banner = (f"reload refused, nothing changed: {problems[0]}{more}", True)
-            case ConfigLoaded():
-                changes.hide_banner, changes.banner, changes.everything = True, None, True
+            case ConfigLoaded(diff=diff):
+                changes.hide_banner, changes.banner = True, None
+                if diff is not None and not (diff.added or diff.removed or diff.groups):
+                    # Only these jobs' rows change: refilling a 100,000-row table takes seconds.
+                    changes.touched.update(change.name for change in diff.changed)
+                    changes.everything = changes.everything or bool(diff.sections)
+                else:
+                    changes.everything = True
             case PauseChanged():
                 changes.everything = True
             case AlertFailed(final=True, job=job, error=error):

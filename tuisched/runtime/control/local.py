@@ -201,7 +201,10 @@ class LocalQueries:
         return await in_thread(Lane.CONFIG, _pending, pending, source.path, live, now)
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
-        text, path = await self.config_text(), self._runtime.config.path
+        source = self._runtime.source
+        if source is not None:  # read from the job's own block of the file
+            return await source.job_definition(name)
+        text, path = self._runtime.config_text, self._runtime.config.path
         return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
@@ -239,7 +242,11 @@ class LocalQueries:
         if source is None:
             return ("the scheduler is not running",)
         try:
-            await in_thread(Lane.CONFIG, source.preview, _change(edit))
+            if edit.target is EditTarget.JOB and edit.action is not EditAction.DELETE:
+                adding = edit.action is EditAction.ADD
+                await source.check_job(edit.name, edit.definition or {}, adding=adding)
+            else:
+                await in_thread(Lane.CONFIG, source.preview, _change(edit))
         except ConfigError as error:
             return tuple(str(problem) for problem in error.problems) or (str(error),)
         except (TuischedError, TypeError) as error:

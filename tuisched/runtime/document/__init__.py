@@ -34,8 +34,11 @@ value (often with the last key of the job *before* the one they introduce).
 Edits that remove or append a mapping's last key move that trailing text
 along, so a comment stays above the job it describes.
 
-Known limit: the whole file is re-emitted with one indentation; a file that
-mixes indentations is normalised to the first one found.
+A whole document is re-emitted with one indentation; a file that mixes
+indentations is normalised to the first one found. Replacing (or adding) one
+job goes through that job's block alone (`blocks`, used by
+`tuisched.runtime.configedits`): only its text is loaded, re-emitted and
+spliced back, and every other byte of the file is kept as it was.
 """
 
 from tuisched.runtime.document.editor import ConfigDocument

@@ -3,9 +3,9 @@
 The form knows the common keys (kind, trigger, timeout, retries, priority,
 overlap, description, enabled). Every other key of an edited job (`cwd`,
 `env`, `requires`, `alerts`, `x-` notes...) is carried over untouched, in its
-place. Saving validates the whole configuration the change would give
-(the control seam's `preview`, nothing written) and lists every problem under the
-form; only a valid definition leaves it, as `(name, definition)`.
+place. Saving checks the configuration the change would give, as a reload
+would check it (the control seam's `preview`, nothing written), and lists every
+problem under the form; only a valid definition leaves it, as `(name, definition)`.
 """
 
 from __future__ import annotations
