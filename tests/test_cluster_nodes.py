@@ -421,9 +421,16 @@ def test_a_rolling_restart_loses_no_slot(cluster: Cluster) -> None:
         nodes[index] = cluster.node(jobs, name=f"r{index}")
         cluster.alive(3)
     ended = cluster.rows("SELECT now()")[0][0]
+    window = (began, ended - timedelta(seconds=1))
+    # A slot that preferred the node just stopped waits `steal_after` for another node:
+    # judge the window once every run in it has ended.
+    wait_until(lambda: not cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE job = 'tick' AND slot > %s AND slot < %s "
+        "AND state IN ('due', 'running')", *window), within=30)  # fmt: skip
     slots = [row[0] for row in cluster.rows(
         "SELECT slot FROM tuisched_runs WHERE job = 'tick' AND slot > %s AND slot < %s "
-        "AND state = 'success' ORDER BY slot", began, ended - timedelta(seconds=1))]  # fmt: skip
+        "AND state = 'success' ORDER BY slot", *window)]  # fmt: skip
+    assert slots, "no tick slot ran during the rolling restart"
     expected = int((slots[-1] - slots[0]).total_seconds()) + 1
     assert len(slots) == expected == len(set(slots)), slots
     for node in nodes:
