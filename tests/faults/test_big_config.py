@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.domain.model import Job
+from tuisched.domain.model import Job, Schedule
 from tuisched.runtime.control import LocalControl
 from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
 from tuisched.runtime.runtime import Runtime
@@ -37,13 +37,13 @@ def _many_jobs() -> str:
 async def _loads_between_turns(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[list[int]]:
     """The jobs loaded between each two loop turns another task gets while the body runs."""
     loaded = [0]
-    load = SlotFiring.load
+    first_slot = SlotFiring._first_slot  # every job loaded, at start or on a reload, has one
 
-    def counting_load(self: SlotFiring, job: Job, now: datetime, *, paused: bool) -> None:
+    def counting(self: SlotFiring, job: Job, now: datetime) -> tuple[Schedule, datetime] | None:
         loaded[0] += 1
-        load(self, job, now, paused=paused)
+        return first_slot(self, job, now)
 
-    monkeypatch.setattr(SlotFiring, "load", counting_load)
+    monkeypatch.setattr(SlotFiring, "_first_slot", counting)
     stretches: list[int] = []
 
     async def tick() -> None:

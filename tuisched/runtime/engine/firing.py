@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from apscheduler.executors.base import BaseExecutor
+from apscheduler.job import Job as ApsJob
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tuisched.domain.config.config import collector_paused
-from tuisched.domain.model import Config, Job, ManualSchedule
+from tuisched.domain.model import Config, Job, ManualSchedule, Schedule
 from tuisched.domain.runs import Trigger
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.runtime.clock import Clock
@@ -44,6 +45,9 @@ LOADS_PER_STEP = 500
 
 def _noop() -> None:
     """Stands in for APScheduler's job function; our executor never calls it."""
+
+
+_NOOP = f"{__name__}:_noop"
 
 
 class _LoopExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler is untyped
@@ -121,24 +125,29 @@ class SlotFiring:
 
         A slot the history holds never fires again, even when the wall clock is
         now behind it (a restart after the clock was set back). Jobs are loaded
-        a few hundred at a time, the loop free in between; a slot that falls
-        due meanwhile fires at once when its job is loaded, because each job's
-        first slot is counted from `now`.
+        a few hundred at a time, the loop free in between, and APScheduler
+        starts once all are in (100,000 jobs: about 2 s); a slot that fell due
+        meanwhile fires at once then (within its `grace`, like any late slot),
+        because each job's first slot is counted from `now`.
         """
         self._fired = dict(held)
         self._inbox = _Inbox(asyncio.get_running_loop(), self._take)
+        store = HeapJobStore()
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
-            jobstores={"default": HeapJobStore()},
+            jobstores={"default": store},
             executors={"default": _LoopExecutor(self._inbox.put)},
             job_defaults={"misfire_grace_time": None, "coalesce": False, "max_instances": 1},
         )
-        self._scheduler.start()
         for chunk in range(0, len(jobs), LOADS_PER_STEP):
             with collector_paused():  # 100,000 APScheduler jobs: no cycles, many objects
                 for job, paused in jobs[chunk : chunk + LOADS_PER_STEP]:
-                    self.load(job, now, paused=paused)
+                    due = self._first_slot(job, now)
+                    if due is not None:
+                        store.add_job(self._job_for(job.name, *due, paused=paused))
             await asyncio.sleep(0)
+        # Started once every job is in: a slot due meanwhile fires at once now.
+        self._scheduler.start()
 
     def stop(self) -> None:
         """Fire no more slots."""
@@ -147,17 +156,39 @@ class SlotFiring:
 
     def load(self, job: Job, now: datetime, *, paused: bool) -> None:
         """Fire `job`'s slots after `now` (a job whose window is past is not loaded)."""
-        schedule = job.schedule
-        if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
+        due = self._first_slot(job, now)
+        if due is None or self._scheduler is None:
             return
-        fired = self._fired.get(job.name)
-        first = next_slot(schedule, now if fired is None else max(now, fired))
-        if first is None or self._scheduler is None:  # stop (or `at`) is past: not loaded
-            return
+        schedule, first = due
         self._scheduler.add_job(
             _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
             replace_existing=True, next_run_time=None if paused else first,
         )  # fmt: skip
+
+    def _first_slot(self, job: Job, now: datetime) -> tuple[Schedule, datetime] | None:
+        """`job`'s schedule and first slot after `now` and after what the history holds;
+        None when it has none to fire (disabled, manual, `after` a job, stop past)."""
+        schedule = job.schedule
+        if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
+            return None
+        fired = self._fired.get(job.name)
+        first = next_slot(schedule, now if fired is None else max(now, fired))
+        return None if first is None else (schedule, first)
+
+    def _job_for(self, name: str, schedule: Schedule, first: datetime, *, paused: bool) -> ApsJob:
+        """The APScheduler job of `job`, built the way APScheduler's own job stores
+        rebuild theirs (`__setstate__`): `add_job` checks the function's signature and
+        every option of each of 100,000 jobs, more than half of loading them."""
+        built: ApsJob = ApsJob.__new__(ApsJob)
+        built.__setstate__({
+            "version": 1, "id": name, "func": _NOOP, "trigger": SlotTrigger(schedule),
+            "executor": "default", "args": (), "kwargs": {}, "name": name,
+            "misfire_grace_time": None, "coalesce": False, "max_instances": 1,
+            "next_run_time": None if paused else first,
+        })  # fmt: skip
+        built._scheduler = self._scheduler
+        built._jobstore_alias = "default"
+        return built
 
     def unload(self, name: str) -> None:
         """Fire no more slots of the job called `name`."""
