@@ -100,6 +100,11 @@ def run_child(script: str, args: list[str], timeout: float = 900) -> dict[str, o
     The child prints exactly one line starting with `RESULT ` on stdout.
     """
     cmd = [sys.executable, "-m", f"benchmarks.{script}", *args]
+    return run_result(cmd, what=f"child {' '.join(args)}", timeout=timeout)
+
+
+def run_result(cmd: list[str], *, what: str, timeout: float = 900) -> dict[str, object]:
+    """Run `cmd` (from the repository root) and parse the one `RESULT {json}` line it prints."""
     proc = subprocess.run(
         cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False
     )
@@ -107,8 +112,7 @@ def run_child(script: str, args: list[str], timeout: float = 900) -> dict[str, o
         if line.startswith("RESULT "):
             return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
     raise RuntimeError(
-        f"child {' '.join(args)} failed (exit {proc.returncode}):\n"
-        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        f"{what} failed (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     )
 
 

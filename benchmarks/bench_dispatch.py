@@ -53,7 +53,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import cProfile
-import json
 import math
 import os
 import pstats
@@ -74,6 +73,7 @@ from benchmarks._common import (
     ms,
     ratio,
     run_child,
+    run_result,
     summary,
     write_config,
 )
@@ -259,20 +259,13 @@ def _quartz_versions() -> str:
 
 
 def _quartz(classpath: str, args: argparse.Namespace, n: int, batch: int) -> dict:
-    """One Quartz burst in a fresh JVM; its RESULT line, parsed like `run_child` does.
+    """One Quartz burst in a fresh JVM; its RESULT line.
 
     Same N, W and lead as the Python children; `batch` is batchTriggerAcquisitionMaxCount.
     """
     cmd = ["java", "-cp", classpath, "QuartzBurst", str(n), str(args.workers)]
     cmd += [str(_lead(n, args.lead)), str(batch), str(args.quartz_warmup)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900, check=False)
-    for line in proc.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT ") :])  # type: ignore[no-any-return]
-    raise RuntimeError(
-        f"QuartzBurst {' '.join(cmd[3:])} failed (exit {proc.returncode}):\n"
-        f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    )
+    return run_result(cmd, what=f"QuartzBurst {' '.join(cmd[3:])}")
 
 
 # --- the comparison ------------------------------------------------------------------

@@ -31,13 +31,12 @@ from tuisched.domain.config.excerpt import (
     replaced_job,
     verify_excerpt,
 )
+from tuisched.domain.config.yamlsource import FAST_LOADER
 from tuisched.domain.errors import JobActionError, UnknownJobError
 from tuisched.domain.model import Config
 from tuisched.runtime.configfiles import config_host
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.document.blocks import JobBlocks, block_of
-
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +155,7 @@ def _document(blocks: JobBlocks, config: Config, name: str) -> ConfigDocument:
 
 def _anchored(text: str) -> bool:
     """Whether `text` (a valid one-job document) defines or uses a YAML anchor."""
-    for event in yaml.parse(text, Loader=_Loader):
+    for event in yaml.parse(text, Loader=FAST_LOADER):
         if isinstance(event, AliasEvent) or getattr(event, "anchor", None):
             return True
     return False

@@ -35,7 +35,7 @@ _MERGE_KEY = "<<"
 MAX_DEPTH = 64
 """Nesting a configuration may reach; deeper is refused (and never recursed into)."""
 # libyaml's parser is several times faster on large files and gives the same events.
-_Loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +238,7 @@ def read_yaml(
     document or several documents. `scope` names the owner of a problem
     from the keys that lead to it.
     """
-    reader = _Reader(file=file, events=iter(yaml.parse(text, Loader=_Loader)), scope=scope)
+    reader = _Reader(file=file, events=iter(yaml.parse(text, Loader=FAST_LOADER)), scope=scope)
     try:
         documents = reader.documents()
     except yaml.MarkedYAMLError as error:

@@ -85,7 +85,7 @@ class Child:
         self._loop.remove_reader(self._pidfd)
         os.close(self._pidfd)
         self._pidfd = None
-        try:
+        try:  # the pidfd is readable: the child has exited, so this returns at once
             _, status = os.waitpid(self.pid, 0)
         except ChildProcessError:  # reaped by someone else: the status is lost
             status = 255 << 8
