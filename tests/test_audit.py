@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import stat
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -23,6 +27,7 @@ from tuisched.domain.events import (
     SlotMissed,
 )
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.handlers.appendfile import AppendFile
 from tuisched.runtime.handlers.audit import AuditLog, read_tail
 
 PARIS = ZoneInfo("Europe/Paris")
@@ -271,3 +276,38 @@ def test_read_tail_reads_what_the_log_wrote(audit: AuditLog, log_path: Path) -> 
         audit.write(make_run(job=f"job{index}"))
     tail = read_tail(log_path, 2)
     assert [fields(line)[0] for line in tail] == ["job98", "job99"]
+
+
+def test_adding_a_line_never_waits_for_a_slow_disk(
+    log_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write to the disk that hangs (NFS, a dying disk) holds up the log lane only:
+    `add` on the loop returns at once, and the line lands after the earlier one."""
+    file = AppendFile(log_path, "the test log")
+    in_write, release = threading.Event(), threading.Event()
+    real_write = os.write
+
+    def hanging_write(fd: int, data: bytes) -> int:
+        if threading.current_thread().name == "slow-disk":
+            in_write.set()
+            release.wait(10)
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", hanging_write)
+    writer = threading.Thread(target=file.add, args=("first",), name="slow-disk")
+    writer.start()  # no loop on that thread: it writes at once, and hangs
+    assert in_write.wait(5)
+
+    async def add_on_the_loop() -> float:
+        began = time.monotonic()
+        file.add("second")
+        took = time.monotonic() - began
+        release.set()
+        await asyncio.sleep(0)  # the turn ends: the line goes to the log lane
+        await asyncio.to_thread(writer.join, 5)
+        return took
+
+    took = asyncio.run(add_on_the_loop())
+    file.close()
+    assert took < 2.0  # before: it waited for the hanging write (10 s)
+    assert log_path.read_text() == "first\nsecond\n"

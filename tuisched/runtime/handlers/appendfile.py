@@ -50,6 +50,9 @@ class AppendFile:
         self.path = path
         self._what = what
         self._lock = threading.Lock()
+        """Guards `_pending` only: `add` on the loop never waits for a write to the disk."""
+        self._file_lock = threading.Lock()
+        """Guards the file and `_unwritten` (held while writing)."""
         self._fd: int | None = open_private(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self._opened = os.fstat(self._fd)
         self._pending: list[str] = []
@@ -100,8 +103,9 @@ class AppendFile:
 
     def flush(self) -> None:
         """Write the lines added so far and any kept in memory (blocking: not on the loop)."""
-        with self._lock:
-            lines, self._pending = self._pending, []
+        with self._file_lock:
+            with self._lock:
+                lines, self._pending = self._pending, []
             if self._fd is not None:
                 self._append("".join(lines).encode())
 
@@ -114,7 +118,7 @@ class AppendFile:
             self._retry.cancel()
             self._retry = None
         self.flush()
-        with self._lock:
+        with self._file_lock:
             if self._unwritten:
                 log.error("%s did not take %d bytes of lines before closing; they are lost",
                           self._what, len(self._unwritten))  # fmt: skip
@@ -124,7 +128,7 @@ class AppendFile:
                 self._fd = None
 
     def _append(self, data: bytes) -> None:
-        """Write what is kept, then `data`; keep what the file does not take (lock held)."""
+        """Write what is kept, then `data`; keep what the file does not take (file lock held)."""
         self._unwritten += data
         if len(self._unwritten) > MAX_UNWRITTEN:
             self._drop_oldest()
