@@ -28,6 +28,8 @@ from tuisched.runtime.execution.output import LINE_MAX_CHARS, OutputCapture
         ("progress 10%\rprogress 20%", "progress 10%\nprogress 20%"),
         ("[bold]x[/bold] [red]not markup[/]", "[bold]x[/bold] [red]not markup[/]"),
         ("lone escape \x1b", "lone escape "),
+        ("invoice\u202egpj.exe", "invoice\ufffdgpj.exe"),
+        ("\u2066isolate\u2069 \u200emark\u061c", "\ufffdisolate\ufffd \ufffdmark\ufffd"),
     ],
 )
 def test_plain_text_strips_what_a_terminal_would_interpret(raw: str, shown: str) -> None:

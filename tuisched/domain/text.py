@@ -20,6 +20,9 @@ _ESCAPES = re.compile(
     re.VERBOSE,
 )
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""Bidirectional controls: they reorder what follows on screen (U+202E shows
+`evil\u202eexe.txt` as `eviltxt.exe`), so each is shown as U+FFFD instead."""
 
 
 def plain_text(data: bytes | str) -> str:
@@ -27,7 +30,8 @@ def plain_text(data: bytes | str) -> str:
 
     Bytes are decoded as UTF-8 with U+FFFD for invalid sequences. Terminal
     escape sequences (CSI, OSC, DCS and other ESC sequences) are removed, as
-    are control characters other than newline and tab; `\\r\\n` and a lone
+    are control characters other than newline and tab; bidirectional controls
+    become U+FFFD, so they cannot reorder what is shown; `\\r\\n` and a lone
     `\\r` become `\\n`. Text that merely looks like markup (`[bold]x[/bold]`)
     is kept unchanged: the caller must still display it literally.
 
@@ -40,4 +44,4 @@ def plain_text(data: bytes | str) -> str:
     text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
     text = _ESCAPES.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROLS.sub("", text)
+    return _BIDI.sub("\ufffd", _CONTROLS.sub("", text))
