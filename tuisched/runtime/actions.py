@@ -169,7 +169,9 @@ class Actions:
         self, job: str | None, choice: MissedChoice, *, actor: str | None = None
     ) -> tuple[MissedSlots, ...]:
         """Decide what becomes of the missed slots of `job` (None: every job's), once."""
-        decided = await self._runtime.ledger.decide(job, choice, actor=actor or self.actor)
+        who = actor or self.actor
+        decided = await self._runtime.ledger.decide(job, choice, actor=who)
         for entry in decided:
-            self._record(f"missed slots: {choice}", f"job {entry.job}: {entry.decided}", actor)
+            done = entry.decided.removesuffix(f" by {who}")  # the line names who already
+            self._record(f"missed slots: {choice}", f"job {entry.job}: {done}", actor)
         return decided
