@@ -3,7 +3,11 @@ and the operator decides once per job or for all; the history and the actions lo
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,8 +31,10 @@ from tuisched.runtime.control import (
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store import HistoryStore
 
+from .conftest import REPO
 from .recorder import Recorder
 from .runtime_fixtures import running, write_config
+from .test_cli import run
 
 JOBS = """
 ten:
@@ -245,3 +251,55 @@ async def test_without_a_scheduler_the_ledger_says_one_is_needed(tmp_path: Path)
         await offline.missed()
     with pytest.raises(SchedulerNotRunningError):
         await offline.decide_missed(None, MissedChoice.SKIP)
+
+
+# --- the command line: `tuisched missed` -------------------------------------------------
+
+
+@pytest.fixture
+def headless(tmp_path: Path) -> Iterator[Path]:
+    """A headless scheduler back after an hour down; its configuration's path."""
+    path = down_for_an_hour(tmp_path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(path)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sock = tmp_path / "state" / "control.sock"
+    deadline = time.monotonic() + 20
+    while not sock.exists():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the scheduler never listened"
+        time.sleep(0.05)  # a process we do not own: nothing to await
+    yield path
+    process.terminate()
+    process.communicate(timeout=20)
+
+
+def test_the_cli_lists_and_decides_through_the_socket(headless: Path) -> None:
+    status, out, _ = run("missed", "--json", "-c", str(headless))
+    assert status == 0
+    listed = {entry["job"]: entry for entry in json.loads(out)}
+    assert listed["ten"]["count"] == 6
+    assert listed["ten"]["pending"] is True
+    assert listed["once"]["pending"] is False
+    status, out, _ = run("missed", "decide", "ten", "skip", "-c", str(headless))
+    assert status == 0
+    assert out.startswith("ten: skipped by ")
+    status, _, err = run("missed", "decide", "ten", "latest", "-c", str(headless))
+    assert status == 1
+    assert "decided already" in err
+    status, out, _ = run("missed", "decide", "--all", "skip", "-c", str(headless))
+    assert (status, out.splitlines()[0].split(":")[0]) == (0, "other")
+    status, out, _ = run("missed", "-c", str(headless))
+    assert "ten: 6 missed, " in out
+    assert "waits for a decision" not in out
+    status, history, _ = run("history", "ten", "-c", str(headless))
+    assert history.count("skipped by ") == 6  # `tuisched history` shows the decision
+
+
+def test_the_cli_exits_69_when_no_scheduler_runs(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    for argv in (["missed"], ["missed", "decide", "--all", "skip"]):
+        status, _, err = run(*argv, "-c", str(path))
+        assert status == 69
+        assert "no scheduler is running" in err
