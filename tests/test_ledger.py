@@ -28,6 +28,7 @@ from tuisched.runtime.control import (
     RemoteControl,
     socket_path,
 )
+from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store import HistoryStore
 
@@ -303,3 +304,19 @@ def test_the_cli_exits_69_when_no_scheduler_runs(tmp_path: Path) -> None:
         status, _, err = run(*argv, "-c", str(path))
         assert status == 69
         assert "no scheduler is running" in err
+
+
+async def test_in_cluster_mode_the_ledger_says_it_is_not_there_yet(tmp_path: Path) -> None:
+    async with running(write_config(tmp_path, JOBS)) as (runtime, _):
+        clustered = Ledger(
+            config=lambda: runtime.config, history=runtime.history, bus=runtime.bus,
+            now=runtime.now, submit=lambda job, slot: runtime.engine.run_now(job.name),
+            clustered=True, since=runtime.now(),
+        )  # fmt: skip
+        try:
+            with pytest.raises(JobActionError, match="not in cluster mode yet"):
+                await clustered.entries()
+            with pytest.raises(JobActionError, match="not in cluster mode yet"):
+                await clustered.decide(None, MissedChoice.SKIP, actor=ACTOR)
+        finally:
+            clustered.close()

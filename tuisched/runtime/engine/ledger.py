@@ -94,9 +94,13 @@ class Ledger:
     # --- the list ------------------------------------------------------------------------
 
     async def entries(self) -> tuple[MissedSlots, ...]:
-        """Every job with missed slots: undecided, decided since start, or by policy."""
+        """Every job with missed slots: undecided, decided since start, or by policy.
+
+        Raises:
+            JobActionError: cluster mode (not served yet).
+        """
         if self._clustered:
-            return ()
+            raise JobActionError(NOT_IN_CLUSTER)
         rows = await self._rows(None)
         by_job: dict[str, list[RunRecord]] = {}
         for row in rows:
