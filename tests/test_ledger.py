@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store import HistoryStore
 
+from . import engine_jobs
 from .conftest import REPO
 from .recorder import Recorder
 from .runtime_fixtures import running, write_config
@@ -320,3 +322,35 @@ async def test_in_cluster_mode_the_ledger_says_it_is_not_there_yet(tmp_path: Pat
                 await clustered.decide(None, MissedChoice.SKIP, actor=ACTOR)
         finally:
             clustered.close()
+
+
+async def test_slots_decided_while_others_are_made_up_join_the_line(tmp_path: Path) -> None:
+    engine_jobs.GATES.clear()
+    path = down_for_an_hour(tmp_path)
+    path.write_text(
+        path.read_text().replace('"tests.engine_jobs:noop"', '"tests.engine_jobs:Blocker"', 1)
+    )
+    async with running(path) as (runtime, events):
+        await events.wait_for(SchedulerStarted)
+        control = LocalControl(runtime, actor=ACTOR)
+        await control.decide_missed("ten", MissedChoice.ALL)
+        await events.wait_for(RunStarted, lambda e: e.run.trigger is Trigger.CATCHUP)
+        first = (await missed_rows(runtime, "ten"))[0]
+        assert first.slot is not None
+        earlier = replace(first, run_id="earlier00001", slot=first.slot - timedelta(hours=1),
+                          queued_at=first.slot - timedelta(hours=1), status="")  # fmt: skip
+        await runtime.history.insert(earlier)
+        await LocalControl(runtime, actor="second@test (console)").decide_missed(
+            "ten", MissedChoice.ALL
+        )
+        engine_jobs.GATES["blocker"].set()
+        done = await events.wait_for(
+            RunConcluded,
+            lambda e: e.run.job == "ten" and e.run.trigger is Trigger.CATCHUP,
+            count=7,
+        )
+        rows = {row.run_id: row for row in await missed_rows(runtime, "ten")}
+    slots = [event.run.slot for event in done]
+    assert slots[1:] == sorted(slots[1:])  # the line kept slot order after the first
+    assert earlier.slot in slots
+    assert "(second@test (console), " in rows["earlier00001"].status

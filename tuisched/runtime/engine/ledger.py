@@ -52,9 +52,9 @@ class _InOrder:
     """A job's missed slots still to be made up, one after another."""
 
     job: str
-    actor: str
-    rows: deque[RunRecord] = field(default_factory=deque)
-    """The rows whose catch-up run has not been queued yet, oldest first."""
+    rows: deque[tuple[RunRecord, str]] = field(default_factory=deque)
+    """The rows whose catch-up run has not been queued yet, oldest first, with who
+    decided so."""
     current: datetime | None = None
     """The slot whose catch-up run is in progress."""
 
@@ -215,18 +215,23 @@ class Ledger:
                 for row, run in zip(rows, made, strict=True)
             ]
         waiting = [replace(row, status=ledger.to_be_made_up(actor, now, job)) for row in rows]
-        order = _InOrder(job=job.name, actor=actor, rows=deque(waiting))
+        going = self._in_order.get(job.name)
+        if going is not None:  # its earlier slots are being made up: these follow in order
+            merged = [*going.rows, *((row, actor) for row in waiting)]
+            going.rows = deque(sorted(merged, key=lambda pair: _slot(pair[0])))
+            return waiting
+        order = _InOrder(job=job.name, rows=deque((row, actor) for row in waiting))
         first = self._next(order, now)
         self._in_order[job.name] = order
-        return [first, *order.rows]
+        return [first, *(row for row, _ in order.rows)]
 
     def _next(self, order: _InOrder, now: datetime) -> RunRecord:
         """Queue the catch-up run of the oldest slot left; its row, rewritten."""
-        row = order.rows.popleft()
+        row, actor = order.rows.popleft()
         job = self._config().jobs[order.job]
         order.current = _slot(row)
         run = self._submit(job, order.current)
-        return replace(row, status=ledger.made_up(run.run_id, order.actor, now, job))
+        return replace(row, status=ledger.made_up(run.run_id, actor, now, job))
 
     def _concluded(self, event: RunConcluded) -> None:
         """A catch-up run ended: the next slot of its job's sequence goes."""
