@@ -11,6 +11,7 @@ a job decided here or in another console shows its decision.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo
 
@@ -178,15 +179,14 @@ def _summary(decided: Sequence[MissedSlots]) -> str:
 
 def _cells(entry: MissedSlots) -> tuple[Text, ...]:
     zone = ZoneInfo(entry.timezone)
-    first, last = (
-        (
-            f"{entry.slots[0].astimezone(zone):%m-%d %H:%M}",
-            f"{entry.slots[-1].astimezone(zone):%m-%d %H:%M}",
-        )
-        if entry.slots
-        else ("-", "-")
-    )
+    seconds = any(slot.second for slot in entry.slots)  # a job every few seconds
+    shown = [_short(slot.astimezone(zone), seconds=seconds) for slot in entry.slots]
+    first, last = (shown[0], shown[-1]) if shown else ("-", "-")
     if entry.earlier:
         first = f"<{first}"
     state = Text("pending", style="bold") if entry.pending else Text(plain_text(entry.decided))
     return (Text(plain_text(entry.job)), Text(str(entry.count)), Text(first), Text(last), state)
+
+
+def _short(slot: datetime, *, seconds: bool) -> str:
+    return f"{slot:%m-%d %H:%M:%S}" if seconds else f"{slot:%m-%d %H:%M}"
