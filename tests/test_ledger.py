@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tuisched.domain.errors import JobActionError, SchedulerNotRunningError
-from tuisched.domain.events import RunConcluded, RunStarted, SchedulerStarted
+from tuisched.domain.events import RunConcluded, RunStarted, SchedulerStarted, SlotMissed
 from tuisched.domain.ledger import earlier_slots
 from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.views import HistoryQuery, MissedChoice, MissedSlots, Pause, PauseKind
@@ -225,13 +225,13 @@ async def test_slots_passed_while_a_job_was_paused_join_the_ledger(tmp_path: Pat
     start = datetime(2026, 5, 7, 9, 5, tzinfo=UTC)
     path = write_config(tmp_path, JOBS.split("other:", maxsplit=1)[0])  # `ten` alone
     clock = ManualClock(start)
-    async with running(path, clock=clock) as (runtime, _):
+    async with running(path, clock=clock) as (runtime, events):
         control = LocalControl(runtime, actor=ACTOR)
         assert await control.missed() == ()
         await control.set_paused(Pause(kind=PauseKind.JOB, name="ten"), paused=True)
         clock.jump(3600)  # an hour paused (no slot fires for a paused job)
         await control.set_paused(Pause(kind=PauseKind.JOB, name="ten"), paused=False)
-        await runtime.history.flush()
+        await events.wait_for(SlotMissed, count=6)
         ledger = by_job(await control.missed())
         rows = await missed_rows(runtime, "ten")
     assert set(ledger) == {"ten"}

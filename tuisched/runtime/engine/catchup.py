@@ -71,12 +71,13 @@ def _policy_statuses(job: Job, missed: list[datetime], submit: Submit) -> list[s
     return [ledger.policy_skipped()] * (len(missed) - 1) + [ledger.policy_made_up(run.run_id)]
 
 
-def record_paused(job: Job, since: datetime, now: datetime, outcomes: Outcomes) -> None:
+async def record_paused(job: Job, since: datetime, now: datetime, outcomes: Outcomes) -> None:
     """Record the slots of `job` in (since, now] as MISSED: it was paused then.
 
     They wait for the operator's decision in the downtime ledger, whatever the
     job's `misfire` (that policy is about the scheduler being down).
     """
+    await asyncio.sleep(0)  # one job per turn of the loop when many are resumed at once
     if not job.enabled or job.schedule is None:
         return
     newest, total = recent_slots(job.schedule, since, now, MAX_MISSED_RECORDED)
