@@ -45,6 +45,8 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    MissedChoice,
+    MissedSlots,
     NodeView,
     OutputChunk,
     Pause,
@@ -266,6 +268,11 @@ class RemoteControl:
     ) -> _Following:
         return _Following(self, callback, after)
 
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def missed(self) -> tuple[MissedSlots, ...]:
+        return await self._call("missed", tuple[MissedSlots, ...])  # type: ignore[no-any-return]
+
     # --- commands -------------------------------------------------------------------
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
@@ -291,3 +298,10 @@ class RemoteControl:
 
     async def hurry(self) -> None:
         await self._call("hurry", type(None))
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
+        return await self._call(  # type: ignore[no-any-return]
+            "decide_missed", tuple[MissedSlots, ...], job=job, choice=choice
+        )

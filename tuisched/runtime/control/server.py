@@ -60,7 +60,7 @@ SHUTDOWN_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
 """An empty line on the event stream this often, so a dead client is noticed."""
 
-METHODS = (
+METHODS: tuple[str, ...] = (
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
     "config_text", "pending_edit", "job_definition", "plan", "preview", "nodes",
     "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown", "hurry",
@@ -320,3 +320,9 @@ def _drain(queue: asyncio.Queue[Event | None]) -> list[Event | None]:
     while not queue.empty():
         events.append(queue.get_nowait())
     return events
+
+
+# --- the downtime ledger (SPEC R25) ---------------------------------------------------------
+
+METHODS += ("missed", "decide_missed")
+QUERIES |= {"missed"}
