@@ -27,6 +27,7 @@ from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import (
     OfflineControl,
@@ -141,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--read-only", action="store_true", help="watch only: change nothing")
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
+    add_simulate(commands, config)
     return parser
 
 
