@@ -82,6 +82,10 @@ class JobStatus:
         """Whether any pause holds the job."""
         return bool(self.paused_by)
 
+    why: str = ""
+    """Why it is not running now, in one line (`paused by ...`, `waiting for export's slot
+    ...`, `next slot at ...`); "" when the scheduler did not say."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupStatus:

@@ -323,6 +323,7 @@ def _job_row(status: JobStatus) -> dict[str, object]:
         "groups": list(status.groups),
         "timezone": status.timezone,
         "description": status.description,
+        "why": status.why,
     }
 
 

@@ -51,6 +51,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES
@@ -291,3 +292,12 @@ class RemoteControl:
 
     async def hurry(self) -> None:
         await self._call("hurry", type(None))
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        return await self._call(  # type: ignore[no-any-return]
+            "simulate", Simulation, start=start, end=end, jobs=jobs, limit=limit
+        )

@@ -41,6 +41,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
@@ -125,6 +126,20 @@ class SchedulerQueries(Protocol):
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         """Call `callback` with every event after `after` (None: from now on), in order."""
+        ...
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        """Every run the configuration in force would hold from `start` to `end` (excluded),
+        dependency runs included, with DST warnings; jobs paused now are noted.
+
+        Raises:
+            ScheduleError: the window is empty or too long, or `limit` is out of range.
+            UnknownJobError: a name in `jobs` is no job.
+        """
         ...
 
 

@@ -60,7 +60,7 @@ SHUTDOWN_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
 """An empty line on the event stream this often, so a dead client is noticed."""
 
-METHODS = (
+METHODS: tuple[str, ...] = (
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
     "config_text", "pending_edit", "job_definition", "plan", "preview", "nodes",
     "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown", "hurry",
@@ -68,6 +68,10 @@ METHODS = (
 """The seam's methods the protocol carries (all but `subscribe`, which is /v1/events)."""
 QUERIES = frozenset(METHODS[:14])
 """Those that change nothing: they may be asked with GET."""
+
+# Seeing ahead (R25): a query.
+METHODS = (*METHODS, "simulate")
+QUERIES = QUERIES | {"simulate"}
 
 ControlFor = Callable[[str], SchedulerControl]
 """The control a request acts through, for its actor (`user@host (client)`)."""
