@@ -17,7 +17,6 @@ from datetime import datetime
 from tuisched.domain.model import AtSchedule, CronSchedule, EverySchedule, Job, ManualSchedule
 from tuisched.domain.model import Overlap as _Overlap
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.views import Pause, PauseKind
 
 __all__ = ["JobFacts", "PauseNote", "why_not_running"]
@@ -134,9 +133,8 @@ def _trigger(job: Job, facts: JobFacts) -> str:
     start = schedule.start if isinstance(schedule, EverySchedule | CronSchedule) else None
     if start is not None and start > facts.now:
         return f"outside its window: starts at {_moment(start, job)}"
-    if facts.next_fire is not None:
-        left = format_elapsed(facts.next_fire - facts.now)
-        return f"next slot at {_moment(facts.next_fire, job)} (in {left})"
+    if facts.next_fire is not None:  # no "in 5m": the line changes only when the facts do
+        return f"next slot at {_moment(facts.next_fire, job)}"
     return _ended(job, schedule)
 
 
