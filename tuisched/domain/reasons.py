@@ -4,8 +4,9 @@ The runtime gathers the facts (`JobFacts`: its runs, its place in the queue,
 the pauses holding it, what its waiting runs wait for); `why_not_running`
 words them, the most telling first:
 
-    disabled > running > paused > queued behind its own run (overlap: queue)
-    > queue full (max_workers) > waiting for an upstream's slot (requires)
+    disabled > running (and what overlap does meanwhile) > paused
+    > queue full (max_workers) > queued behind its own run (overlap queue)
+    > waiting for an upstream's slot (requires)
     > manual only > after another job > outside start/stop > next slot
 """
 
@@ -23,8 +24,8 @@ __all__ = ["JobFacts", "PauseNote", "why_not_running"]
 
 _OUTCOME_WORDS = {"success": "succeeds", "failure": "fails", "both": "finishes"}
 _OVERLAP_WORDS = {
-    _Overlap.SKIP: "; a slot that comes meanwhile is skipped (overlap: skip)",
-    _Overlap.QUEUE: "; a slot that comes meanwhile queues behind it (overlap: queue)",
+    _Overlap.SKIP: "; overlap skip: slots meanwhile are skipped",
+    _Overlap.QUEUE: "; overlap queue: slots meanwhile wait behind it",
     _Overlap.ALLOW: "",
 }
 
@@ -52,7 +53,9 @@ class JobFacts:
     queued_ahead: int = 0
     """Runs of other jobs that leave the queue before `queued`."""
     behind: str = ""
-    """The run id its backlogged run waits behind (`overlap: queue`)."""
+    """The run id its backlogged runs wait behind (`overlap: queue`)."""
+    backlogged: int = 0
+    """How many of its runs wait behind `behind`."""
     workers_busy: int = 0
     max_workers: int = 0
     waiting: RunRecord | None = None
@@ -79,7 +82,10 @@ def _running(job: Job, facts: JobFacts) -> str:
     run = facts.running[0]
     since = f" since {_clock(run.started_at, job)}" if run.started_at else ""
     more = f" (and {len(facts.running) - 1} more)" if len(facts.running) > 1 else ""
-    return f"running: run {run.run_id}{since}{more}{_OVERLAP_WORDS[job.overlap]}"
+    overlap = _OVERLAP_WORDS[job.overlap]
+    if facts.backlogged:
+        overlap = f"; {facts.backlogged} more queued behind it (overlap queue)"
+    return f"running run {run.run_id}{since}{more}{overlap}"
 
 
 def _paused(job: Job, facts: JobFacts) -> str:
@@ -87,7 +93,7 @@ def _paused(job: Job, facts: JobFacts) -> str:
         return ""
     pause = facts.paused_by[0]
     what = {
-        PauseKind.ALL: "paused: everything is paused",
+        PauseKind.ALL: "paused with everything",
         PauseKind.GROUP: f"paused with its group '{pause.name}'",
         PauseKind.JOB: "paused",
     }[pause.kind]
@@ -96,18 +102,19 @@ def _paused(job: Job, facts: JobFacts) -> str:
         what += f" by {note.actor}"
     if note is not None and note.at is not None:
         what += f" at {_moment(note.at, job)}"
-    return what + "; its slots do not run until resumed"
+    return what
 
 
 def _queued(job: Job, facts: JobFacts) -> str:
-    if facts.behind:
-        return f"queued behind its run {facts.behind} (overlap: queue)"
     run = facts.queued
     if run is None:
-        return ""
+        return f"queued behind its run {facts.behind} (overlap queue)" if facts.behind else ""
     ahead = f", {facts.queued_ahead} queued ahead" if facts.queued_ahead else ""
     workers = f"{facts.workers_busy} of {facts.max_workers}"
-    return f"queue full: max_workers reached ({workers} busy); run {run.run_id} waits{ahead}"
+    behind = f"; {facts.backlogged} more behind it" if facts.backlogged else ""
+    return (
+        f"queue full: max_workers reached ({workers} busy); run {run.run_id} waits{ahead}{behind}"
+    )
 
 
 def _waiting(job: Job, facts: JobFacts) -> str:

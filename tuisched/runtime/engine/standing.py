@@ -50,6 +50,7 @@ class JobStanding:
             now=self._now, paused_by=held, pause_note=note,
             running=tuple(self._running.get(name, ())), queued=queued,
             queued_ahead=position, behind=self._behind(name),
+            backlogged=len(self._backlogs.get(name, ())),
             workers_busy=self._busy,
             max_workers=engine.config.settings.max_workers, waiting=waiting,
             waits_for=tuple((need.job, need.slot) for need in needs),
