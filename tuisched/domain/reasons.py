@@ -13,7 +13,7 @@ words them, the most telling first:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from tuisched.domain.model import AtSchedule, CronSchedule, EverySchedule, Job, ManualSchedule
 from tuisched.domain.model import Overlap as _Overlap
@@ -138,7 +138,7 @@ def _trigger(job: Job, facts: JobFacts) -> str:
     if schedule is None or isinstance(schedule, ManualSchedule):
         return "manual only: runs when started by hand"
     start = schedule.start if isinstance(schedule, EverySchedule | CronSchedule) else None
-    if start is not None and start > facts.now:
+    if start is not None and start.astimezone(UTC) > facts.now.astimezone(UTC):
         return f"outside its window: starts at {_moment(start, job)}"
     if facts.next_fire is not None:  # no "in 5m": the line changes only when the facts do
         return f"next slot at {_moment(facts.next_fire, job)}"

@@ -101,8 +101,10 @@ def simulate(
     walk = _Walk(config, dependants, paused=frozenset(paused))
     runs: list[SimulatedRun] = []
     left_out, counted_all = 0, True
-    for job, at, upstream, dst in walk.runs(involved, start - lookback, end):
-        if at < start or job.name not in wanted:
+    # In UTC: aware date-times sharing a zone subtract and compare by their wall clocks.
+    first, last = start.astimezone(UTC), end.astimezone(UTC)
+    for job, at, upstream, dst in walk.runs(involved, first - lookback, last):
+        if at < first or job.name not in wanted:
             continue
         if len(runs) < limit:
             runs.append(walk.describe(job, at, upstream, dst))
@@ -130,10 +132,11 @@ def assumptions(outcome: Outcome) -> tuple[str, ...]:
 def _check(start: datetime, end: datetime, limit: int, outcome: Outcome) -> None:
     if start.tzinfo is None or end.tzinfo is None:
         raise ScheduleError("the window's instants must carry a time zone")
-    if end <= start:
+    span = end.astimezone(UTC) - start.astimezone(UTC)
+    if span <= timedelta(0):
         raise ScheduleError(f"the window ends ({end.isoformat()}) before it starts")
-    if end - start > MAX_WINDOW:
-        days = (end - start) / timedelta(days=1)
+    if span > MAX_WINDOW:
+        days = span / timedelta(days=1)
         raise ScheduleError(f"the window is {days:.0f} days long; at most {MAX_WINDOW.days}")
     if not 1 <= limit <= MAX_LIMIT:
         raise ScheduleError(f"the limit must be 1 to {MAX_LIMIT}, not {limit}")
@@ -191,8 +194,9 @@ def _longest_chain(dependants: dict[str, list[Job]]) -> timedelta:
     return max((longest(name) for name in dependants), default=timedelta(0))
 
 
-_Item = tuple[datetime, int, Job, str, "_Slots | None", str]
-"""(UTC instant, sequence, job, upstream or "", the job's slot stream or None, DST note)."""
+_Item = tuple[datetime, int, int, Job, str, "_Slots | None", str]
+"""(UTC instant, the job's place in the file, sequence, job, upstream or "", the job's slot
+stream or None, DST note): runs at one instant leave in the file's order."""
 
 
 class _Walk:
@@ -206,6 +210,7 @@ class _Walk:
         self._dependants = dependants
         self._paused = paused
         self._seq = itertools.count()
+        self._place = {name: place for place, name in enumerate(config.jobs)}
 
     def runs(
         self, names: frozenset[str], start: datetime, end: datetime
@@ -219,20 +224,23 @@ class _Walk:
                 assert schedule is not None  # noqa: S101  (_has_slots says so)
                 self._push_slot(heap, job, _Slots(schedule, start))
         while heap:
-            at, _, job, upstream, stream, dst = heapq.heappop(heap)
+            at, _, _, job, upstream, stream, dst = heapq.heappop(heap)
             if at >= end:
                 return
             if stream is not None:
                 self._push_slot(heap, job, stream)
             for dependant in self._dependants.get(job.name, ()):
                 delay = dependant.after.delay if dependant.after else timedelta(0)
-                heapq.heappush(heap, (at + delay, next(self._seq), dependant, job.name, None, ""))
+                place = self._place[dependant.name]
+                item = (at + delay, place, next(self._seq), dependant, job.name, None, "")
+                heapq.heappush(heap, item)
             yield job, at.astimezone(job.timezone), upstream, dst
 
     def _push_slot(self, heap: list[_Item], job: Job, stream: _Slots) -> None:
         slot = next(stream, None)
         if slot is not None:
-            item = (slot.astimezone(UTC), next(self._seq), job, "", stream, stream.note)
+            place, seq = self._place[job.name], next(self._seq)
+            item = (slot.astimezone(UTC), place, seq, job, "", stream, stream.note)
             heapq.heappush(heap, item)
 
     def describe(self, job: Job, at: datetime, upstream: str, dst: str) -> SimulatedRun:

@@ -9,7 +9,7 @@ Runs whose wall-clock time falls in a DST gap or repeats in a fold are marked.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
@@ -61,7 +61,7 @@ class SimulateScreen(Screen[None]):
         self._tz = tz
         self._jobs = jobs
         self._filter = filter_text
-        self.start = clock()
+        self.start = clock().astimezone(UTC)
         """The window's first instant (it spans `WINDOW`)."""
         self.simulation: Simulation | None = None
         """The last answer shown."""
@@ -81,7 +81,7 @@ class SimulateScreen(Screen[None]):
 
     def action_move(self, days: int) -> None:
         """`n` a day forward, `p` a day back, `t` back to now."""
-        self.start = self.start + days * WINDOW if days else self._clock()
+        self.start = self.start + days * WINDOW if days else self._clock().astimezone(UTC)
         self._load()
 
     @work(exclusive=True, group="simulate")
