@@ -60,9 +60,8 @@ DEFAULT_LIMIT = 10_000
 """Runs listed when the caller does not say."""
 MAX_LIMIT = 100_000
 """The most runs one answer may list."""
-COUNT_BUDGET = 200_000
+COUNT_BUDGET = 50_000
 """Runs counted past the limit before counting stops (then "at least N more")."""
-_MINUTE = timedelta(minutes=1)
 _SECOND = timedelta(seconds=1)
 
 
@@ -97,17 +96,16 @@ def simulate(
     wanted = _selected(config, jobs)
     involved = _with_upstreams(config, wanted)
     dependants = _dependants(config, involved, outcome)
-    lookback = _longest_chain(dependants)
     walk = _Walk(config, dependants, paused=frozenset(paused))
     runs: list[SimulatedRun] = []
     left_out, counted_all = 0, True
     # In UTC: aware date-times sharing a zone subtract and compare by their wall clocks.
     first, last = start.astimezone(UTC), end.astimezone(UTC)
-    for job, at, upstream, dst in walk.runs(involved, first - lookback, last):
+    for job, at, upstream, before in walk.runs(involved, first, last):
         if at < first or job.name not in wanted:
             continue
         if len(runs) < limit:
-            runs.append(walk.describe(job, at, upstream, dst))
+            runs.append(walk.describe(job, at, upstream, before))
             continue
         left_out += 1
         if left_out >= COUNT_BUDGET:
@@ -173,9 +171,9 @@ def _dependants(config: Config, involved: frozenset[str], outcome: Outcome) -> d
     return found
 
 
-def _longest_chain(dependants: dict[str, list[Job]]) -> timedelta:
-    """The largest sum of delays along a chain of dependants: how far before the window
-    an upstream's run may start a dependant's run inside it."""
+def _lookbacks(dependants: dict[str, list[Job]]) -> dict[str, timedelta]:
+    """Per upstream job, the largest sum of delays along its chains of dependants: how
+    far before the window one of its runs may start a dependant's run inside it."""
     memo: dict[str, timedelta] = {}
 
     def longest(name: str) -> timedelta:
@@ -191,12 +189,14 @@ def _longest_chain(dependants: dict[str, list[Job]]) -> timedelta:
             )
         return memo[name]
 
-    return max((longest(name) for name in dependants), default=timedelta(0))
+    for name in dependants:
+        longest(name)
+    return memo
 
 
-_Item = tuple[datetime, int, int, Job, str, "_Slots | None", str]
+_Item = tuple[datetime, int, int, Job, str, "_Slots | None", datetime | None]
 """(UTC instant, the job's place in the file, sequence, job, upstream or "", the job's slot
-stream or None, DST note): runs at one instant leave in the file's order."""
+stream or None, the slot before): runs at one instant leave in the file's order."""
 
 
 class _Walk:
@@ -211,20 +211,24 @@ class _Walk:
         self._paused = paused
         self._seq = itertools.count()
         self._place = {name: place for place, name in enumerate(config.jobs)}
+        self._lookbacks = _lookbacks(dependants)
 
     def runs(
         self, names: frozenset[str], start: datetime, end: datetime
-    ) -> Iterator[tuple[Job, datetime, str, str]]:
-        """(job, instant in the job's zone, upstream or "", DST note) for each run before `end`."""
+    ) -> Iterator[tuple[Job, datetime, str, datetime | None]]:
+        """(job, instant in the job's zone, upstream or "", its slot before) for each run
+        before `end`;
+        from `start` on, and earlier for upstream jobs whose dependants may land after it."""
         end = end.astimezone(UTC)
         heap: list[_Item] = []
         for job in self._config.jobs.values():
             schedule = job.schedule
             if job.name in names and job.enabled and _has_slots(schedule):
                 assert schedule is not None  # noqa: S101  (_has_slots says so)
-                self._push_slot(heap, job, _Slots(schedule, start))
+                since = start - self._lookbacks.get(job.name, timedelta(0))
+                self._push_slot(heap, job, _Slots(schedule, since))
         while heap:
-            at, _, _, job, upstream, stream, dst = heapq.heappop(heap)
+            at, _, _, job, upstream, stream, before = heapq.heappop(heap)
             if at >= end:
                 return
             if stream is not None:
@@ -232,20 +236,25 @@ class _Walk:
             for dependant in self._dependants.get(job.name, ()):
                 delay = dependant.after.delay if dependant.after else timedelta(0)
                 place = self._place[dependant.name]
-                item = (at + delay, place, next(self._seq), dependant, job.name, None, "")
+                item = (at + delay, place, next(self._seq), dependant, job.name, None, None)
                 heapq.heappush(heap, item)
-            yield job, at.astimezone(job.timezone), upstream, dst
+            yield job, at.astimezone(job.timezone), upstream, before
 
     def _push_slot(self, heap: list[_Item], job: Job, stream: _Slots) -> None:
         slot = next(stream, None)
         if slot is not None:
             place, seq = self._place[job.name], next(self._seq)
-            item = (slot.astimezone(UTC), place, seq, job, "", stream, stream.note)
+            item = (slot.astimezone(UTC), place, seq, job, "", stream, stream.before)
             heapq.heappush(heap, item)
 
-    def describe(self, job: Job, at: datetime, upstream: str, dst: str) -> SimulatedRun:
-        """The run as listed: its trigger and what to know of it."""
-        notes = []
+    def describe(
+        self, job: Job, at: datetime, upstream: str, before: datetime | None
+    ) -> SimulatedRun:
+        """The run as listed: its trigger, what to know of it, its DST warning (worded only
+        for the runs listed: the ones counted past the limit need none)."""
+        notes, dst = [], ""
+        if job.schedule is not None and not upstream:
+            dst = dst_note(job.schedule, at, before)
         if upstream:
             notes.append(f"{trigger_words(job)}, assumed")
         if job.requires and job.schedule is not None and not upstream:
@@ -281,13 +290,13 @@ def _has_slots(schedule: Schedule | None) -> bool:
 
 
 class _Slots:
-    """A schedule's slots from an instant on, each with its DST note (`note` of the last)."""
+    """A schedule's slots from an instant on (`before`: the slot before the last one)."""
 
     def __init__(self, schedule: Schedule, start: datetime) -> None:
         self._schedule = schedule
         self._next = first_slot_at_or_after(schedule, start)
         self._previous: datetime | None = None
-        self.note = ""
+        self.before: datetime | None = None
 
     def __iter__(self) -> Iterator[datetime]:
         return self
@@ -296,7 +305,7 @@ class _Slots:
         slot = self._next
         if slot is None:
             raise StopIteration
-        self.note = dst_note(self._schedule, slot, self._previous)
+        self.before = self._previous
         self._previous, self._next = slot, next_slot(self._schedule, slot)
         return slot
 
