@@ -12,11 +12,19 @@ words them, the most telling first:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
-from tuisched.domain.model import AtSchedule, CronSchedule, EverySchedule, Job, ManualSchedule
-from tuisched.domain.model import Overlap as _Overlap
+from tuisched.domain.model import (
+    AtSchedule,
+    CronSchedule,
+    EverySchedule,
+    Job,
+    ManualSchedule,
+    Overlap,
+)
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import Pause, PauseKind
 
@@ -24,9 +32,9 @@ __all__ = ["JobFacts", "PauseNote", "why_not_running"]
 
 _OUTCOME_WORDS = {"success": "succeeds", "failure": "fails", "both": "finishes"}
 _OVERLAP_WORDS = {
-    _Overlap.SKIP: "; overlap skip: slots meanwhile are skipped",
-    _Overlap.QUEUE: "; overlap queue: slots meanwhile wait behind it",
-    _Overlap.ALLOW: "",
+    Overlap.SKIP: "; overlap skip: slots meanwhile are skipped",
+    Overlap.QUEUE: "; overlap queue: slots meanwhile wait behind it",
+    Overlap.ALLOW: "",
 }
 
 
@@ -155,7 +163,13 @@ def _ended(job: Job, schedule: EverySchedule | CronSchedule | AtSchedule) -> str
 
 def _moment(moment: datetime, job: Job) -> str:
     """`2026-05-07 09:30 +02:00`: the job's wall clock, with its offset."""
-    local = moment.astimezone(job.timezone)
+    return _wall_text(moment, job.timezone)
+
+
+@functools.lru_cache(maxsize=4096)
+def _wall_text(moment: datetime, tz: ZoneInfo) -> str:
+    """Cached: thousands of jobs share a next slot, and the jobs pane asks each second."""
+    local = moment.astimezone(tz)
     offset = local.strftime("%z")
     seconds = ":%S" if local.second else ""
     return local.strftime(f"%Y-%m-%d %H:%M{seconds} ") + f"{offset[:3]}:{offset[3:]}"
