@@ -4,6 +4,7 @@ shown on the main screen's strip and atop the detail view."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -203,6 +204,28 @@ async def test_an_attached_client_gets_the_same_line(tmp_path: Path) -> None:
     finally:
         await remote.close()
         await scheduler.stop(grace=1)
+
+
+async def test_jobs_json_asks_the_scheduler_running_here(tmp_path: Path) -> None:
+    """With a scheduler running on the state, `jobs --json` says what it knows (a run in
+    progress); the files alone could not."""
+    path = write_config(tmp_path, f"blocker: {{{BLOCKER}, schedule: manual}}")
+    scheduler = LocalScheduler(Runtime(load_config(path), kill_grace=0.5))
+    await scheduler.start()
+    try:
+        run = await scheduler.control("tester").run_now("blocker")
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tuisched", "jobs", "--json", "-c", str(path),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        async with asyncio.timeout(60):
+            out, err = await child.communicate()
+        assert child.returncode == 0, err
+        (row,) = json.loads(out)
+        assert row["why"].startswith(f"running run {run.run_id}")
+    finally:
+        engine_jobs.GATES["blocker"].set()
+        await scheduler.stop(grace=5)
 
 
 async def test_the_strip_follows_the_cursor_and_the_detail_view_says_it_on_top(
