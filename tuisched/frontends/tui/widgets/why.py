@@ -18,8 +18,9 @@ class WhyStrip(Widget):
     """Why the job under the jobs pane's cursor is not running now (`JobStatus.why`).
 
     It follows the cursor and the console's last reading of the jobs on a short
-    timer rather than through messages, so the jobs pane and the main screen need
-    not know of it; only a change of text repaints it (never a new layout).
+    timer, and at once when the pane's rows change (its virtual size does), rather
+    than through messages, so the jobs pane and the main screen need not know of
+    it; only a change of text repaints it (never a new layout).
     """
 
     DEFAULT_CSS = """
@@ -39,6 +40,12 @@ class WhyStrip(Widget):
 
     def on_mount(self) -> None:
         self.set_interval(FOLLOW_SECONDS, self.follow)
+        tables = self.screen.query(JobsTable)
+        if tables:  # the pane's virtual size changes when its rows do (the first load too)
+            self.watch(tables.first(), "virtual_size", self._rows_changed, init=False)
+
+    def _rows_changed(self) -> None:
+        self.call_later(self.follow)  # once the pane has put its cursor on a row
 
     def follow(self) -> None:
         """Say why of the job under the cursor, as the console last read it."""
