@@ -82,6 +82,10 @@ class JobStatus:
         """Whether any pause holds the job."""
         return bool(self.paused_by)
 
+    why: str = ""
+    """Why it is not running now, in one line (`paused by ...`, `waiting for export's slot
+    ...`, `next slot at ...`); "" when the scheduler did not say."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupStatus:
@@ -333,3 +337,42 @@ class MissedSlots:
     def pending(self) -> bool:
         """Whether the operator still has to decide."""
         return not self.decided
+
+
+# --- seeing ahead: the schedule simulator (R25) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulatedRun:
+    """One run a window would hold, as `tuisched simulate` lists it."""
+
+    at: datetime
+    """When it would start, in its job's zone."""
+    job: str
+    trigger: str
+    """`schedule` (a slot) or `dependency` (an `after` dependant of `upstream`)."""
+    upstream: str = ""
+    """For a dependency run: the job whose run starts it."""
+    note: str = ""
+    """What to know of it: the assumed outcome it follows, the slots its `requires`
+    need, a pause in force."""
+    dst: str = ""
+    """A DST warning when its wall-clock time falls in a gap or repeats in a fold."""
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Simulation:
+    """Every run of a window, in time order, and what the listing assumed or left out."""
+
+    start: datetime
+    end: datetime
+    """The window is `start <= time < end`."""
+    runs: tuple[SimulatedRun, ...] = ()
+    left_out: int = 0
+    """Runs past the limit, not listed."""
+    counted_all: bool = True
+    """False when counting the runs left out stopped: there are at least `left_out`."""
+    limit: int = 0
+    """The most runs the answer could list."""
+    assumptions: tuple[str, ...] = ()

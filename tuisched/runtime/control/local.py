@@ -26,6 +26,7 @@ from tuisched.domain.events import Event
 from tuisched.domain.model import Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import job_status, pause_views
+from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
@@ -46,6 +47,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerState,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
@@ -53,6 +55,7 @@ from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
+from tuisched.runtime.engine.standing import JobStanding
 from tuisched.runtime.engine.waiting import requirements_of
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.threads import Lane, in_thread
@@ -112,11 +115,12 @@ class LocalQueries:
             if names is None
             else [config.jobs[name] for name in names if name in config.jobs]
         )
+        standing = JobStanding(engine, self._runtime.now())
         return tuple(
             job_status(
                 job, pauses=pauses, next_fire=engine.next_fire(job.name),
                 last=latest.last_run(job.name), running=running[job.name],
-                waiting=waiting[job.name],
+                waiting=waiting[job.name], facts=standing.facts(job),
             )
             for job in selected
         )  # fmt: skip
@@ -265,6 +269,17 @@ class LocalQueries:
     async def missed(self) -> tuple[MissedSlots, ...]:
         self._engine()
         return await self._runtime.ledger.entries()
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        engine, config = self._engine(), self._runtime.config
+        paused = [job.name for job in config.jobs.values() if engine.is_paused(job)]
+        return await in_thread(
+            Lane.FILES, lambda: simulate(config, start, end, jobs=jobs, limit=limit, paused=paused)
+        )
 
 
 class LocalControl(LocalQueries):

@@ -53,6 +53,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES
@@ -304,4 +305,13 @@ class RemoteControl:
     async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
         return await self._call(  # type: ignore[no-any-return]
             "decide_missed", tuple[MissedSlots, ...], job=job, choice=choice
+        )
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        return await self._call(  # type: ignore[no-any-return]
+            "simulate", Simulation, start=start, end=end, jobs=jobs, limit=limit
         )

@@ -43,6 +43,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
@@ -134,6 +135,20 @@ class SchedulerQueries(Protocol):
     async def missed(self) -> tuple[MissedSlots, ...]:
         """Each job's missed slots: those waiting for a decision, and those decided since
         the scheduler started (by an operator or by `misfire: once`), in the file's order."""
+        ...
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        """Every run the configuration in force would hold from `start` to `end` (excluded),
+        dependency runs included, with DST warnings; jobs paused now are noted.
+
+        Raises:
+            ScheduleError: the window is empty or too long, or `limit` is out of range.
+            UnknownJobError: a name in `jobs` is no job.
+        """
         ...
 
 

@@ -69,6 +69,10 @@ METHODS: tuple[str, ...] = (
 QUERIES = frozenset(METHODS[:14])
 """Those that change nothing: they may be asked with GET."""
 
+# Seeing ahead (R25): a query.
+METHODS = (*METHODS, "simulate")
+QUERIES = QUERIES | {"simulate"}
+
 ControlFor = Callable[[str], SchedulerControl]
 """The control a request acts through, for its actor (`user@host (client)`)."""
 Refused = Callable[[str], None]
