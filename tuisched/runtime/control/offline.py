@@ -25,6 +25,7 @@ from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -163,6 +164,11 @@ class OfflineQueries:
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         return _NoSubscription()
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
 
 
 class OfflineControl(OfflineQueries):

@@ -41,6 +41,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -291,3 +292,8 @@ class RemoteControl:
 
     async def hurry(self) -> None:
         await self._call("hurry", type(None))
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]

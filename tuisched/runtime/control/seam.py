@@ -31,6 +31,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -125,6 +126,14 @@ class SchedulerQueries(Protocol):
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         """Call `callback` with every event after `after` (None: from now on), in order."""
+        ...
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        """What a job edit would change, seen ahead: the job's next slots before and after,
+        the clock changes its new schedule meets, the dependencies it touches, and the
+        problems saving it would meet; nothing is written."""
         ...
 
 
