@@ -133,7 +133,8 @@ def _dependant_line(
     if new is None:  # the edit does not validate: say what holds today
         return f"{dependant.name} requires {name}: its run at {at} needs {was}"
     will = _required(dependant, new, slot)
-    change = "unchanged" if was == will else f"was {was}"
+    own_slot = f"{name}'s slot "  # said once: "will need export's slot 03:30 (was 02:30)"
+    change = "unchanged" if was == will else f"was {was.removeprefix(own_slot)}"
     return f"{dependant.name} requires {name}: its run at {at} will need {will} ({change})"
 
 
