@@ -156,7 +156,7 @@ def _yaml_reason(error: yaml.YAMLError) -> str:
     problem = getattr(error, "problem", None) or "cannot be read"
     mark = getattr(error, "problem_mark", None)
     where = f" at column {mark.column + 1}" if mark is not None else ""
-    return f"{problem}{where}".replace("<stream end>", "the end")
+    return f"{problem}{where}".replace("'<stream end>'", "the end")
 
 
 def _trigger(values: FormValues) -> tuple[str, object]:
@@ -237,7 +237,8 @@ _FIELD_KEYS = {
     "a wait_for job needs a timeout": "timeout", "retries": "retries",
     "priority": "priority", "overlap": "overlap", "description": "description",
     "enabled": "enabled", "command": "target", "python": "target", "wait_for": "target",
-    "a job name": "name", "bad job name": "name", "'self' is reserved": "name",
+    "a job needs a trigger source": "trigger", "a job name": "name", "bad job name": "name",
+    "'self' is reserved": "name",
 }  # fmt: skip
 """How a problem about the edited job starts -> the form field it is about."""
 
@@ -435,7 +436,7 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         try:
             definition = definition_from(values, self.original)
         except ValueError as error:
-            self._show_problems([str(error)], name)
+            self._show_problems([_field_of(str(error))])  # the form's own check
             return
         save = self.query_one("#form-save", Button)
         save.disabled = True
@@ -446,15 +447,16 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         finally:
             save.disabled = False
         if problems:
-            self._show_problems(list(problems), name)
+            self._show_problems(placed_problems(problems, name))
         else:
             self.dismiss((name, definition))
 
-    def _show_problems(self, problems: list[str], name: str) -> None:
-        """Each problem once: next to its field when it is about one, else under the form."""
+    def _show_problems(self, placed: list[tuple[str, str]]) -> None:
+        """Each problem (field, message) next to its field when it has one, else under
+        the form."""
         self._clear_problems()
         elsewhere: list[str] = []
-        for field, message in placed_problems(problems, name):
+        for field, message in placed:
             found = self.query(f"#form-{field}") if field else None
             widget = found.first() if found else None
             if widget is not None and widget.display and isinstance(widget.parent, Widget):
