@@ -172,3 +172,24 @@ def test_problems_are_placed_by_field_each_once() -> None:
         ("", problems[4]),
         ("", problems[5]),
     ]
+
+
+async def test_a_choice_steps_both_ways_and_wraps() -> None:
+    from textual.app import App, ComposeResult
+
+    class One(App[None]):
+        def compose(self) -> ComposeResult:
+            yield Choice(("skip", "allow", "queue"), "queue", blank="(default)", id="c")
+
+    app = One()
+    async with app.run_test(size=SIZE) as pilot:
+        choice = app.query_one(Choice)
+        choice.focus()
+        assert choice.value == "queue"
+        await pilot.press("right")
+        assert choice.value == ""  # the blank one, shown as its words
+        assert "(default)" in str(choice.render())
+        await pilot.press("space", "space")
+        assert choice.value == "allow"
+        await pilot.press("left", "left", "left")
+        assert choice.value == "queue"
