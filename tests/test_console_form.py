@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, Static
 
@@ -175,8 +176,6 @@ def test_problems_are_placed_by_field_each_once() -> None:
 
 
 async def test_a_choice_steps_both_ways_and_wraps() -> None:
-    from textual.app import App, ComposeResult
-
     class One(App[None]):
         def compose(self) -> ComposeResult:
             yield Choice(("skip", "allow", "queue"), "queue", blank="(default)", id="c")
