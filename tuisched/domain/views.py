@@ -376,3 +376,40 @@ class Simulation:
     limit: int = 0
     """The most runs the answer could list."""
     assumptions: tuple[str, ...] = ()
+
+
+# --- the edit form's impact preview (SPEC R25) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DstWarning:
+    """What a schedule does on a day the clocks change: a line for the operator."""
+
+    text: str
+    """`Sun 2026-03-29, clocks go forward 02:00 -> 03:00: 02:30 does not exist; ...`."""
+    slots: tuple[datetime, ...] = ()
+    """The slots the change moves or repeats (to mark them where slots are listed)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditImpact:
+    """What an edit of a job would change, seen ahead: its next slots before and after,
+    the clock changes its new schedule meets, and the jobs whose dependencies it touches."""
+
+    job: str
+    timezone: str = "UTC"
+    """The zone the slots are shown in (the job's, after the edit)."""
+    before: tuple[datetime, ...] = ()
+    """The next slots as the job stands (empty for a new job)."""
+    after: tuple[datetime, ...] = ()
+    """The next slots the edited job would have (empty while the edit does not validate)."""
+    before_note: str = ""
+    """Why `before` is empty or will not run: a new job, manual, after a job, disabled..."""
+    after_note: str = ""
+    """The same for `after`; the first problem while the edit does not validate."""
+    dst: tuple[DstWarning, ...] = ()
+    """For the edited schedule, each clock change of the coming year that touches it."""
+    dependencies: tuple[str, ...] = ()
+    """The jobs whose `after` or `requires` the edit affects, and what the job will wait for."""
+    problems: tuple[str, ...] = ()
+    """Every problem saving the edit would meet (as `preview` says them)."""

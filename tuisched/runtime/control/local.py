@@ -15,9 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.config.diff import config_diff
+from tuisched.domain.config.impact import edit_impact
 from tuisched.domain.errors import (
     ClusterDatabaseError,
     ConfigError,
+    JobActionError,
     SchedulerNotRunningError,
     TuischedError,
     UnknownRunError,
@@ -32,6 +34,7 @@ from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
     EditAction,
+    EditImpact,
     EditTarget,
     GroupStatus,
     HistoryQuery,
@@ -280,6 +283,31 @@ class LocalQueries:
         return await in_thread(
             Lane.FILES, lambda: simulate(config, start, end, jobs=jobs, limit=limit, paused=paused)
         )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        if edit.target is not EditTarget.JOB or edit.action is EditAction.DELETE:
+            raise JobActionError("only adding or replacing a job is previewed")
+        live, now = self._runtime.config, self._runtime.now()
+        edited, problems = await self._edited(edit)
+        return await in_thread(
+            Lane.CONFIG, edit_impact, live, edit.name, edited, now=now, problems=problems
+        )
+
+    async def _edited(self, edit: ConfigEdit) -> tuple[Config | None, tuple[str, ...]]:
+        """The configuration a job edit gives, checked as saving it would check it; or
+        None and every problem it would meet."""
+        source = self._runtime.source
+        if source is None:
+            return None, ("the scheduler is not running",)
+        adding = edit.action is EditAction.ADD
+        try:
+            return await source.check_job(edit.name, edit.definition or {}, adding=adding), ()
+        except ConfigError as error:
+            return None, tuple(str(problem) for problem in error.problems) or (str(error),)
+        except (TuischedError, TypeError) as error:
+            return None, (str(error),)
 
 
 class LocalControl(LocalQueries):

@@ -27,6 +27,7 @@ from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -187,6 +188,11 @@ class OfflineQueries:
         return await in_thread(
             Lane.FILES, lambda: simulate(config, start, end, jobs=jobs, limit=limit, paused=paused)
         )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
 
 
 class OfflineControl(OfflineQueries):

@@ -41,6 +41,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -315,3 +316,8 @@ class RemoteControl:
         return await self._call(  # type: ignore[no-any-return]
             "simulate", Simulation, start=start, end=end, jobs=jobs, limit=limit
         )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]

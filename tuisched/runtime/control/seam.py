@@ -31,6 +31,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -149,6 +150,14 @@ class SchedulerQueries(Protocol):
             ScheduleError: the window is empty or too long, or `limit` is out of range.
             UnknownJobError: a name in `jobs` is no job.
         """
+        ...
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        """What a job edit would change, seen ahead: the job's next slots before and after,
+        the clock changes its new schedule meets, the dependencies it touches, and the
+        problems saving it would meet; nothing is written."""
         ...
 
 
