@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
+from textual.binding import Binding, BindingType
 from textual.widgets import Log
 
 
 class AuditPane(Log):
     """Audit lines as plain text (a Log never interprets markup)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("g", "scroll_home", "First line", show=False),
+        Binding("G", "scroll_end", "Last line", show=False),
+    ]
+    """Vi's top and bottom, as on the other panes (Home and End are the Log's own)."""
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, highlight=False, max_lines=5000)
