@@ -21,14 +21,23 @@ _BETTER_WORDS = {"enter": "Open the job's detail (on the jobs pane)"}
 
 
 def bindings_of(node_class: type[DOMNode]) -> list[Binding]:
-    """Every binding `node_class` has, inherited ones included; a subclass's key wins."""
-    merged: dict[str, Binding] = {}
+    """Every binding `node_class` has, inherited ones included; a subclass's key wins.
+
+    A key bound to several actions in one class (`p`: pause, or resume) is listed
+    once per action; the hidden twins that only say why a key does not apply
+    (`refuse`) are not listed.
+    """
+    merged: dict[str, list[Binding]] = {}
     for cls in reversed(node_class.__mro__):
         declared: Iterable[BindingType] = cls.__dict__.get("BINDINGS", ())
+        own: dict[str, list[Binding]] = {}
         for binding in Binding.make_bindings(declared):
-            merged.pop(binding.key, None)  # re-bound keys move to their new place
-            merged[binding.key] = binding
-    return list(merged.values())
+            if not binding.action.startswith("refuse("):
+                own.setdefault(binding.key, []).append(binding)
+        for key, bindings in own.items():
+            merged.pop(key, None)  # re-bound keys move to their new place
+            merged[key] = bindings
+    return [binding for bindings in merged.values() for binding in bindings]
 
 
 def help_lines(sections: Iterable[tuple[str, list[Binding]]]) -> list[str]:
