@@ -21,8 +21,12 @@ class AuditPane(Log):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, highlight=False, max_lines=5000)
 
+    def on_mount(self) -> None:
+        self.add_class("-empty")
+
     def add(self, lines: Sequence[str]) -> None:
         """Append `lines` in one write; scroll along only if the reader is at the bottom."""
         if lines:
             self.auto_scroll = self.is_vertical_scroll_end
             self.write_lines(lines)
+            self.remove_class("-empty")  # an empty pane is one line high (see tuisched.tcss)
