@@ -31,7 +31,7 @@ from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.drain import DrainScreen
 from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
-from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of
+from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of, own_bindings
 from tuisched.frontends.tui.screens.main import MainScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
@@ -195,7 +195,7 @@ class TuischedApp(App[int]):
 
     def action_help(self) -> None:
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Command palette")
-        keys = [*bindings_of(type(self)), *bindings_of(MainScreen), palette]
+        keys = [*bindings_of(type(self)), *own_bindings(MainScreen), palette]
         # A key the app and the main screen both bind (q, ?) is listed once, where the app
         # has it; a key with two actions (p: pause or resume) keeps both.
         console = list({(b.key, b.description): b for b in reversed(keys)}.values())[::-1]
