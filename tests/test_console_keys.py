@@ -86,6 +86,7 @@ async def test_g_and_G_and_home_and_end_go_to_the_first_and_last_row(config: Pat
         engine_jobs.GATES["alpha"].set()
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count >= 1)
+        await until(pilot, lambda: running.size.height == 4)  # no longer its header alone
         await pilot.press("2", "G")
         assert running.cursor_row == running.row_count - 1
         await pilot.press("g")
