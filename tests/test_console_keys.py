@@ -183,6 +183,7 @@ async def test_space_marks_and_p_pauses_every_marked_job_in_one_question(config:
         table = await _started(pilot, app)
         await pilot.press("space", "space", "down", "space")  # alpha, blocker, delta
         assert table.marked == ["alpha", "blocker", "delta"]
+        assert str(table.border_subtitle).startswith("3 marked - 5 of 5")
         lines = screen_text(app).splitlines()
         assert [line[1:9] for line in lines[3:8]] == [
             "*alpha  ", "*blocker", " gamma  ", "*delta  ", " slow   ",

@@ -220,9 +220,14 @@ class LivePanes:
         table.refresh_rows()
         index = table.index
         backwards = " ▼" if index.reverse else ""
+        marked = f"{len(table.marked)} marked - " if table.marked else ""
         table.border_subtitle = (
-            f"{table.row_count} of {index.total} - sorted by {index.order}{backwards}"
+            f"{marked}{table.row_count} of {index.total} - sorted by {index.order}{backwards}"
         )
+
+    def show_marks(self) -> None:
+        """The marks changed: say how many there are under the jobs pane."""
+        self._show_table(self._screen.query_one(JobsTable))
 
     def _update_jobs(self, names: set[str], *, moved_on: bool = False) -> None:
         """Take the jobs' new statuses; `moved_on`: the clock did too (every row's times)."""

@@ -316,6 +316,7 @@ class MainScreen(Screen[None]):
 
     def _clear_marks(self) -> None:
         self.query_one(JobsTable).clear_marks()
+        self.panes.show_marks()
         self.refresh_legend()
 
     def action_run_jobs(self) -> None:
@@ -372,6 +373,7 @@ class MainScreen(Screen[None]):
     def action_mark(self) -> None:
         """`space`: mark the cursor's job (or unmark it) and go to the next row."""
         self.query_one(JobsTable).toggle_mark()
+        self.panes.show_marks()
         self.refresh_legend()
 
     def action_copy(self) -> None:
