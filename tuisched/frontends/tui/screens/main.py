@@ -58,6 +58,10 @@ _WORDS = {
     "reload": "reload the configuration",
 }  # fmt: skip
 """What each action does, for the notice that says why it cannot."""
+_LEGEND_ACTIONS = (
+    "run_jobs", "stop_run", "pause_jobs", "resume_jobs", "edit_job", "delete_job", "mark", "copy",
+)  # fmt: skip
+"""The actions whose keys come and go with the cursor (see `refresh_legend`)."""
 FOCUS_MARK = "▶ "
 """Before the focused pane's title: focus shown by more than the border's colour."""
 PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
@@ -170,21 +174,12 @@ class MainScreen(Screen[None]):
         self.refresh_legend()
 
     def refresh_legend(self) -> None:
-        """Show again the keys that apply, if what they depend on changed.
+        """Show again the keys that apply, if any key's state changed.
 
-        The footer is rebuilt only then, not on every refresh of the panes.
+        The footer is rebuilt only then: not on each cursor move or refresh of
+        the panes (a rebuild costs a key press tens of milliseconds).
         """
-        jobs = self.query_one(JobsTable)
-        job = self.host.state.jobs.get(jobs.selected_job() or "")
-        legend = (
-            self._focused_pane(),
-            jobs.selected_job(),
-            job.paused_by if job is not None else None,
-            job.running + job.waiting if job is not None else 0,
-            tuple(jobs.marked),
-            self.query_one(RunningTable).row_count,
-            self.app.screen is self,
-        )
+        legend = tuple(self.check_action(action, ()) for action in _LEGEND_ACTIONS)
         if legend != self._legend:
             self._legend = legend
             self.refresh_bindings()
