@@ -4,20 +4,23 @@ refusals before any dialog, failure bursts and the drain screen (Pilot, 80x24)."
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from textual.app import App
 
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
-from tuisched.domain.views import JobStatus, SchedulerState
+from tuisched.domain.views import JobStatus, Pause, PauseKind, RunStatus, SchedulerState
 from tuisched.frontends.tui.app import TuischedApp
 from tuisched.frontends.tui.failures import Failure, FailureNotices
 from tuisched.frontends.tui.jobindex import SORTS, JobIndex, sort_key
+from tuisched.frontends.tui.keyrules import Cursor, refusal
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen, LeaveScreen, QuitScreen
 from tuisched.frontends.tui.screens.drain import DrainScreen, DrainTable, drain_word
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.main import FOCUS_MARK, MainScreen, job_target
+from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable, header_line
 from tuisched.frontends.tui.widgets.running import RunningTable
@@ -371,6 +374,39 @@ async def test_read_only_refuses_with_a_notice_and_no_dialog(config: Path) -> No
             assert isinstance(app.screen, MainScreen), key
             assert f"read-only console: it cannot {words}" in _notices(app), key
         assert "read-only" in screen_text(app).splitlines()[0]  # at 80 columns, not cut off
+
+
+def test_the_rules_of_the_keys_without_a_screen() -> None:
+    group = Pause(kind=PauseKind.GROUP, name="nightly")
+    own = Pause(kind=PauseKind.JOB, name="b")
+    state = ConsoleState(
+        jobs={
+            "a": _status("a", 0),
+            "b": replace(_status("b", 1), paused_by=(own,)),
+            "c": replace(_status("c", 2), paused_by=(group,)),
+        },
+        runs=(RunStatus(run=replace(_run(RunState.RUNNING), job="a")),),
+    )
+    on_a = Cursor(pane="jobs", job="a")
+    assert refusal("pause_jobs", on_a, state) is None
+    assert refusal("resume_jobs", on_a, state) == "a is not paused"
+    assert refusal("stop_run", on_a, state) is None
+    on_b = replace(on_a, job="b")
+    assert refusal("pause_jobs", on_b, state) == "b is paused"
+    assert refusal("resume_jobs", on_b, state) is None
+    assert refusal("stop_run", on_b, state) == "nothing to stop: b has no run in progress"
+    on_c = replace(on_a, job="c")
+    why = "c is paused because its group nightly is paused (v, the group view, resumes it)"
+    assert refusal("resume_jobs", on_c, state) == why
+    marked = replace(on_a, marked=("b", "c"))
+    assert refusal("pause_jobs", marked, state) == "every one of the 2 marked jobs is paused"
+    assert refusal("resume_jobs", marked, state) is None  # b is its own: resumed
+    assert refusal("run_jobs", replace(on_a, pane="audit"), state) == (
+        "that key acts on the jobs pane: 1 goes there"
+    )
+    read_only = replace(on_a, read_only=True)
+    assert refusal("edit_job", read_only, state) == "read-only console: it cannot edit jobs"
+    assert refusal("copy", read_only, state) is None  # reading is never refused
 
 
 # --- 9. failure bursts ----------------------------------------------------------------

@@ -17,6 +17,7 @@ from textual.screen import Screen
 from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.views import ConfigEdit, Pause, PauseKind
+from tuisched.frontends.tui.keyrules import cause
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.runtime.control import SchedulerControl
@@ -110,7 +111,7 @@ class Operator:
             return
         own = Pause(kind=PauseKind.JOB, name=job)
         if status.paused and own not in status.paused_by:
-            self._app.notify(f"{job} is paused because {_cause(status.paused_by)}", markup=False)
+            self._app.notify(f"{job} is paused because {cause(status.paused_by)}", markup=False)
             return
         paused = own in status.paused_by
         verb = "Resume" if paused else "Pause"
@@ -221,16 +222,3 @@ def listing(names: Sequence[str]) -> str:
     shown = ", ".join(names[:LISTED])
     more = len(names) - LISTED
     return f"{shown} and {more} more" if more > 0 else shown
-
-
-def cause(pauses: tuple[Pause, ...]) -> str:
-    """Why a job is paused when it is not paused itself (public: the keys explain it too)."""
-    return _cause(pauses)
-
-
-def _cause(pauses: tuple[Pause, ...]) -> str:
-    """Why a job is paused when it is not paused itself: everything, or a group."""
-    if any(pause.kind is PauseKind.ALL for pause in pauses):
-        return "everything is paused (P resumes)"
-    group = next(pause.name for pause in pauses if pause.kind is PauseKind.GROUP)
-    return f"its group {group} is paused (v, the group view, resumes it)"

@@ -21,8 +21,8 @@ from textual.screen import Screen
 from textual.widgets import Footer
 
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import ConfigEdit, Pause, PauseKind
-from tuisched.frontends.tui.operator import cause
+from tuisched.domain.views import ConfigEdit
+from tuisched.frontends.tui.keyrules import Cursor, every_paused, own_paused, refusal, runs_of
 from tuisched.frontends.tui.panes import LivePanes
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
@@ -39,25 +39,6 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 0.25
 """How often the events heard are applied to the panes."""
-MUTATING = frozenset(
-    {
-        "run_jobs", "pause_jobs", "resume_jobs", "stop_run", "toggle_pause_all", "add_job",
-        "edit_job", "delete_job", "edit_file", "undo", "reload",
-    }
-)  # fmt: skip
-"""Actions refused by `--read-only`."""
-JOBS_PANE_ONLY = frozenset(
-    {"run_jobs", "pause_jobs", "resume_jobs", "edit_job", "delete_job", "mark"}
-)
-"""Actions on the job under the jobs pane's cursor (or the marked jobs)."""
-_WORDS = {
-    "run_jobs": "run jobs", "pause_jobs": "pause jobs", "resume_jobs": "resume jobs",
-    "stop_run": "stop runs", "toggle_pause_all": "pause or resume everything",
-    "add_job": "add jobs", "edit_job": "edit jobs", "delete_job": "delete jobs",
-    "edit_file": "edit the configuration", "undo": "undo changes",
-    "reload": "reload the configuration",
-}  # fmt: skip
-"""What each action does, for the notice that says why it cannot."""
 _LEGEND_ACTIONS = (
     "run_jobs", "stop_run", "pause_jobs", "resume_jobs", "edit_job", "delete_job", "mark", "copy",
 )  # fmt: skip
@@ -204,81 +185,34 @@ class MainScreen(Screen[None]):
 
     def refusal(self, action: str) -> str | None:
         """Why `action` cannot apply now (None: it can), said before any dialog."""
-        if self.host.read_only and action in MUTATING:
-            return f"read-only console: it cannot {_WORDS[action]}"
-        pane = self._focused_pane()
-        if action in JOBS_PANE_ONLY and pane != "jobs":
-            return "that key acts on the jobs pane: 1 goes there"
-        if action in ("edit_job", "delete_job", "mark", "copy") and pane == "jobs":
-            return None if self.query_one(JobsTable).selected_job() else "no job selected"
-        if action in ("run_jobs", "pause_jobs", "resume_jobs"):
-            return self._job_refusal(action)
-        if action == "stop_run":
-            return self._stop_refusal(pane)
-        if action == "copy" and pane != "running":
-            return "nothing to copy on this pane (y copies a job's command or a run's id)"
-        if action == "copy" and self.query_one(RunningTable).selected_run() is None:
-            return "no run selected"
-        return None
+        return refusal(action, self.cursor(), self.host.state)
 
-    def _job_refusal(self, action: str) -> str | None:
-        jobs = self.targets()
-        if not jobs:
-            return "no job selected"
-        every_paused = self._every_paused()
-        if action == "pause_jobs" and every_paused:
-            return _already("paused", jobs)
-        if action == "resume_jobs":
-            if not every_paused:
-                return _already("not paused", jobs)
-            if not self._own_paused(jobs):
-                return (
-                    f"{jobs[0]} is paused because {cause(self.host.state.jobs[jobs[0]].paused_by)}"
-                )
-        return None
+    def cursor(self) -> Cursor:
+        """Where the operator is: the focused pane, the job, the marks, the run."""
+        focused, jobs = self.focused, self.query_one(JobsTable)
+        return Cursor(
+            pane=focused.id if focused is not None and focused.id in PANE_TITLES else None,
+            job=jobs.selected_job(),
+            marked=tuple(jobs.marked),
+            run=self.query_one(RunningTable).selected_run(),
+            read_only=self.host.read_only,
+        )
+
+    def _focused_pane(self) -> str | None:
+        return self.cursor().pane
 
     def _every_paused(self) -> bool:
         """Whether every job a key acts on is paused (then `p` resumes)."""
-        jobs = self.host.state.jobs
-        return all(jobs[job].paused for job in self.targets() if job in jobs)
+        return every_paused(self.targets(), self.host.state)
 
-    def _stop_refusal(self, pane: str | None) -> str | None:
-        if pane == "running":
-            return None if self.query_one(RunningTable).selected_run() else "nothing is running"
-        jobs = self.targets()
-        if not jobs:
-            return "no job selected"
-        if self.runs_of(jobs):
-            return None
-        if len(jobs) == 1:
-            return f"nothing to stop: {jobs[0]} has no run in progress"
-        return f"nothing to stop: none of the {len(jobs)} marked jobs has a run in progress"
-
-    def _focused_pane(self) -> str | None:
-        focused = self.focused
-        return focused.id if focused is not None and focused.id in PANE_TITLES else None
+    def _own_paused(self, jobs: list[str]) -> list[str]:
+        return own_paused(jobs, self.host.state)
 
     # --- selection ------------------------------------------------------------------
 
     def targets(self) -> list[str]:
         """The jobs a key acts on: the marked ones, else the one under the cursor."""
-        table = self.query_one(JobsTable)
-        job = table.selected_job()
-        return table.marked or ([job] if job is not None else [])
-
-    def runs_of(self, jobs: list[str]) -> list[RunRecord]:
-        """The runs in progress of `jobs`."""
-        wanted = set(jobs)
-        return [status.run for status in self.host.state.runs if status.run.job in wanted]
-
-    def _own_paused(self, jobs: list[str]) -> list[str]:
-        """Those of `jobs` paused by their own pause (the ones `resume` resumes)."""
-        state = self.host.state.jobs
-        return [
-            job
-            for job in jobs
-            if job in state and Pause(kind=PauseKind.JOB, name=job) in state[job].paused_by
-        ]
+        return self.cursor().targets
 
     def selected_job(self) -> str | None:
         """The job under the jobs pane's cursor (and a notice when there is none)."""
@@ -362,7 +296,7 @@ class MainScreen(Screen[None]):
             if run is not None:
                 self.host.operator.stop(run, kill=kill)
             return
-        runs = self.runs_of(self.targets())
+        runs = runs_of(self.targets(), self.host.state)
         self.host.operator.stop_runs(runs, kill=kill, on_yes=self._clear_marks)
 
     def action_mark(self) -> None:
@@ -511,12 +445,6 @@ class MainScreen(Screen[None]):
     @on(JobsTable.Chosen, "#jobs")
     def _job_chosen(self, event: JobsTable.Chosen) -> None:
         self.host.show_job(event.job)
-
-
-def _already(word: str, jobs: list[str]) -> str:
-    if len(jobs) == 1:
-        return f"{jobs[0]} is {word}"
-    return f"every one of the {len(jobs)} marked jobs is {word}"
 
 
 def job_target(definition: Mapping[str, object]) -> tuple[str, str] | None:
