@@ -76,7 +76,7 @@ async def test_running_and_audit_panes_give_their_rows_to_the_jobs_when_empty(
         await pilot.pause()
         assert app.query_one("#running").size.height == 1  # its header line
         assert app.query_one("#audit").size.height == 1
-        assert app.query_one(JobsTable).size.height >= 14
+        assert app.query_one(JobsTable).size.height >= 12  # 9 when those panes kept theirs
         runtime.actions.run_now("backup")  # fails at once: a line in the audit log
         await until(pilot, lambda: app.query_one("#audit").size.height == 3)
 
