@@ -230,7 +230,7 @@ async def test_help_lists_every_key_hidden_ones_too(tmp_path: Path) -> None:
         await _until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), "the help")
         lines = _static_text(pilot.app.screen, "#help-text").splitlines()
         keys = {line.split()[0] for line in lines if line.startswith("  ")}
-        assert {"ctrl+k", "P", "g", "D", "?", "ctrl+p", "⏎"} <= keys
+        assert {"ctrl+k", "P", "v", "D", "?", "ctrl+p", "⏎"} <= keys
         assert any(line.split()[:2] == ["P", "Pause"] for line in lines)
         await pilot.press("escape")
         assert not isinstance(pilot.app.screen, HelpScreen)
@@ -298,12 +298,12 @@ async def test_the_group_picker_filters_and_pauses_a_group(tmp_path: Path) -> No
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
         table = app.query_one(JobsTable)
-        await pilot.press("g")
+        await pilot.press("v")
         await _until(pilot, lambda: isinstance(app.screen, GroupPickerScreen), "the picker")
         await pilot.press("enter")
         await _until(pilot, lambda: table.filter_text == "nightly", "the filter")
         assert sorted(key.value or "" for key in table.rows) == ["export", "report"]
-        await pilot.press("g")
+        await pilot.press("v")
         await _until(pilot, lambda: isinstance(app.screen, GroupPickerScreen), "the picker")
         await pilot.press("p")
         await _confirm(pilot)

@@ -28,14 +28,16 @@ from tuisched.frontends.tui.operator import Operator
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.dialogs import LeaveScreen, QuitScreen
 from tuisched.frontends.tui.screens.diff import DiffScreen
+from tuisched.frontends.tui.screens.drain import DrainScreen
 from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
-from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of
+from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of, own_bindings
 from tuisched.frontends.tui.screens.main import MainScreen
 from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
 from tuisched.frontends.tui.theme import TUISCHED_THEME
+from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl
@@ -55,8 +57,10 @@ class TuischedApp(App[int]):
     """Textual's system commands, and run/pause/show for each job and group."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_console", "Quit"),
+        Binding("ctrl+c", "quit_console", "Quit", show=False),
         Binding("question_mark", "help", "Help"),
     ]
+    """`ctrl+c` quits as `q` does (Textual's own only says how to quit)."""
 
     def __init__(
         self,
@@ -192,8 +196,10 @@ class TuischedApp(App[int]):
 
     def action_help(self) -> None:
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Command palette")
-        keys = [*bindings_of(type(self)), *Binding.make_bindings(MainScreen.BINDINGS), palette]
-        console = list({binding.key: binding for binding in reversed(keys)}.values())[::-1]
+        keys = [*bindings_of(type(self)), *own_bindings(MainScreen), palette]
+        # A key the app and the main screen both bind (q, ?) is listed once, where the app
+        # has it; a key with two actions (p: pause or resume) keeps both.
+        console = list({(b.key, b.description): b for b in reversed(keys)}.values())[::-1]
         self.push_screen(
             HelpScreen(
                 [
@@ -201,7 +207,8 @@ class TuischedApp(App[int]):
                     ("Jobs pane (1)", bindings_of(JobsTable)),
                     ("Running pane (2)", bindings_of(RunningTable)),
                     ("Job detail (enter on a job)", bindings_of(JobDetailScreen)),
-                    ("Group picker (g)", bindings_of(GroupPickerScreen)),
+                    ("Audit pane (3)", bindings_of(AuditPane)),
+                    ("Group picker (v)", bindings_of(GroupPickerScreen)),
                     ("Offline edit (D)", bindings_of(DiffScreen)),
                 ]
             )
@@ -268,6 +275,11 @@ class TuischedApp(App[int]):
         self._stopping = True
         if grace:
             self.notify("waiting for the runs in progress; q again stops them now", markup=False)
+        runs = [status.run for status in self.state.runs]
+        if self.hosting and runs and isinstance(self.screen, MainScreen):
+            # While it stops, no job has a next slot: the jobs pane would call them all
+            # "finished". The drain screen shows what becomes of each run instead.
+            self.push_screen(DrainScreen(self.control, runs, wait=bool(grace)))
         self.run_worker(self._drain(grace, reason), group="quit", exclusive=True)
 
     async def _drain(self, grace: float | None, reason: str) -> None:

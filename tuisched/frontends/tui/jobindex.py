@@ -69,6 +69,7 @@ class JobIndex:
         self._keys: dict[str, dict[str, Key]] = {}
         """Per order built so far, each job's current key (to find it again)."""
         self._order = SORTS[0]
+        self._reverse = False
         self._needle = ""
         self._shown: list[str] | None = None
         self._rows: dict[str, int] | None = None
@@ -79,6 +80,11 @@ class JobIndex:
     def order(self) -> str:
         """The order shown (one of SORTS)."""
         return self._order
+
+    @property
+    def reverse(self) -> bool:
+        """Whether the order is shown backwards (last first)."""
+        return self._reverse
 
     @property
     def needle(self) -> str:
@@ -97,7 +103,9 @@ class JobIndex:
     def shown(self) -> list[str]:
         """The names shown, in order: the current order, filtered (do not modify)."""
         if self._shown is None:
-            names = (key[-1] for key in self._sorted_in(self._order))
+            ordered = self._sorted_in(self._order)
+            # Backwards is the same sorted list read from its end: nothing is sorted again.
+            names = (key[-1] for key in (reversed(ordered) if self._reverse else ordered))
             needle, hay = self._needle, self._haystacks
             self._shown = [n for n in names if needle in hay[n]] if needle else list(names)
         return self._shown
@@ -113,6 +121,11 @@ class JobIndex:
     def set_order(self, order: str) -> None:
         """Show the jobs in `order` (one of SORTS); built on first use, then kept."""
         self._order = order
+        self._changed()
+
+    def set_reverse(self, reverse: bool) -> None:
+        """Show the order backwards (`reverse`) or forwards."""
+        self._reverse = reverse
         self._changed()
 
     def set_filter(self, text: str) -> None:

@@ -8,7 +8,7 @@ is shown as a notification, never a traceback. `--read-only` refuses them all.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from textual.app import App
@@ -17,11 +17,14 @@ from textual.screen import Screen
 from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.views import ConfigEdit, Pause, PauseKind
+from tuisched.frontends.tui.keyrules import cause
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.runtime.control import SchedulerControl
 
 _STARTED_WORDS = {RunState.QUEUED: "started", RunState.WAITING: "waiting"}
+LISTED = 12
+"""How many names a question about many jobs lists before it says how many more."""
 
 
 class _Host(Protocol):
@@ -45,11 +48,21 @@ class Operator:
 
     # --- asking --------------------------------------------------------------------
 
-    def confirm(self, question: str, then: Callable[[], Awaitable[object]]) -> None:
-        """Ask `question`; on yes, run `then` in the background. The default is Cancel."""
+    def confirm(
+        self,
+        question: str,
+        then: Callable[[], Awaitable[object]],
+        *,
+        on_yes: Callable[[], None] | None = None,
+    ) -> None:
+        """Ask `question`; on yes, call `on_yes` and run `then` in the background.
+
+        The default is Cancel."""
 
         def answered(yes: bool | None) -> None:
             if yes:
+                if on_yes is not None:
+                    on_yes()
                 self._app.run_worker(self._act(then), exclusive=False)
 
         screen: Screen[bool] = ConfirmScreen(question)
@@ -98,11 +111,65 @@ class Operator:
             return
         own = Pause(kind=PauseKind.JOB, name=job)
         if status.paused and own not in status.paused_by:
-            self._app.notify(f"{job} is paused because {_cause(status.paused_by)}", markup=False)
+            self._app.notify(f"{job} is paused because {cause(status.paused_by)}", markup=False)
             return
         paused = own in status.paused_by
         verb = "Resume" if paused else "Pause"
         self.confirm(f"{verb} {job}?", lambda: self._control.set_paused(own, paused=not paused))
+
+    # --- many jobs at once (the marked ones): one question that lists them ------------
+
+    def run_jobs(self, jobs: Sequence[str], *, on_yes: Callable[[], None] | None = None) -> None:
+        """Confirm once, then run each of `jobs` now (once each however often yes is pressed)."""
+        if self._host.read_only or not jobs:
+            return
+        keys = {job: uuid.uuid4().hex for job in jobs}
+
+        async def run_all() -> None:
+            runs = [await self._control.run_now(job, key=key) for job, key in keys.items()]
+            self._app.notify(
+                f"{_count(jobs)} started: {listing([r.job for r in runs])}", markup=False
+            )
+
+        self.confirm(f"Run {_count(jobs)} now?\n{listing(jobs)}", run_all, on_yes=on_yes)
+
+    def pause_jobs(
+        self, jobs: Sequence[str], *, paused: bool, on_yes: Callable[[], None] | None = None
+    ) -> None:
+        """Confirm once, then pause each of `jobs` (or resume each, when `paused`)."""
+        if self._host.read_only or not jobs:
+            return
+        verb = "Resume" if paused else "Pause"
+
+        async def toggle_all() -> None:
+            for job in jobs:
+                own = Pause(kind=PauseKind.JOB, name=job)
+                await self._control.set_paused(own, paused=not paused)
+            self._app.notify(f"{_count(jobs)} {verb.lower()}d", markup=False)
+
+        self.confirm(f"{verb} {_count(jobs)}?\n{listing(jobs)}", toggle_all, on_yes=on_yes)
+
+    def stop_runs(
+        self,
+        runs: Sequence[RunRecord],
+        *,
+        kill: bool = False,
+        on_yes: Callable[[], None] | None = None,
+    ) -> None:
+        """Confirm once, then stop each of `runs` (SIGKILL at once with `kill`)."""
+        if not runs:
+            return
+        verb = "Kill" if kill else "Stop"
+        names = [f"{run.job} ({run.run_id})" for run in runs]
+        plural = "run" if len(runs) == 1 else "runs"
+        how = " with SIGKILL" if kill else ""
+        question = f"{verb} {len(runs)} {plural}{how}?\n{listing(names)}"
+
+        async def stop_all() -> None:
+            for run in runs:
+                await self._control.stop_run(run.run_id, kill=kill)
+
+        self.confirm(question, stop_all, on_yes=on_yes)
 
     def pause_group(self, group: str, jobs: int, *, paused: bool) -> None:
         """Confirm, then pause every job of `group` (or resume the group if `paused`)."""
@@ -146,9 +213,12 @@ class Operator:
         self.confirm("Reload the configuration from disk?", self._control.reload)
 
 
-def _cause(pauses: tuple[Pause, ...]) -> str:
-    """Why a job is paused when it is not paused itself: everything, or a group."""
-    if any(pause.kind is PauseKind.ALL for pause in pauses):
-        return "everything is paused (P resumes)"
-    group = next(pause.name for pause in pauses if pause.kind is PauseKind.GROUP)
-    return f"its group {group} is paused (g resumes it)"
+def _count(jobs: Sequence[str]) -> str:
+    return f"{len(jobs)} job" if len(jobs) == 1 else f"{len(jobs)} jobs"
+
+
+def listing(names: Sequence[str]) -> str:
+    """`names` for a question: comma-separated, the first LISTED of them, then how many more."""
+    shown = ", ".join(names[:LISTED])
+    more = len(names) - LISTED
+    return f"{shown} and {more} more" if more > 0 else shown

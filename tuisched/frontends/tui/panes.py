@@ -20,6 +20,7 @@ from tuisched.domain.config.config import collector_paused
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.domain.events import Event
 from tuisched.domain.views import JobStatus, SchedulerState
+from tuisched.frontends.tui.failures import WINDOW, FailureNotices
 from tuisched.frontends.tui.jobindex import SORTS
 from tuisched.frontends.tui.state import Changes, ConsoleState
 from tuisched.frontends.tui.view import JobRow, job_row, run_row
@@ -58,6 +59,7 @@ class LivePanes:
         """While the terminal belongs to another program ($EDITOR), nothing is drawn."""
         self.sort = 0
         """Index into SORTS."""
+        self._failures = FailureNotices()
 
     def hold(self, held: bool) -> None:
         """Stop drawing (the terminal is lent to another program), or draw again."""
@@ -145,7 +147,22 @@ class LivePanes:
             banner.show_message(text, error=error)
         for notice in changes.notices:
             screen.notify(notice.text, severity=notice.severity, markup=False)  # type: ignore[arg-type]
+        if self._failures.add(changes.failed):
+            screen.set_timer(WINDOW, self._tell_failures)
         self._show_status()
+        self._changed()
+
+    def _tell_failures(self) -> None:
+        """A burst of failures is over: one notice for all of it."""
+        text = self._failures.due()
+        if text is not None and self._shown:
+            self._screen.notify(text, severity="error", markup=False)
+
+    def _changed(self) -> None:
+        """The screen's keys may apply differently now (a job paused, a run ended)."""
+        refresh_legend = getattr(self._screen, "refresh_legend", None)
+        if refresh_legend is not None:
+            refresh_legend()
 
     async def tick(self) -> None:
         """Once a second: the clock, elapsed times, and the next-run texts in view."""
@@ -169,6 +186,7 @@ class LivePanes:
         self._show_status()
         self._show_runs()
         self._update_jobs(visible, moved_on=True)
+        self._changed()
 
     # --- the panes -----------------------------------------------------------------
 
@@ -187,6 +205,13 @@ class LivePanes:
         self._show_table(table)
         return SORTS[self.sort]
 
+    def reverse_sort(self) -> str:
+        """Show the jobs in the same order backwards (or forwards again); its name."""
+        table = self._screen.query_one(JobsTable)
+        table.index.set_reverse(not table.index.reverse)
+        self._show_table(table)
+        return table.index.order + (", reversed" if table.index.reverse else "")
+
     def _make_row(self, status: JobStatus) -> JobRow:
         """A job's row as of now (the table formats only the rows it draws)."""
         return job_row(status, now=self._clock(), tz=self._state.timezone)
@@ -194,7 +219,15 @@ class LivePanes:
     def _show_table(self, table: JobsTable) -> None:
         table.refresh_rows()
         index = table.index
-        table.border_subtitle = f"{table.row_count} of {index.total} - sorted by {index.order}"
+        backwards = " ▼" if index.reverse else ""
+        marked = f"{len(table.marked)} marked - " if table.marked else ""
+        table.border_subtitle = (
+            f"{marked}{table.row_count} of {index.total} - sorted by {index.order}{backwards}"
+        )
+
+    def show_marks(self) -> None:
+        """The marks changed: say how many there are under the jobs pane."""
+        self._show_table(self._screen.query_one(JobsTable))
 
     def _update_jobs(self, names: set[str], *, moved_on: bool = False) -> None:
         """Take the jobs' new statuses; `moved_on`: the clock did too (every row's times)."""
@@ -211,7 +244,9 @@ class LivePanes:
     def _show_runs(self) -> None:
         now, tz = self._clock(), self._state.timezone
         rows = [run_row(status, now=now, tz=tz) for status in self._state.runs]
-        self._screen.query_one(RunningTable).show(rows)
+        running = self._screen.query_one(RunningTable)
+        running.show(rows)
+        running.set_class(not rows, "-empty")  # an empty pane gives its rows to the jobs
 
     def _show_status(self) -> None:
         status, now = self._state.status, self._clock()
@@ -222,12 +257,12 @@ class LivePanes:
         if status.all_paused:
             word = "PAUSED"
         facts = (
-            f"  {word}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
+            ("  read-only" if self._read_only else "")  # first, so that it is never cut off
+            + f"  {word}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
             f"jobs {status.jobs}  run {status.running}  "
             f"failed/24h {self._state.failures_within(now)}"
             + (f"  LAG {status.loop_lag:.1f}s" if status.loop_lag else "")
             + (f"  {status.cluster}" if status.cluster else "")
-            + ("  read-only" if self._read_only else "")
         )
         room = max(8, self._screen.size.width - len(facts) - 1)
         self._screen.query_one(StatusLine).text = " " + fit_path(status.config_path, room) + facts

@@ -29,6 +29,7 @@ from tuisched.domain.events import (
     SlotMissed,
 )
 from tuisched.domain.views import GroupStatus, JobStatus, RunStatus, SchedulerStatus
+from tuisched.frontends.tui.failures import Failure
 from tuisched.frontends.tui.view import is_failure
 
 _AUDITED = (RunFinished, RunNotStarted, RunAbandoned, SlotMissed)
@@ -52,6 +53,8 @@ class Changes:
     """Every job must be read again (a reload, a pause)."""
     audit: list[str] = field(default_factory=list)
     notices: list[Notice] = field(default_factory=list)
+    failed: list[Failure] = field(default_factory=list)
+    """Runs that failed: told as one notice per burst (see `failures`)."""
     banner: tuple[str, bool] | None = None
     """(text, is an error) to show in the banner."""
     hide_banner: bool = False
@@ -126,8 +129,7 @@ class ConsoleState:
             changes.audit.append(audit_line(run, tz))
         if isinstance(event, RunFinished | RunNotStarted) and is_failure(run):
             self.failures.append(event.at)
-            words = run.status or run.reason
-            changes.notices.append(Notice(f"{run.job} failed: {words}", "error"))
+            changes.failed.append(Failure(run.job, run.status or run.reason))
 
     def _other_event(self, event: Event, changes: Changes) -> None:
         match event:

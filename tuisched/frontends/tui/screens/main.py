@@ -9,18 +9,20 @@ from __future__ import annotations
 import asyncio
 import os
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import on
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
-from textual.events import ScreenResume, ScreenSuspend
+from textual.events import DescendantFocus, ScreenResume, ScreenSuspend
 from textual.screen import Screen
 from textual.widgets import Footer
 
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import ConfigEdit
+from tuisched.frontends.tui.keyrules import Cursor, every_paused, own_paused, refusal, runs_of
 from tuisched.frontends.tui.panes import LivePanes
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
@@ -39,8 +41,26 @@ if TYPE_CHECKING:
 
 REFRESH_SECONDS = 0.25
 """How often the events heard are applied to the panes."""
-MUTATING = frozenset({"job", "stop_run", "toggle_pause_all", "edit_file", "undo", "reload"})
-"""Actions hidden by `--read-only`."""
+_LEGEND_ACTIONS = (
+    "run_jobs", "stop_run", "pause_jobs", "resume_jobs", "edit_job", "delete_job", "mark", "copy",
+)  # fmt: skip
+"""The actions whose keys come and go with the cursor (see `refresh_legend`)."""
+FOCUS_MARK = "▶ "
+"""Before the focused pane's title: focus shown by more than the border's colour."""
+PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
+
+
+def _refusable(key: str, action: str, description: str, *, show: bool = True) -> list[Binding]:
+    """`key` for `action`, then a hidden twin on the same key that says why it cannot apply.
+
+    The footer shows an action only while `check_action` allows it; a key whose action
+    is not allowed falls through to the twin, which tells the operator why (no dialog).
+    """
+    name = action.split("(", maxsplit=1)[0]
+    return [
+        Binding(key, action, description, show=show),
+        Binding(key, f"refuse('{name}')", description, show=False),
+    ]
 
 
 class MainScreen(Screen[None]):
@@ -50,22 +70,28 @@ class MainScreen(Screen[None]):
         # The app's own keys first, so the footer reads as on every screen.
         Binding("q", "app.quit_console", "Quit"),
         Binding("question_mark", "app.help", "Help"),
-        Binding("r", "job('run')", "Run"),
-        Binding("s", "stop_run(False)", "Stop"),
-        Binding("ctrl+k", "stop_run(True)", "Kill", show=False),
-        Binding("p", "job('pause')", "Pause"),
-        Binding("P", "toggle_pause_all", "Pause all", show=False),
-        Binding("a", "job('add')", "Add", show=False),
-        Binding("e", "job('edit')", "Edit"),
-        Binding("E", "edit_file", "Edit YAML", show=False),
-        Binding("d", "job('delete')", "Delete", show=False),
-        Binding("u", "undo", "Undo", show=False),
+        *_refusable("r", "run_jobs", "Run"),
+        *_refusable("s", "stop_run(False)", "Stop"),
+        *_refusable("ctrl+k", "stop_run(True)", "Kill", show=False),
+        Binding("p", "pause_jobs", "Pause"),
+        Binding("p", "resume_jobs", "Resume"),
+        Binding("p", "refuse('pause_jobs')", "Pause", show=False),
+        *_refusable("e", "edit_job", "Edit"),
+        *_refusable("space", "mark", "Mark", show=False),
+        *_refusable("y", "copy", "Copy"),
         Binding("slash", "filter", "Filter"),
+        Binding("z", "zoom", "Zoom"),
+        *_refusable("P", "toggle_pause_all", "Pause all", show=False),
+        *_refusable("a", "add_job", "Add", show=False),
+        *_refusable("E", "edit_file", "Edit YAML", show=False),
+        *_refusable("d", "delete_job", "Delete", show=False),
+        *_refusable("u", "undo", "Undo", show=False),
         Binding("o", "sort", "Sort", show=False),
-        Binding("R", "reload", "Reload", show=False),
+        Binding("O", "reverse_sort", "Reverse sort", show=False),
+        *_refusable("R", "reload", "Reload", show=False),
         Binding("D", "show_diff", "Diff", show=False),
-        Binding("g", "group_view", "Groups", show=False),
-        Binding("escape", "dismiss_banner", "Dismiss", show=False),
+        Binding("v", "group_view", "Groups", show=False),
+        Binding("escape", "clear", "Clear marks, dismiss", show=False),
         Binding("1", "focus_pane('jobs')", "Jobs", show=False),
         Binding("2", "focus_pane('running')", "Running", show=False),
         Binding("3", "focus_pane('audit')", "Audit", show=False),
@@ -73,6 +99,8 @@ class MainScreen(Screen[None]):
         Binding("m", "missed", "Missed slots", show=False),
         Binding("S", "app.simulate", "Simulate", show=False),
     ]
+    ALLOW_IN_MAXIMIZED_VIEW = "#status, #filter, Footer"
+    """A zoomed pane (`z`) keeps the status line, the filter and the legend of keys."""
 
     def __init__(self, host: TuischedApp) -> None:
         super().__init__()
@@ -81,6 +109,8 @@ class MainScreen(Screen[None]):
             self, host.control, host.state, clock=host.clock, read_only=host.read_only,
             on_lost=host.scheduler_lost,
         )  # fmt: skip
+        self._legend: tuple[object, ...] = ()
+        """What the footer's keys were last worked out from (see `refresh_legend`)."""
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
@@ -88,17 +118,18 @@ class MainScreen(Screen[None]):
         banner.display = False
         yield banner
         jobs = JobsTable(id="jobs")
-        jobs.border_title = "1 Jobs"
+        jobs.border_title = PANE_TITLES["jobs"]
         yield jobs
         yield WhyStrip(self.host.state, id="why")
         running = RunningTable(id="running")
-        running.border_title = "2 Running"
+        running.border_title = PANE_TITLES["running"]
+        running.add_class("-empty")
         yield running
         audit = AuditPane(id="audit")
-        audit.border_title = "3 Audit log"
+        audit.border_title = PANE_TITLES["audit"]
         yield audit
         yield FilterBox(id="filter")
-        yield Footer()
+        yield Footer(compact=True)  # the legend of keys fits 80 columns
 
     async def start(self) -> None:
         """Read the scheduler once, then keep the panes in step with it."""
@@ -116,17 +147,78 @@ class MainScreen(Screen[None]):
     def _covered_or_uncovered(self) -> None:
         self.refresh_bindings()  # under a dialog, the footer offers none of our keys
 
+    @on(DescendantFocus)
+    def _focus_moved(self) -> None:
+        """Mark the focused pane's title, and show the keys that apply there."""
+        focused = self.focused
+        for pane, title in PANE_TITLES.items():
+            widget = self.query_one(f"#{pane}")
+            widget.border_title = FOCUS_MARK + title if widget is focused else title
+        self.refresh_legend()
+
+    @on(JobsTable.Highlighted, "#jobs")
+    def _job_highlighted(self) -> None:
+        self.refresh_legend()
+
+    def refresh_legend(self) -> None:
+        """Show again the keys that apply, if any key's state changed.
+
+        The footer is rebuilt only then: not on each cursor move or refresh of
+        the panes (a rebuild costs a key press tens of milliseconds).
+        """
+        legend = tuple(self.check_action(action, ()) for action in _LEGEND_ACTIONS)
+        if legend != self._legend:
+            self._legend = legend
+            self.refresh_bindings()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """`--read-only` hides every action that changes something; a dialog on top, all.
+        """Offer only the keys that apply where the cursor is; a dialog on top, none.
 
         The footer stays in sight under a dialog: it must not offer keys that
-        act on panes the dialog covers.
+        act on panes the dialog covers. A key whose action does not apply
+        falls through to its `refuse` twin, which says why.
         """
         if self.app.screen is not self:
             return False
-        return not (self.host.read_only and action in MUTATING)
+        if action == "refuse":
+            return True
+        if self.refusal(action) is None:
+            return True
+        wider = self._focused_pane() == "jobs" and not self.host.read_only
+        if action == "resume_jobs" and wider and self._every_paused():
+            return None  # held by a wider pause: Resume is shown, dimmed (p says why)
+        return False
+
+    def refusal(self, action: str) -> str | None:
+        """Why `action` cannot apply now (None: it can), said before any dialog."""
+        return refusal(action, self.cursor(), self.host.state)
+
+    def cursor(self) -> Cursor:
+        """Where the operator is: the focused pane, the job, the marks, the run."""
+        focused, jobs = self.focused, self.query_one(JobsTable)
+        return Cursor(
+            pane=focused.id if focused is not None and focused.id in PANE_TITLES else None,
+            job=jobs.selected_job(),
+            marked=tuple(jobs.marked),
+            run=self.query_one(RunningTable).selected_run(),
+            read_only=self.host.read_only,
+        )
+
+    def _focused_pane(self) -> str | None:
+        return self.cursor().pane
+
+    def _every_paused(self) -> bool:
+        """Whether every job a key acts on is paused (then `p` resumes)."""
+        return every_paused(self.targets(), self.host.state)
+
+    def _own_paused(self, jobs: list[str]) -> list[str]:
+        return own_paused(jobs, self.host.state)
 
     # --- selection ------------------------------------------------------------------
+
+    def targets(self) -> list[str]:
+        """The jobs a key acts on: the marked ones, else the one under the cursor."""
+        return self.cursor().targets
 
     def selected_job(self) -> str | None:
         """The job under the jobs pane's cursor (and a notice when there is none)."""
@@ -150,32 +242,107 @@ class MainScreen(Screen[None]):
 
     # --- actions --------------------------------------------------------------------
 
-    def action_job(self, verb: str) -> None:
-        """`r` run, `p` pause or resume, `e` edit, `d` delete the selected job; `a` add one."""
-        if verb == "add":
-            self.run_worker(self.host.open_form(None), group="job-form", exclusive=True)
-            return
+    def action_refuse(self, action: str) -> None:
+        """A key whose action cannot apply: say why, ask nothing."""
+        why = self.refusal(action)
+        if action == "pause_jobs" and why is not None and self._every_paused():
+            why = self.refusal("resume_jobs") or why  # `p` resumes these: say why it cannot
+        self.notify(why or "that key does not apply here", severity="warning", markup=False)
+
+    def _clear_marks(self) -> None:
+        self.query_one(JobsTable).clear_marks()
+        self.panes.show_marks()
+        self.refresh_legend()
+
+    def action_run_jobs(self) -> None:
+        """`r`: run the marked jobs (one question), or the cursor's job."""
+        jobs = self.targets()
+        if len(jobs) == 1 and not self.query_one(JobsTable).marked:
+            self.host.operator.run(jobs[0])
+        else:
+            self.host.operator.run_jobs(jobs, on_yes=self._clear_marks)
+
+    def action_pause_jobs(self) -> None:
+        """`p` on jobs not all paused: pause those that are not."""
+        states = self.host.state.jobs
+        jobs = [job for job in self.targets() if job in states and not states[job].paused]
+        self._pause(jobs, paused=False)
+
+    def action_resume_jobs(self) -> None:
+        """`p` on paused jobs: resume those paused by their own pause."""
+        self._pause(self._own_paused(self.targets()), paused=True)
+
+    def _pause(self, jobs: list[str], *, paused: bool) -> None:
+        if len(jobs) == 1 and not self.query_one(JobsTable).marked:
+            self.host.operator.pause_job(jobs[0])  # the one job: asked by its name
+        else:
+            self.host.operator.pause_jobs(jobs, paused=paused, on_yes=self._clear_marks)
+
+    def action_add_job(self) -> None:
+        self.run_worker(self.host.open_form(None), group="job-form", exclusive=True)
+
+    def action_edit_job(self) -> None:
         job = self.selected_job()
-        if job is None:
-            return
-        operator = self.host.operator
-        if verb == "run":
-            operator.run(job)
-        elif verb == "pause":
-            operator.pause_job(job)
-        elif verb == "edit":
+        if job is not None:
             self.run_worker(self.host.open_form(job), group="job-form", exclusive=True)
-        elif verb == "delete" and self.host.state.status is not None:
+
+    def action_delete_job(self) -> None:
+        job = self.selected_job()
+        if job is not None and self.host.state.status is not None:
             file = self.host.state.status.config_path.name
-            operator.edit(
+            self.host.operator.edit(
                 f"Delete {job} from {file}?", ConfigEdit.delete_job(job), done=f"{job} deleted"
             )
 
     def action_stop_run(self, kill: bool) -> None:
-        """`s` stops the selected run (SIGTERM, then SIGKILL); `ctrl+k` kills it at once."""
-        run = self.selected_run()
-        if run is not None:
-            self.host.operator.stop(run, kill=kill)
+        """`s` stops the selected run, or the marked jobs' runs (SIGTERM, then SIGKILL);
+        `ctrl+k` kills at once."""
+        if self._focused_pane() == "running" or not self.query_one(JobsTable).marked:
+            run = self.selected_run()
+            if run is not None:
+                self.host.operator.stop(run, kill=kill)
+            return
+        runs = runs_of(self.targets(), self.host.state)
+        self.host.operator.stop_runs(runs, kill=kill, on_yes=self._clear_marks)
+
+    def action_mark(self) -> None:
+        """`space`: mark the cursor's job (or unmark it) and go to the next row."""
+        self.query_one(JobsTable).toggle_mark()
+        self.panes.show_marks()
+        self.refresh_legend()
+
+    def action_copy(self) -> None:
+        """`y`: copy the selected run's id, or the selected job's command or target."""
+        if self._focused_pane() == "running":
+            run_id = self.query_one(RunningTable).selected_run()
+            if run_id is not None:
+                self._copy(run_id, "run id")
+            return
+        job = self.query_one(JobsTable).selected_job()
+        if job is not None:
+            self.run_worker(self._copy_job(job), group="copy", exclusive=True)
+
+    async def _copy_job(self, job: str) -> None:
+        definition = await self.host.control.job_definition(job)
+        what = job_target(definition or {})
+        if what is None:
+            self.notify(f"{job} has no command to copy", severity="warning", markup=False)
+            return
+        kind, text = what
+        self._copy(text, f"{job}'s {kind}")
+
+    def _copy(self, text: str, what: str) -> None:
+        """To the terminal's clipboard (OSC 52: through tmux and SSH too), and say so."""
+        self.app.copy_to_clipboard(text)
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        self.notify(f"copied {what}: {shown}", markup=False)
+
+    def action_zoom(self) -> None:
+        """`z`: the focused pane fills the screen; again (or escape), back to every pane."""
+        if self.maximized is not None:
+            self.minimize()
+        elif self.focused is not None:
+            self.maximize(self.focused, container=False)
 
     def action_toggle_pause_all(self) -> None:
         status = self.host.state.status
@@ -221,12 +388,17 @@ class MainScreen(Screen[None]):
         elif status:
             self.notify(f"the editor exited with status {status}", severity="warning", markup=False)
 
-    def action_dismiss_banner(self) -> None:
+    def action_clear(self) -> None:
+        """`escape`: clear the marks, put the banner away (its standing note too), close
+        the filter."""
+        self._clear_marks()
         self.query_one(Banner).clear_note()
         self.query_one(Banner).hide()
         self.query_one(FilterBox).close()
 
     def action_focus_pane(self, pane: str) -> None:
+        if self.maximized is not None:
+            self.minimize()
         self.query_one(f"#{pane}").focus()
 
     def action_filter(self) -> None:
@@ -241,7 +413,12 @@ class MainScreen(Screen[None]):
         self.query_one(JobsTable).focus()
 
     def action_sort(self) -> None:
+        """`o`: the next order; the arrow in the header shows the column sorted by."""
         self.notify(f"sorted by {self.panes.next_sort()}", markup=False)
+
+    def action_reverse_sort(self) -> None:
+        """`O`: the same order, backwards."""
+        self.notify(f"sorted by {self.panes.reverse_sort()}", markup=False)
 
     def action_show_diff(self) -> None:
         def closed(reload: bool | None) -> None:
@@ -289,6 +466,18 @@ class MainScreen(Screen[None]):
         text = await missed_banner(self.host.control)
         if text is not None:
             self.query_one(Banner).show_note(text)
+
+
+def job_target(definition: Mapping[str, object]) -> tuple[str, str] | None:
+    """What `y` copies of a job: (`command`, its command line), or its python target, or
+    its wait_for pattern; None when it has none of these."""
+    for kind in ("command", "python", "wait_for"):
+        value = definition.get(kind)
+        if isinstance(value, list):
+            return kind, shlex.join(str(part) for part in value)
+        if isinstance(value, str | int | float) and str(value):
+            return kind, str(value)
+    return None
 
 
 async def _run_editor(argv: list[str]) -> int | None:

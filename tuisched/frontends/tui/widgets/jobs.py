@@ -43,6 +43,10 @@ COLUMNS = (
     ("groups", "Groups", 14),
 )
 """(field, heading, width): fixed widths, so a changing value never moves a column."""
+SORTED_COLUMNS = {"name": "name", "state": "state", "next run": "next_run", "last result": "last"}
+"""The column each order of the index sorts by (file order has none)."""
+MARK = "*"
+"""Drawn in the left margin of a marked job's row: plain ASCII, readable without colour."""
 _PAD = 1
 """Blank cells on each side of a cell, as in Textual's DataTable."""
 WIDTH = sum(width + 2 * _PAD for _, _, width in COLUMNS)
@@ -58,6 +62,13 @@ def _line(values: Iterator[str]) -> str:
         pad + set_cell_size(value, width) + pad
         for value, (_, _, width) in zip(values, COLUMNS, strict=True)
     )
+
+
+def header_line(order: str, reverse: bool) -> str:
+    """The header: each column's heading, an arrow on the one sorted by (down: reversed)."""
+    column = SORTED_COLUMNS.get(order)
+    arrow = " ▼" if reverse else " ▲"
+    return _line(heading + (arrow if key == column else "") for key, heading, _ in COLUMNS)
 
 
 class JobRows:
@@ -89,14 +100,17 @@ class JobsTable(ScrollView, can_focus=True):
         Binding("left", "cursor_left", "Cursor left", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
-        Binding("ctrl+home", "scroll_top", "Top", show=False),
-        Binding("ctrl+end", "scroll_bottom", "Bottom", show=False),
-        Binding("home", "scroll_home", "Home", show=False),
-        Binding("end", "scroll_end", "End", show=False),
+        Binding("ctrl+home", "scroll_top", "First job", show=False),
+        Binding("ctrl+end", "scroll_bottom", "Last job", show=False),
+        Binding("home", "scroll_top", "First job", show=False),
+        Binding("end", "scroll_bottom", "Last job", show=False),
+        Binding("g", "scroll_top", "First job", show=False),
+        Binding("G", "scroll_bottom", "Last job", show=False),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
-    """The keys of Textual's DataTable, and vi keys as in k9s and htop."""
+    """The keys of Textual's DataTable, and vi keys as in k9s and htop: Home and End go
+    to the first and last job as in those (left and right scroll sideways)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "jobs-table--header",
@@ -157,6 +171,19 @@ class JobsTable(ScrollView, can_focus=True):
             """The pane the job was chosen on (for `@on(..., "#jobs")`)."""
             return self.table
 
+    class Highlighted(Message):
+        """The cursor came to another job (or to none): the keys that apply may differ."""
+
+        def __init__(self, table: JobsTable, job: str | None) -> None:
+            super().__init__()
+            self.table = table
+            self.job = job
+
+        @property
+        def control(self) -> JobsTable:
+            """The pane whose cursor moved."""
+            return self.table
+
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.index = JobIndex()
@@ -168,6 +195,8 @@ class JobsTable(ScrollView, can_focus=True):
         self._cursor_job: str | None = None
         self.filter_text = ""
         """The filter shown, as typed (set it with `filter`)."""
+        self._marked: dict[str, None] = {}
+        """The jobs marked with `space`, in the order they were marked."""
 
     # --- what the pane's owner calls ----------------------------------------------------
 
@@ -193,6 +222,7 @@ class JobsTable(ScrollView, can_focus=True):
     def refresh_rows(self) -> None:
         """The index changed: keep the cursor on its job, size the view, redraw."""
         shown = self.index.shown()
+        self._forget_gone_marks()
         self.virtual_size = Size(WIDTH, len(shown) + 1)  # + the header line
         if self.scroll_y > self.max_scroll_y:  # fewer rows: none below the last
             self.scroll_to(y=self.max_scroll_y, animate=False)
@@ -204,6 +234,34 @@ class JobsTable(ScrollView, can_focus=True):
             self._set_cursor(row)
         # else it stays where it is, and so does a view the operator scrolled away
         self.refresh()
+
+    # --- marks -----------------------------------------------------------------------
+
+    @property
+    def marked(self) -> list[str]:
+        """The marked jobs that still exist, in the order they were marked."""
+        return list(self._marked)
+
+    def toggle_mark(self) -> str | None:
+        """Mark the cursor's job (or unmark it), then move down a row; the job, if any."""
+        job = self._cursor_job
+        if job is None:
+            return None
+        if self._marked.pop(job, "absent") == "absent":
+            self._marked[job] = None
+        self.move_cursor(row=self._cursor + 1)
+        return job
+
+    def clear_marks(self) -> bool:
+        """Unmark every job; whether any was marked."""
+        had = bool(self._marked)
+        self._marked.clear()
+        self.refresh()
+        return had
+
+    def _forget_gone_marks(self) -> None:
+        for job in [job for job in self._marked if self.index.status(job) is None]:
+            del self._marked[job]
 
     # --- what a DataTable offered (and tests and the app use) ----------------------------
 
@@ -261,7 +319,7 @@ class JobsTable(ScrollView, can_focus=True):
         base = self.rich_style
         if y == 0:
             style = base + self.get_component_rich_style("jobs-table--header")
-            text = _line(heading for _, heading, _ in COLUMNS)
+            text = header_line(self.index.order, self.index.reverse)
         else:
             shown = self.index.shown()
             row = scroll_y + y - 1
@@ -270,6 +328,8 @@ class JobsTable(ScrollView, can_focus=True):
             style = base + self._row_style(row)
             made = self._row(shown[row])
             text = _line(getattr(made, key) for key, _, _ in COLUMNS)
+            if shown[row] in self._marked:
+                text = MARK + text[1:]
             style += Style.from_meta({"row": row})
         text += " " * max(0, width - WIDTH)
         return Strip([Segment(text, style)]).crop(scroll_x, scroll_x + width)
@@ -295,8 +355,11 @@ class JobsTable(ScrollView, can_focus=True):
 
     def _set_cursor(self, row: int) -> None:
         shown = self.index.shown()
+        before = self._cursor_job
         self._cursor = max(0, min(row, len(shown) - 1))
         self._cursor_job = shown[self._cursor] if shown else None
+        if self._cursor_job != before:
+            self.post_message(self.Highlighted(self, self._cursor_job))
         self._scroll_to_cursor()
 
     def _scroll_to_cursor(self) -> None:
@@ -335,12 +398,6 @@ class JobsTable(ScrollView, can_focus=True):
 
     def action_scroll_bottom(self) -> None:
         self.move_cursor(row=self.row_count - 1)
-
-    def action_scroll_home(self) -> None:
-        self.scroll_to(x=0, animate=False)
-
-    def action_scroll_end(self) -> None:
-        self.scroll_to(x=self.max_scroll_x, animate=False)
 
     def action_select_cursor(self) -> None:
         if self._cursor_job is not None:

@@ -18,8 +18,13 @@ class KeyedTable(DataTable[Text]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
+        Binding("home", "scroll_top", "First row", show=False),
+        Binding("end", "scroll_bottom", "Last row", show=False),
+        Binding("g", "scroll_top", "First row", show=False),
+        Binding("G", "scroll_bottom", "Last row", show=False),
     ]
-    """Vi keys as in k9s and htop, besides the arrows."""
+    """Vi keys as in k9s and htop, besides the arrows; Home and End go to the first and
+    last row (a DataTable's go to the first and last column, which a row cursor lacks)."""
 
     COLUMNS: ClassVar[Columns] = ()
     """The columns, set by each table."""
