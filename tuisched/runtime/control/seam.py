@@ -37,6 +37,8 @@ from tuisched.domain.views import (
     JobStatus,
     NodeView,
     OutputChunk,
+    OutputMatch,
+    OutputPage,
     Pause,
     PendingEdit,
     RunStatus,
@@ -47,6 +49,8 @@ OUTPUT_CHUNK_BYTES = 200 * 1024
 """How much output one `output()` call reads at most."""
 AUDIT_LINES = 200
 """How many audit lines `audit()` returns from the end of the log."""
+PAGE_LINES = 200
+"""How many lines `output_page()` returns unless told."""
 
 
 class Subscription(Protocol):
@@ -127,6 +131,33 @@ class SchedulerQueries(Protocol):
         """Call `callback` with every event after `after` (None: from now on), in order."""
         ...
 
+    # --- the output viewer ---------------------------------------------------------------
+
+    async def output_page(
+        self, run_id: str, *, offset: int | None = None, before: bool = False,
+        lines: int = PAGE_LINES,
+    ) -> OutputPage:  # fmt: skip
+        """Up to `lines` whole lines of a run's output (live or past) and their byte offsets.
+
+        `offset` None: the last lines. Else the lines beginning at byte `offset`
+        (a line's start), or with `before` the lines ending there. When the file
+        was pruned, the page is the tail the history kept (`source` TAIL).
+        Reads a bounded amount however large the file.
+        """
+        ...
+
+    async def search_output(
+        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
+    ) -> OutputMatch:
+        """One bounded step of a search for `text` in a run's output file, from byte
+        `offset` (a line's start) forward, or backward over the lines before it.
+
+        Case-insensitive when `text` has no capital letter. Each step scans a
+        bounded number of bytes; a step that finds nothing and is not `done`
+        says where the next one goes on (`scanned_to`).
+        """
+        ...
+
 
 class SchedulerCommands(Protocol):
     """What a front end may change: runs, pauses, the configuration, the scheduler's life."""
@@ -174,6 +205,7 @@ Callback = Callable[[Event], object]
 __all__ = [
     "AUDIT_LINES",
     "OUTPUT_CHUNK_BYTES",
+    "PAGE_LINES",
     "Callback",
     "SchedulerCommands",
     "SchedulerControl",
