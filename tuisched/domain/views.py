@@ -329,6 +329,8 @@ class OutputPage:
     """Where the line after the last one begins (bytes)."""
     size: int = 0
     """The file's size when the page was read."""
+    path: str = ""
+    """The output file (on the scheduler's machine, which is the console's)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

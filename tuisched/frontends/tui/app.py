@@ -32,6 +32,7 @@ from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of
 from tuisched.frontends.tui.screens.main import MainScreen
+from tuisched.frontends.tui.screens.output import OutputScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
 from tuisched.frontends.tui.theme import TUISCHED_THEME
@@ -202,6 +203,7 @@ class TuischedApp(App[int]):
                     ("Job detail (enter on a job)", bindings_of(JobDetailScreen)),
                     ("Group picker (g)", bindings_of(GroupPickerScreen)),
                     ("Offline edit (D)", bindings_of(DiffScreen)),
+                    ("Output viewer (l)", bindings_of(OutputScreen)),
                 ]
             )
         )

@@ -100,6 +100,7 @@ async def output_page(
     return OutputPage(
         run_id=run.run_id, job=run.job, state=run.state, running=running,
         lines=tuple(page.lines), offsets=tuple(page.offsets), end=page.end, size=page.size,
+        path=str(path),
     )  # fmt: skip
 
 
