@@ -33,7 +33,14 @@ from tuisched.runtime.control import (
     RemoteControl,
     socket_path,
 )
-from tuisched.runtime.control.paging import LINE_BYTES, find_text, page_after, page_before
+from tuisched.runtime.control.paging import (
+    LINE_BYTES,
+    LINE_INDEX_STEP,
+    find_text,
+    line_number,
+    page_after,
+    page_before,
+)
 from tuisched.runtime.engine.running import OUTPUT_FILES_KEPT
 from tuisched.runtime.runtime import Runtime
 
@@ -137,6 +144,23 @@ def test_a_search_goes_in_bounded_steps_that_resume_where_they_stopped(tmp_path:
     assert back.found
 
 
+def test_line_numbers_are_counted_in_bounded_steps_and_kept(tmp_path: Path) -> None:
+    path = tmp_path / "out.log"
+    line = b"y" * 99 + b"\n"
+    path.write_bytes(line * (3 * LINE_INDEX_STEP // 100))
+    end = path.stat().st_size - 100
+    assert line_number(path, end, budget=1) is None  # one step of the index a call
+    assert line_number(path, end, budget=1) == end // 100 + 1
+    assert line_number(path, 0) == 1
+    with path.open("ab") as grown:  # a growing file keeps what was counted
+        grown.write(line * 10)
+    assert line_number(path, end + 1000, budget=1) == end // 100 + 11
+    replaced = tmp_path / "new.log"  # another file in its place: counted anew
+    replaced.write_bytes(b"a\nb\n")
+    replaced.replace(path)
+    assert line_number(path, 2) == 2
+
+
 # --- the window ----------------------------------------------------------------------------
 
 
@@ -211,6 +235,8 @@ async def test_the_seam_pages_and_searches_alike_here_and_through_the_socket(
         assert head.lines == ("row 1", "row 2", "row 3")
         before = await remote.output_page(run.run_id, offset=head.offsets[2], before=True)
         assert before.lines == ("row 1", "row 2")
+        assert await remote.output_line_number(run.run_id, tail.offsets[1]) == 3002
+        assert await local.output_line_number(run.run_id, head.offsets[2]) == 3
         match = await remote.search_output(run.run_id, "ERROR")
         assert match == await local.search_output(run.run_id, "ERROR")
         assert (match.found, match.offset) == (True, tail.offsets[1])
@@ -302,6 +328,7 @@ async def test_l_opens_the_selected_jobs_newest_run_at_its_end_as_plain_text(
         viewer = await _open(pilot, app, "rows")
         assert viewer.run_id == run.run_id
         assert _rows(viewer)[-1] == "ERROR [bold]x[/bold]"  # literally, never markup
+        await _until(pilot, lambda: "line 2,9" in _status(viewer), "the top row's number")
         status = _status(viewer)
         for part in ("rows", f"run {run.run_id}", "success", "follow off", "wrap off"):
             assert part in status

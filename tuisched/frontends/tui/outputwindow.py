@@ -43,6 +43,8 @@ class OutputWindow:
         """The line number of the first line held, when known (the window reached it
         from the file's start)."""
         self.source = OutputSource.FILE
+        self.generation = 0
+        """Counts the jumps (`replace`): a page asked for before one no longer fits."""
 
     @property
     def at_start(self) -> bool:
@@ -56,6 +58,7 @@ class OutputWindow:
 
     def replace(self, page: OutputPage) -> None:
         """Hold `page` alone (a jump: the top, the bottom, a match far away)."""
+        self.generation += 1
         self.source = page.source
         self.lines, self.offsets = list(page.lines), list(page.offsets)
         self.end = page.end

@@ -53,6 +53,7 @@ from tuisched.runtime.control.reading import (
     audit_chunk,
     job_plan,
     output_chunk,
+    output_line,
     output_page,
     output_search,
 )
@@ -290,6 +291,10 @@ class LocalQueries:
         run = await self._find_run(run_id)
         state_dir = self._runtime.config.settings.state_dir
         return await output_search(state_dir, run, text, offset=offset, backward=backward)
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        run = await self._find_run(run_id)
+        return await output_line(self._runtime.config.settings.state_dir, run, offset)
 
 
 class LocalControl(LocalQueries):

@@ -44,6 +44,7 @@ from tuisched.runtime.control.reading import (
     audit_chunk,
     job_plan,
     output_chunk,
+    output_line,
     output_page,
     output_search,
 )
@@ -199,6 +200,10 @@ class OfflineQueries:
     ) -> OutputMatch:
         run, state_dir = await self._run(run_id), self._config.settings.state_dir
         return await output_search(state_dir, run, text, offset=offset, backward=backward)
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        run = await self._run(run_id)
+        return await output_line(self._config.settings.state_dir, run, offset)
 
 
 class OfflineControl(OfflineQueries):

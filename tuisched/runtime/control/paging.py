@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -291,3 +292,68 @@ def _match_at(file: BinaryIO, at: int, needle: _Needle, size: int) -> FileMatch 
         return None
     end = min(newline + 1, size)
     return FileMatch(True, begin, end, column, len(needle.text), end, size, done=False)
+
+
+# --- line numbers --------------------------------------------------------------------------
+
+LINE_INDEX_STEP = 4 * 1024 * 1024
+"""The line index keeps how many lines begin before each multiple of this many bytes."""
+COUNT_BYTES = 256 * 1024 * 1024
+"""The most one `line_number` call reads to extend an index; the next call goes on."""
+_INDEXES_KEPT = 16
+"""How many files' line indexes are kept (the newest used)."""
+
+
+class _LineIndex:
+    """How many `\\n` come before each multiple of `LINE_INDEX_STEP` bytes of one file,
+    as far as anyone asked: a file that only grows keeps its index."""
+
+    def __init__(self, identity: tuple[int, int]) -> None:
+        self.identity = identity
+        self.counts = [0]
+        self.lock = threading.Lock()
+
+    def fits(self, identity: tuple[int, int], size: int) -> bool:
+        """Whether the index is of this file as it is (the same inode, not shrunk)."""
+        return identity == self.identity and (len(self.counts) - 1) * LINE_INDEX_STEP <= size
+
+
+_INDEXES: dict[Path, _LineIndex] = {}
+_INDEXES_LOCK = threading.Lock()
+
+
+def _index_of(path: Path, identity: tuple[int, int], size: int) -> _LineIndex:
+    """The file's index: a new one for a new file (another inode, or one that shrank)."""
+    with _INDEXES_LOCK:
+        index = _INDEXES.pop(path, None)
+        if index is None or not index.fits(identity, size):
+            index = _LineIndex(identity)
+        _INDEXES[path] = index  # the newest used last
+        while len(_INDEXES) > _INDEXES_KEPT:
+            del _INDEXES[next(iter(_INDEXES))]
+        return index
+
+
+def line_number(path: Path, offset: int, *, budget: int = COUNT_BYTES) -> int | None:
+    """The number (from 1) of the line beginning at byte `offset`; None when counting
+    there needs more than `budget` bytes more of reading (ask again: it goes on).
+
+    Raises:
+        OSError: the file cannot be read (FileNotFoundError when there is none).
+    """
+    with path.open("rb") as file:
+        info = os.fstat(file.fileno())
+        offset = min(max(0, offset), info.st_size)
+        index = _index_of(path, (info.st_dev, info.st_ino), info.st_size)
+        with index.lock:
+            wanted, spent = offset // LINE_INDEX_STEP, 0
+            while len(index.counts) <= wanted:
+                if spent >= budget:
+                    return None
+                file.seek((len(index.counts) - 1) * LINE_INDEX_STEP)
+                data = file.read(LINE_INDEX_STEP)
+                index.counts.append(index.counts[-1] + data.count(b"\n"))
+                spent += len(data)
+            base = wanted * LINE_INDEX_STEP
+            file.seek(base)
+            return index.counts[wanted] + file.read(offset - base).count(b"\n") + 1

@@ -22,7 +22,7 @@ from tuisched.domain.views import (
     OutputPage,
     OutputSource,
 )
-from tuisched.runtime.control.paging import find_text, page_after, page_before
+from tuisched.runtime.control.paging import find_text, line_number, page_after, page_before
 from tuisched.runtime.execution.output import read_output
 from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.threads import Lane, in_thread
@@ -131,3 +131,11 @@ async def output_search(
         found=found.found, offset=found.offset, end=found.end, column=found.column,
         length=found.length, scanned_to=found.scanned_to, size=found.size, done=found.done,
     )  # fmt: skip
+
+
+async def output_line(state_dir: Path, run: RunRecord, offset: int) -> int | None:
+    """The line number at `offset` of `run`'s output file (see `output_line_number`)."""
+    try:
+        return await in_thread(Lane.FILES, line_number, output_path(state_dir, run), offset)
+    except FileNotFoundError:
+        return 0

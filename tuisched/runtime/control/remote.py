@@ -311,3 +311,8 @@ class RemoteControl:
             "search_output", OutputMatch, run_id=run_id, text=text, offset=offset,
             backward=backward,
         )  # fmt: skip
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        return await self._call(  # type: ignore[no-any-return]
+            "output_line_number", int | None, run_id=run_id, offset=offset
+        )

@@ -158,6 +158,12 @@ class SchedulerQueries(Protocol):
         """
         ...
 
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        """The number (from 1) of the line beginning at byte `offset` of a run's output
+        file; None while counting needs more reading (ask again: each call reads a
+        bounded amount, and what was counted is kept); 0 when there is no file."""
+        ...
+
 
 class SchedulerCommands(Protocol):
     """What a front end may change: runs, pauses, the configuration, the scheduler's life."""

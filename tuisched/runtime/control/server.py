@@ -64,10 +64,10 @@ METHODS = (
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
     "config_text", "pending_edit", "job_definition", "plan", "preview", "nodes",
     "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown", "hurry",
-    "output_page", "search_output",
+    "output_page", "search_output", "output_line_number",
 )  # fmt: skip
 """The seam's methods the protocol carries (all but `subscribe`, which is /v1/events)."""
-QUERIES = frozenset(METHODS[:14]) | {"output_page", "search_output"}
+QUERIES = frozenset(METHODS[:14]) | {"output_page", "search_output", "output_line_number"}
 """Those that change nothing: they may be asked with GET."""
 
 ControlFor = Callable[[str], SchedulerControl]

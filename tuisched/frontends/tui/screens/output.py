@@ -85,6 +85,8 @@ class OutputScreen(Screen[None]):
         self._note = ""
         self._searching = ""
         self._fetching: Worker[None] | None = None
+        self._counted = -1
+        """The window generation whose line numbers were asked for."""
 
     def compose(self) -> ComposeResult:
         yield StatusLine(id="output-status")
@@ -146,6 +148,7 @@ class OutputScreen(Screen[None]):
         when no line came (or the scheduler did not answer, which the note says)."""
         window = self.window
         offset = window.offsets[0] if before and window.offsets else window.end
+        generation = window.generation
         try:
             page = await self.control.output_page(
                 self.run_id, offset=offset, before=before, lines=PAGE_LINES
@@ -153,6 +156,8 @@ class OutputScreen(Screen[None]):
         except TuischedError as error:
             self._say(f"cannot read the output: {error}")
             return False
+        if window.generation != generation:
+            return False  # the view jumped elsewhere meanwhile
         self._heard(page)
         added = window.extend(page)
         self.view.shift(added.before, added.dropped)
@@ -209,11 +214,14 @@ class OutputScreen(Screen[None]):
     async def _follow_once(self) -> None:
         """Read the last page: it joins the window, or replaces it when the run wrote more
         than a page since (a flood is shown at its end, as it comes)."""
+        generation = self.window.generation
         try:
             page = await self.control.output_page(self.run_id, lines=PAGE_LINES)
         except TuischedError as error:
             self._say(f"cannot read the output: {error}")
             return
+        if self.window.generation != generation or not self.follow:
+            return  # a jump, a search or `f` came meanwhile
         first = not self.window.lines
         self._heard(page)
         added = self.window.extend(page)
@@ -450,6 +458,28 @@ class OutputScreen(Screen[None]):
 
     def _show_status(self) -> None:
         self.query_one("#output-status", StatusLine).text = self.status_text()
+        window = self.window
+        if window.first_number is None and window.lines and self._counted != window.generation:
+            self._counted = window.generation
+            self.run_worker(self._count_lines(), group="output-count", exclusive=True)
+
+    async def _count_lines(self) -> None:
+        """Learn the first held line's number (the scheduler counts, a bounded step a call,
+        and keeps what it counted): the status line then says `line N`."""
+        window = self.window
+        generation, offset = window.generation, window.offsets[0]
+        number = None
+        while number is None:
+            try:
+                number = await self.control.output_line_number(self.run_id, offset)
+            except TuischedError:
+                return
+            if window.generation != generation:
+                return  # a jump: the new window is counted anew
+        index = window.index_of(offset)
+        if number and index is not None:
+            window.first_number = number - index
+            self._show_status()
 
     def status_text(self) -> str:
         """`run ID  job  state  line N (P%)  follow on  wrap off  /text`."""
