@@ -92,7 +92,7 @@ class JobDetailScreen(Screen[None]):
         Binding("h", "show_tab('tab-history')", "History", show=False),
         Binding("n", "show_tab('tab-next')", "Next runs", show=False),
         Binding("f", "show_tab('tab-definition')", "Definition", show=False),
-        Binding("l", "logs", "Output viewer"),
+        Binding("l", "logs", "Output viewer", show=False),
         Binding("enter", "open_output", "Output viewer", show=False),
     ]
 

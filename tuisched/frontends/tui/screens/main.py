@@ -69,7 +69,7 @@ class MainScreen(Screen[None]):
         Binding("2", "focus_pane('running')", "Running", show=False),
         Binding("3", "focus_pane('audit')", "Audit", show=False),
         Binding("4", "nodes", "Nodes", show=False),
-        Binding("l", "logs", "Logs"),
+        Binding("l", "logs", "Logs", show=False),
     ]
 
     def __init__(self, host: TuischedApp) -> None:
