@@ -173,7 +173,7 @@ class OutputScreen(Screen[None]):
         ended = self.page is not None and self.page.running and not page.running
         self.page = page
         if ended:
-            self.notify(f"run {page.run_id} ended: {page.state.value}", markup=False)
+            self.notify(f"run {page.run_id} ended: {page.state.value.lower()}", markup=False)
 
     def _need_pages(self) -> None:
         """After a move: fetch a page when the view nears an end of the window."""
@@ -482,12 +482,12 @@ class OutputScreen(Screen[None]):
             self._show_status()
 
     def status_text(self) -> str:
-        """`run ID  job  state  line N (P%)  follow on  wrap off  /text`."""
+        """` job RUN_ID  state  line N P%  follow on  wrap off  /text` (80 columns)."""
         page = self.page
         if page is None:
             return f" run {self.run_id}  opening..."
         state = "running" if page.running else page.state.value.lower()
-        parts = [f" {page.job}", f"run {page.run_id}", state, self._position()]
+        parts = [f" {page.job} {page.run_id}", state, self._position()]
         parts.append("follow on" if self.follow else "follow off")
         parts.append("wrap on" if self.view.wrap else "wrap off")
         if self.search_text:

@@ -53,12 +53,15 @@ class OutputView(Widget, can_focus=True):
         self.mark: Mark | None = None
         self._pieces: dict[int, list[Strip]] = {}
         """Each line's rows at the current width (wrap on), for the lines drawn lately."""
+        self._rows: dict[int, int] = {}
+        """How many rows each line measured takes at the current width (wrap on)."""
 
     # --- what is shown ---------------------------------------------------------------
 
     def changed(self) -> None:
         """The lines, the mark, the wrap or the width changed: draw again."""
         self._pieces.clear()
+        self._rows.clear()
         self.refresh()
 
     def on_resize(self) -> None:
@@ -68,8 +71,11 @@ class OutputView(Widget, can_focus=True):
         """How many rows line `index` takes (1 with wrap off)."""
         if not self.wrap:
             return 1
-        width = max(1, self.size.width)
-        return max(1, -(-cell_len(self.window.lines[index]) // width))
+        rows = self._rows.get(index)
+        if rows is None:  # measured once a width: a frame asks for each line many times
+            width = max(1, self.size.width)
+            rows = self._rows[index] = max(1, -(-cell_len(self.window.lines[index]) // width))
+        return rows
 
     def rows_below(self) -> int:
         """How many rows of the window are below the last row in view."""
