@@ -359,3 +359,46 @@ class OutputMatch:
     """The file's size when the step ran."""
     done: bool = False
     """True when nothing matched up to the file's end (or start, searching backward)."""
+
+
+# --- the downtime ledger (SPEC R25) ------------------------------------------------------
+
+
+class MissedChoice(enum.StrEnum):
+    """What the operator does with a job's missed slots."""
+
+    LATEST = "latest"
+    """Run the newest missed slot once (a catch-up run); the older ones are skipped."""
+    ALL = "all"
+    """Run every listed missed slot as a catch-up run, in slot order."""
+    SKIP = "skip"
+    """Run none of them."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MissedSlots:
+    """One job's entry in the downtime ledger: the slots it missed and what became of them."""
+
+    job: str
+    timezone: str = "UTC"
+    """The job's zone (IANA key), to show its slots in."""
+    slots: tuple[datetime, ...] = ()
+    """The missed slots the history lists, oldest first."""
+    earlier: int = 0
+    """Missed slots before those, only counted (a long downtime of a frequent job)."""
+    misfire: str = "skip"
+    """The job's `misfire` policy."""
+    policy: str = ""
+    """What that policy already did: "recorded only", or the catch-up run it made."""
+    decided: str = ""
+    """How the slots were decided ("" while they wait for the operator)."""
+
+    @property
+    def count(self) -> int:
+        """How many slots the job missed in all."""
+        return len(self.slots) + self.earlier
+
+    @property
+    def pending(self) -> bool:
+        """Whether the operator still has to decide."""
+        return not self.decided

@@ -6,6 +6,8 @@
     tuisched stop RUN_ID | JOB [--kill]             stop a run, or every run of a job
     tuisched reload                                 apply the file on disk, with its report
     tuisched logs JOB [--run RUN_ID] [-f]           a run's output; -f follows a live run
+    tuisched missed [--json]                        missed slots per job (the downtime ledger)
+    tuisched missed decide JOB|--all latest|all|skip  decide them, once
 
 Each finds the scheduler by the configuration's state directory. When none
 runs there, they say so in one line and exit 69 (EX_UNAVAILABLE); `logs`
@@ -23,12 +25,20 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
+from zoneinfo import ZoneInfo
 
 from tuisched.domain.errors import SchedulerNotRunningError, TuischedError, one_line
 from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
-from tuisched.domain.views import HistoryQuery, Pause, PauseKind, SchedulerStatus
+from tuisched.domain.views import (
+    HistoryQuery,
+    MissedChoice,
+    MissedSlots,
+    Pause,
+    PauseKind,
+    SchedulerStatus,
+)
 from tuisched.domain.wire import encode
 from tuisched.frontends.foreground import exit_status
 from tuisched.runtime.control import (
@@ -78,6 +88,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     logs.add_argument("--run", metavar="RUN_ID", help="this run (default: the newest)")
     logs.add_argument("-f", "--follow", action="store_true", help="follow a live run")
     logs.set_defaults(func=_logs)
+    _add_missed(commands, config)
 
 
 Verb = Callable[[SchedulerControl, argparse.Namespace], Awaitable[int]]
@@ -335,3 +346,66 @@ async def _newest_run(control: SchedulerControl, job: str) -> str | None:
     past = await control.history(HistoryQuery(job=job, limit=50))
     launched = [run for run in past if run.started_at is not None]  # skipped runs have none
     return launched[0].run_id if launched else None
+
+
+# --- the downtime ledger (SPEC R25) ---------------------------------------------------------
+
+
+def _add_missed(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                config: argparse.ArgumentParser) -> None:  # fmt: skip
+    missed = commands.add_parser(
+        "missed", parents=[config], help="slots missed while down or paused, per job"
+    )
+    missed.add_argument("--json", action="store_true", help="print a JSON array")
+    missed.set_defaults(func=_verb(_missed))
+    verbs = missed.add_subparsers(title="decisions", metavar="decide")
+    decide = verbs.add_parser("decide", parents=[config], help="run latest, all, or skip")
+    decide.add_argument("job", metavar="JOB", nargs="?", help="the job (or --all)")
+    decide.add_argument("--all", action="store_true", help="every job waiting for a decision")
+    decide.add_argument("choice", choices=[choice.value for choice in MissedChoice])
+    decide.add_argument("--json", action="store_true", help="print what was decided as JSON")
+    decide.set_defaults(func=_verb(_decide_missed))
+
+
+async def _missed(control: SchedulerControl, args: argparse.Namespace) -> int:
+    entries = await control.missed()
+    if args.json:
+        print(json.dumps([_missed_json(entry) for entry in entries], indent=2))
+        return 0
+    if not entries:
+        print("no job missed a slot since the scheduler was last down or paused")
+        return 0
+    for entry in entries:
+        zone = ZoneInfo(entry.timezone)
+        first = entry.slots[0].astimezone(zone).isoformat() if entry.slots else "-"
+        last = entry.slots[-1].astimezone(zone).isoformat() if entry.slots else "-"
+        earlier = f" (first listed; {entry.earlier} earlier)" if entry.earlier else ""
+        print(f"{entry.job}: {entry.count} missed, {first}{earlier} .. {last}")
+        print(f"  policy: {entry.policy}")
+        print(f"  {entry.decided or 'waits for a decision: tuisched missed decide'}")
+    return 0
+
+
+def _missed_json(entry: MissedSlots) -> dict[str, object]:
+    zone = ZoneInfo(entry.timezone)
+    return {
+        "job": entry.job, "count": entry.count, "earlier": entry.earlier,
+        "slots": [slot.astimezone(zone).isoformat() for slot in entry.slots],
+        "first": entry.slots[0].astimezone(zone).isoformat() if entry.slots else None,
+        "last": entry.slots[-1].astimezone(zone).isoformat() if entry.slots else None,
+        "misfire": entry.misfire, "policy": entry.policy,
+        "pending": entry.pending, "decided": entry.decided or None,
+    }  # fmt: skip
+
+
+async def _decide_missed(control: SchedulerControl, args: argparse.Namespace) -> int:
+    if bool(args.job) == bool(args.all):
+        print("tuisched: name one JOB or --all", file=sys.stderr)
+        return 2
+    decided = await control.decide_missed(args.job, MissedChoice(args.choice))
+    if args.json:
+        print(json.dumps([_missed_json(entry) for entry in decided], indent=2))
+        return 0
+    for entry in decided:
+        print(f"{entry.job}: {entry.decided}")
+    return 0

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import ConfigEdit, EditAction, EditTarget
+from tuisched.domain.views import ConfigEdit, EditAction, EditTarget, MissedChoice, MissedSlots
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.handlers.actions import ActionLog, who
 
@@ -162,3 +162,16 @@ class Actions:
         """Pause (or resume) every job; the pause survives a restart."""
         await self._runtime.engine.set_paused("all", "", paused=paused)
         self._record("pause" if paused else "resume", "every job", actor)
+
+    # --- the downtime ledger (SPEC R25) -----------------------------------------------------
+
+    async def decide_missed(
+        self, job: str | None, choice: MissedChoice, *, actor: str | None = None
+    ) -> tuple[MissedSlots, ...]:
+        """Decide what becomes of the missed slots of `job` (None: every job's), once."""
+        who = actor or self.actor
+        decided = await self._runtime.ledger.decide(job, choice, actor=who)
+        for entry in decided:
+            done = entry.decided.removesuffix(f" by {who}")  # the line names who already
+            self._record(f"missed slots: {choice}", f"job {entry.job}: {done}", actor)
+        return decided

@@ -35,7 +35,7 @@ from tuisched.domain.events import (
     SchedulerStopping,
 )
 from tuisched.domain.model import ClusterSettings, Config
-from tuisched.domain.runs import Result, RunRecord
+from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
@@ -43,6 +43,7 @@ from tuisched.runtime.cluster.database import read_password
 from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.engine import Engine
+from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
 from tuisched.runtime.handlers.actions import ActionLog
@@ -184,6 +185,8 @@ class Runtime:
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._stopping: asyncio.Future[None] | None = None
         """The stop under way (or done)."""
+        self._ledger: tuple[Engine, Ledger] | None = None
+        """The downtime ledger, and the engine it was made for (see `ledger`)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -527,3 +530,20 @@ class Runtime:
                 self._retired_alerts.append(self._alerts)
             self._alerts = None
             self._start_alerts()
+
+    # --- the downtime ledger (SPEC R25) ---------------------------------------------------
+
+    @property
+    def ledger(self) -> Ledger:
+        """The missed slots per job and the operator's decisions (only after start)."""
+        engine = self.engine
+        if self._ledger is None or self._ledger[0] is not engine:
+            if self._ledger is not None:
+                self._ledger[1].close()
+            made = Ledger(
+                config=lambda: self.config, history=self.history, bus=self.bus, now=self.now,
+                submit=lambda job, slot: engine.submit(job, slot=slot, trigger=Trigger.CATCHUP),
+                clustered=self.cluster is not None, since=self.started_at or self.now(),
+            )  # fmt: skip
+            self._ledger = (engine, made)
+        return self._ledger[1]

@@ -36,6 +36,8 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    MissedChoice,
+    MissedSlots,
     NodeView,
     OutputChunk,
     OutputMatch,
@@ -296,6 +298,12 @@ class LocalQueries:
         run = await self._find_run(run_id)
         return await output_line(self._runtime.config.settings.state_dir, run, offset)
 
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def missed(self) -> tuple[MissedSlots, ...]:
+        self._engine()
+        return await self._runtime.ledger.entries()
+
 
 class LocalControl(LocalQueries):
     """`SchedulerControl` over a runtime in this process; commands recorded as `actor`."""
@@ -340,6 +348,12 @@ class LocalControl(LocalQueries):
 
     async def hurry(self) -> None:
         self._runtime.hurry()
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
+        self._engine()
+        return await self._runtime.actions.decide_missed(job, choice, actor=self.actor)
 
 
 def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:

@@ -29,6 +29,8 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    MissedChoice,
+    MissedSlots,
     NodeView,
     OutputChunk,
     OutputMatch,
@@ -205,6 +207,11 @@ class OfflineQueries:
         run = await self._run(run_id)
         return await output_line(self._config.settings.state_dir, run, offset)
 
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def missed(self) -> tuple[MissedSlots, ...]:
+        raise SchedulerNotRunningError("the missed slots are listed by a running scheduler")
+
 
 class OfflineControl(OfflineQueries):
     """`SchedulerControl` with no scheduler running: every command says it needs one."""
@@ -232,3 +239,8 @@ class OfflineControl(OfflineQueries):
 
     async def hurry(self) -> None:
         raise SchedulerNotRunningError("no scheduler is running: nothing to stop")
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
+        raise SchedulerNotRunningError("deciding missed slots needs a running scheduler")

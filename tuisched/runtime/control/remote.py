@@ -45,6 +45,8 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    MissedChoice,
+    MissedSlots,
     NodeView,
     OutputChunk,
     OutputMatch,
@@ -268,6 +270,11 @@ class RemoteControl:
     ) -> _Following:
         return _Following(self, callback, after)
 
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def missed(self) -> tuple[MissedSlots, ...]:
+        return await self._call("missed", tuple[MissedSlots, ...])  # type: ignore[no-any-return]
+
     # --- commands -------------------------------------------------------------------
 
     async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
@@ -315,4 +322,11 @@ class RemoteControl:
     async def output_line_number(self, run_id: str, offset: int) -> int | None:
         return await self._call(  # type: ignore[no-any-return]
             "output_line_number", int | None, run_id=run_id, offset=offset
+        )
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
+        return await self._call(  # type: ignore[no-any-return]
+            "decide_missed", tuple[MissedSlots, ...], job=job, choice=choice
         )

@@ -35,6 +35,8 @@ from tuisched.domain.views import (
     HistoryQuery,
     JobPlan,
     JobStatus,
+    MissedChoice,
+    MissedSlots,
     NodeView,
     OutputChunk,
     OutputMatch,
@@ -164,6 +166,13 @@ class SchedulerQueries(Protocol):
         bounded amount, and what was counted is kept); 0 when there is no file."""
         ...
 
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def missed(self) -> tuple[MissedSlots, ...]:
+        """Each job's missed slots: those waiting for a decision, and those decided since
+        the scheduler started (by an operator or by `misfire: once`), in the file's order."""
+        ...
+
 
 class SchedulerCommands(Protocol):
     """What a front end may change: runs, pauses, the configuration, the scheduler's life."""
@@ -198,6 +207,14 @@ class SchedulerCommands(Protocol):
 
     async def hurry(self) -> None:
         """During a drain, stop every run now instead of waiting for the grace period."""
+        ...
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
+        """Decide the missed slots of `job` (None: of every job waiting for a decision):
+        run the latest once, run all in slot order, or skip. Made once: slots decided
+        already (here or by another console) raise JobActionError."""
         ...
 
 

@@ -12,8 +12,9 @@ from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from tuisched.domain import ledger
 from tuisched.domain.model import Config, Job, Misfire, Schedule
-from tuisched.domain.runs import Trigger
+from tuisched.domain.runs import RunRecord, Trigger
 from tuisched.domain.schedule.slots import slots_between
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.store import AsyncHistory
@@ -23,7 +24,7 @@ MAX_MISSED_RECORDED = 20
 SCAN_LIMIT = 10_000
 """Missed slots walked one by one per job at start-up before estimating the rest."""
 
-Submit = Callable[[Job, datetime, Trigger], object]
+Submit = Callable[[Job, datetime, Trigger], RunRecord]
 """Queues a run of a job for a slot, with its trigger."""
 
 
@@ -52,13 +53,39 @@ async def record_missed(
             continue
         newest, total = recent_slots(job.schedule, after, now, MAX_MISSED_RECORDED)
         missed = [s for s in newest if (job.name, s.astimezone(UTC)) not in recorded]
-        for slot in missed:
+        statuses = _policy_statuses(job, missed, submit)
+        for slot, status in zip(missed, statuses, strict=True):
             reason = "the scheduler was not running at this slot"
             if slot == missed[0] and total > len(newest):
                 reason += f" (and about {total - len(newest)} earlier slots)"
-            outcomes.slot_missed(job, slot, now, reason)
-        if missed and job.misfire is Misfire.ONCE:
-            submit(job, missed[-1], Trigger.CATCHUP)
+            outcomes.slot_missed(job, slot, now, reason, status=status)
+
+
+def _policy_statuses(job: Job, missed: list[datetime], submit: Submit) -> list[str]:
+    """What `misfire` decides for each missed slot: `once` runs the newest now and
+    leaves the others (the downtime ledger lists them as decided); `skip` leaves them
+    all to the operator ("")."""
+    if not missed or job.misfire is not Misfire.ONCE:
+        return [""] * len(missed)
+    run = submit(job, missed[-1], Trigger.CATCHUP)
+    return [ledger.policy_skipped()] * (len(missed) - 1) + [ledger.policy_made_up(run.run_id)]
+
+
+async def record_paused(job: Job, since: datetime, now: datetime, outcomes: Outcomes) -> None:
+    """Record the slots of `job` in (since, now] as MISSED: it was paused then.
+
+    They wait for the operator's decision in the downtime ledger, whatever the
+    job's `misfire` (that policy is about the scheduler being down).
+    """
+    await asyncio.sleep(0)  # one job per turn of the loop when many are resumed at once
+    if not job.enabled or job.schedule is None:
+        return
+    newest, total = recent_slots(job.schedule, since, now, MAX_MISSED_RECORDED)
+    for slot in newest:
+        reason = "the job was paused at this slot"
+        if slot == newest[0] and total > len(newest):
+            reason += f" (and about {total - len(newest)} earlier slots)"
+        outcomes.slot_missed(job, slot, now, reason)
 
 
 def recent_slots(

@@ -31,7 +31,7 @@ from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_i
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.cluster.store import Claim
-from tuisched.runtime.engine.catchup import record_missed
+from tuisched.runtime.engine.catchup import record_missed, record_paused
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
 from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
 from tuisched.runtime.engine.outcomes import Outcomes
@@ -85,6 +85,11 @@ class Engine:
         self._pauses = Pauses(
             history=history, outcomes=outcomes, clock=clock, config=current,
             changed=self._firing.set_paused,
+            # In a cluster the other nodes share the pause: the ledger is one node's yet.
+            # Each job in a task of its own: resuming 10,000 jobs never stalls the loop.
+            resumed=None if cluster else lambda job, since, now: self._spawn(
+                record_paused(job, since, now, outcomes)
+            ),
         )  # fmt: skip
         self._retries = Retries(
             clock=clock, config=current, outcomes=outcomes, accepting=lambda: self._accepting,

@@ -54,15 +54,19 @@ class Outcomes:
         """Publish the final outcome of `run` and its retries (alerts and dependants act on it)."""
         self.publish(RunConcluded(at=self.clock.now(), run=run, message_data=data))
 
-    def slot_missed(self, job: Job, slot: datetime, now: datetime, reason: str) -> None:
+    def slot_missed(
+        self, job: Job, slot: datetime, now: datetime, reason: str, *, status: str = ""
+    ) -> None:
         """Record that `job`'s `slot` passed without a run.
 
         Queued "at its slot": the history then lists missed slots where they belong.
+        `status` says what was decided for it ("" while the operator has to: see
+        `engine.ledger`).
         """
         run = RunRecord(
             run_id=new_run_id(), job=job.name, slot=slot, trigger=Trigger.SCHEDULE,
             state=RunState.MISSED, result=Result.MISSED, queued_at=slot, ended_at=now,
-            node=self.node, reason=reason,
+            node=self.node, reason=reason, status=status,
         )  # fmt: skip
         self.history.insert_soon(run)
         self.ended(run)

@@ -1,13 +1,15 @@
 """Pauses (SPEC R10): a job, a group or everything, kept in the history across restarts.
 
-A paused job fires no slots (no runs, no MISSED records); a resumed one goes
-on from its next slot after now. Runs in progress are untouched, and a run
-started by hand still runs.
+A paused job fires no slots (no runs); a resumed one goes on from its next
+slot after now, and the slots that passed while it was paused are handed to
+`resumed` (the engine records them MISSED for the downtime ledger, R25).
+Runs in progress are untouched, and a run started by hand still runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
+from datetime import datetime
 
 from tuisched.domain.errors import JobActionError
 from tuisched.domain.events import PauseChanged
@@ -40,18 +42,27 @@ class Pauses:
         clock: Clock,
         config: Callable[[], Config],
         changed: Callable[[Job, bool], None],
+        resumed: Callable[[Job, datetime, datetime], None] | None = None,
     ) -> None:
-        """`changed(job, paused)` is called for every job a change pauses or resumes."""
+        """`changed(job, paused)` is called for every job a change pauses or resumes;
+        `resumed(job, since, now)` for every job resumed, with when its pause began."""
         self._history = history
         self._outcomes = outcomes
         self._clock = clock
         self._config = config
         self._changed = changed
+        self._resumed = resumed
         self._pauses: set[Pause] = set()
+        self._held_since: dict[str, datetime] = {}
+        """When each paused job was paused (at start, for pauses an earlier run left:
+        the slots before were missed while down, and recorded so)."""
 
     async def load(self) -> None:
         """Read the pauses a previous run of the scheduler left."""
         self._pauses = await self._history.call(lambda store: store.pauses())
+        now = self._clock.now()
+        jobs = self._config().jobs.values()
+        self._held_since = {job.name: now for job in jobs if self.holds(job)}
 
     @property
     def in_force(self) -> frozenset[Pause]:
@@ -79,6 +90,7 @@ class Pauses:
             now_paused = self.holds(job)
             if now_paused != (job.name in before):
                 self._changed(job, now_paused)
+                self._note(job, paused=now_paused, at=at)
         self._outcomes.publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
 
     def check(self, kind: str, name: str, *, paused: bool) -> str:
@@ -106,3 +118,12 @@ class Pauses:
             held = [g for g in self._config().job(name).groups if ("group", g) in self._pauses]
             if held:
                 raise JobActionError(f"job '{name}' is paused through group '{held[0]}'")
+
+    def _note(self, job: Job, *, paused: bool, at: datetime) -> None:
+        """Remember when `job` was paused; once resumed, hand over the time it was."""
+        if paused:
+            self._held_since[job.name] = at
+            return
+        since = self._held_since.pop(job.name, None)
+        if since is not None and self._resumed is not None:
+            self._resumed(job, since, at)

@@ -24,6 +24,7 @@ from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.tui.panes import LivePanes
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
+from tuisched.frontends.tui.screens.ledger import LedgerScreen, missed_banner
 from tuisched.frontends.tui.screens.nodes import NodesScreen
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
 from tuisched.frontends.tui.widgets.audit import AuditPane
@@ -70,6 +71,7 @@ class MainScreen(Screen[None]):
         Binding("3", "focus_pane('audit')", "Audit", show=False),
         Binding("4", "nodes", "Nodes", show=False),
         Binding("l", "logs", "Logs", show=False),
+        Binding("m", "missed", "Missed slots", show=False),
     ]
 
     def __init__(self, host: TuischedApp) -> None:
@@ -100,6 +102,7 @@ class MainScreen(Screen[None]):
     async def start(self) -> None:
         """Read the scheduler once, then keep the panes in step with it."""
         await self.panes.load()
+        self.run_worker(self._tell_missed(), group="ledger")
         self.set_interval(REFRESH_SECONDS, self.panes.refresh)
         self.set_interval(1.0, self.panes.tick)
         self.query_one(JobsTable).focus()
@@ -218,6 +221,7 @@ class MainScreen(Screen[None]):
             self.notify(f"the editor exited with status {status}", severity="warning", markup=False)
 
     def action_dismiss_banner(self) -> None:
+        self.query_one(Banner).clear_note()
         self.query_one(Banner).hide()
         self.query_one(FilterBox).close()
 
@@ -284,6 +288,19 @@ class MainScreen(Screen[None]):
         job = self.selected_job()
         if job is not None:
             self.run_worker(open_latest_output(self.host, job), group="output-viewer")
+
+    # --- the downtime ledger (SPEC R25) ---
+
+    def action_missed(self) -> None:
+        """The slots missed while the scheduler was down or jobs paused, and the choices (m)."""
+        self.query_one(Banner).clear_note()  # seen: the ledger itself says what waits
+        self.app.push_screen(LedgerScreen(self.host))
+
+    async def _tell_missed(self) -> None:
+        """At start (or attach), the banner says when missed slots wait for a decision."""
+        text = await missed_banner(self.host.control)
+        if text is not None:
+            self.query_one(Banner).show_note(text)
 
 
 async def _run_editor(argv: list[str]) -> int | None:
