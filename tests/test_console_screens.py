@@ -181,9 +181,12 @@ async def test_adding_a_job_shows_problems_inline_then_saves(tmp_path: Path) -> 
             {"form-name": "tidy", "form-target": "[/bin/echo, yes]", "form-cron": "61 * * * *"},
         )
         await pilot.press("ctrl+s")
-        problems = form.query_one("#form-problems", Static)
-        await _until(pilot, lambda: problems.has_class("-shown"), "the problems")
-        assert "job 'tidy': schedule.cron" in _static_text(form, "#form-problems")
+        await _until(pilot, lambda: form.query(".form-error"), "the problem")
+        # one problem, next to the field it is about, without its file and line
+        assert [str(error.content) for error in form.query(".form-error")] == [
+            "minute field '61': value 61 out of range 0-59"
+        ]
+        assert not form.query_one("#form-problems", Static).has_class("-shown")
         assert app.screen is form  # the form stays open
         await _fill(pilot, {"form-cron": "*/5 * * * *", "form-retries": "2"})
         await pilot.click("#form-save")

@@ -82,6 +82,10 @@ class JobStatus:
         """Whether any pause holds the job."""
         return bool(self.paused_by)
 
+    why: str = ""
+    """Why it is not running now, in one line (`paused by ...`, `waiting for export's slot
+    ...`, `next slot at ...`); "" when the scheduler did not say."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GroupStatus:
@@ -402,3 +406,79 @@ class MissedSlots:
     def pending(self) -> bool:
         """Whether the operator still has to decide."""
         return not self.decided
+
+
+# --- seeing ahead: the schedule simulator (R25) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulatedRun:
+    """One run a window would hold, as `tuisched simulate` lists it."""
+
+    at: datetime
+    """When it would start, in its job's zone."""
+    job: str
+    trigger: str
+    """`schedule` (a slot) or `dependency` (an `after` dependant of `upstream`)."""
+    upstream: str = ""
+    """For a dependency run: the job whose run starts it."""
+    note: str = ""
+    """What to know of it: the assumed outcome it follows, the slots its `requires`
+    need, a pause in force."""
+    dst: str = ""
+    """A DST warning when its wall-clock time falls in a gap or repeats in a fold."""
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Simulation:
+    """Every run of a window, in time order, and what the listing assumed or left out."""
+
+    start: datetime
+    end: datetime
+    """The window is `start <= time < end`."""
+    runs: tuple[SimulatedRun, ...] = ()
+    left_out: int = 0
+    """Runs past the limit, not listed."""
+    counted_all: bool = True
+    """False when counting the runs left out stopped: there are at least `left_out`."""
+    limit: int = 0
+    """The most runs the answer could list."""
+    assumptions: tuple[str, ...] = ()
+
+
+# --- the edit form's impact preview (SPEC R25) ---------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DstWarning:
+    """What a schedule does on a day the clocks change: a line for the operator."""
+
+    text: str
+    """`Sun 2026-03-29, clocks go forward 02:00 -> 03:00: 02:30 does not exist; ...`."""
+    slots: tuple[datetime, ...] = ()
+    """The slots the change moves or repeats (to mark them where slots are listed)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EditImpact:
+    """What an edit of a job would change, seen ahead: its next slots before and after,
+    the clock changes its new schedule meets, and the jobs whose dependencies it touches."""
+
+    job: str
+    timezone: str = "UTC"
+    """The zone the slots are shown in (the job's, after the edit)."""
+    before: tuple[datetime, ...] = ()
+    """The next slots as the job stands (empty for a new job)."""
+    after: tuple[datetime, ...] = ()
+    """The next slots the edited job would have (empty while the edit does not validate)."""
+    before_note: str = ""
+    """Why `before` is empty or will not run: a new job, manual, after a job, disabled..."""
+    after_note: str = ""
+    """The same for `after`; the first problem while the edit does not validate."""
+    dst: tuple[DstWarning, ...] = ()
+    """For the edited schedule, each clock change of the coming year that touches it."""
+    dependencies: tuple[str, ...] = ()
+    """The jobs whose `after` or `requires` the edit affects, and what the job will wait for."""
+    problems: tuple[str, ...] = ()
+    """Every problem saving the edit would meet (as `preview` says them)."""

@@ -27,12 +27,18 @@ from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import (
     OfflineControl,
+    RemoteControl,
+    SchedulerNotRunningError,
     cluster_history,
     cluster_nodes,
+    control_socket,
+    describe_client,
     read_config,
+    scheduler_answers,
 )
 
 EX_CONFIG = 78
@@ -141,6 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--read-only", action="store_true", help="watch only: change nothing")
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
+    add_simulate(commands, config)
     return parser
 
 
@@ -247,13 +254,29 @@ def _upstream(args: argparse.Namespace) -> int:
 
 def _jobs(args: argparse.Namespace) -> int:
     _, control = _offline(args)
-    rows = [_job_row(status) for status in asyncio.run(control.jobs())]
+    rows = [_job_row(status) for status in asyncio.run(_job_statuses(args, control))]
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()
     else:
         _print_table(rows, sys.stdout)
     return 0
+
+
+async def _job_statuses(args: argparse.Namespace, offline: OfflineControl) -> tuple[JobStatus, ...]:
+    """Every job as the scheduler running on this state sees it (its runs, queue and
+    waits make the `why`); as the files say when none runs."""
+    socket = control_socket(config_path(args))
+    if not scheduler_answers(socket):
+        return await offline.jobs()
+    remote = RemoteControl(socket, client=describe_client("command line"))
+    try:
+        await remote.connect()
+        return await remote.jobs()
+    except SchedulerNotRunningError:  # it stopped meanwhile
+        return await offline.jobs()
+    finally:
+        await remote.close()
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -321,6 +344,7 @@ def _job_row(status: JobStatus) -> dict[str, object]:
         "groups": list(status.groups),
         "timezone": status.timezone,
         "description": status.description,
+        "why": status.why,
     }
 
 

@@ -148,19 +148,21 @@ class Actions:
 
     async def pause_job(self, name: str, *, paused: bool = True, actor: str | None = None) -> None:
         """Pause (or resume) one job; the pause survives a restart."""
-        await self._runtime.engine.set_paused("job", name, paused=paused)
+        await self._runtime.engine.set_paused("job", name, paused=paused, actor=actor or self.actor)
         self._record("pause" if paused else "resume", f"job {name}", actor)
 
     async def pause_group(
         self, name: str, *, paused: bool = True, actor: str | None = None
     ) -> None:
         """Pause (or resume) every job of a group; the pause survives a restart."""
-        await self._runtime.engine.set_paused("group", name, paused=paused)
+        await self._runtime.engine.set_paused(
+            "group", name, paused=paused, actor=actor or self.actor
+        )
         self._record("pause" if paused else "resume", f"group {name}", actor)
 
     async def pause_all(self, *, paused: bool = True, actor: str | None = None) -> None:
         """Pause (or resume) every job; the pause survives a restart."""
-        await self._runtime.engine.set_paused("all", "", paused=paused)
+        await self._runtime.engine.set_paused("all", "", paused=paused, actor=actor or self.actor)
         self._record("pause" if paused else "resume", "every job", actor)
 
     # --- the downtime ledger (SPEC R25) -----------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -129,8 +129,9 @@ class _Interpreter:
         settings = self.sections.settings(top.get("settings"))
         email = self.sections.email(top["email"]) if "email" in top else None
         jobs = self.job_reader.jobs(top.get("jobs"), root.line, settings)
-        groups = self.groups(top.get("groups"), jobs)
-        check_dependencies(self.values, jobs, self.job_reader.line)
+        refused = _written(top.get("jobs")) - jobs.keys()
+        groups = self.groups(top.get("groups"), jobs, refused)
+        check_dependencies(self.values, jobs, self.job_reader.line, refused)
         check_alerts(self.values, jobs, groups, email, top)
         if settings is None:
             return None
@@ -156,7 +157,10 @@ class _Interpreter:
 
     # --- groups ------------------------------------------------------------
 
-    def groups(self, entry: Entry | None, jobs: Mapping[str, Job]) -> dict[str, Group]:
+    def groups(
+        self, entry: Entry | None, jobs: Mapping[str, Job], refused: Set[str] = frozenset()
+    ) -> dict[str, Group]:
+        """The groups; a member in `refused` (a job with problems of its own) is not unknown."""
         if entry is None:
             return {}
         value = entry.value
@@ -168,12 +172,14 @@ class _Interpreter:
         groups = {}
         for name, group_entry in value.entries.items():
             with self.values.scope(group=name):
-                group = self._group(name, group_entry, jobs)
+                group = self._group(name, group_entry, jobs, refused)
             if group is not None:
                 groups[name] = group
         return groups
 
-    def _group(self, name: str, entry: Entry, jobs: Mapping[str, Job]) -> Group | None:
+    def _group(
+        self, name: str, entry: Entry, jobs: Mapping[str, Job], refused: Set[str]
+    ) -> Group | None:
         if not check_name(self.values, name, entry.key_line, "group"):
             return None
         fields = self.values.mapping(entry.value, "the group", keys.GROUP_KEYS)
@@ -187,7 +193,7 @@ class _Interpreter:
         for member, line in members:
             if member in seen:
                 self.values.problem(line, f"job '{member}' is listed twice")
-            elif member not in jobs:
+            elif member not in jobs and member not in refused:
                 near = nearest(member, frozenset(jobs))
                 self.values.problem(line, f"unknown group member: no job named '{member}'{near}")
             seen.add(member)
@@ -198,6 +204,12 @@ class _Interpreter:
             alerts=alerts or (),
             line=entry.key_line,
         )
+
+
+def _written(entry: Entry | None) -> set[str]:
+    """The names of the jobs written under `jobs:` (those refused too)."""
+    section = entry.value if entry is not None else None
+    return set(section.entries) if isinstance(section, Map) else set()
 
 
 def _with_groups(jobs: Mapping[str, Job], groups: Mapping[str, Group]) -> dict[str, Job]:

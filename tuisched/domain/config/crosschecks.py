@@ -1,8 +1,14 @@
-"""Checks across the whole configuration: dependencies between jobs, and alerts."""
+"""Checks across the whole configuration: dependencies between jobs, and alerts.
+
+A job whose own definition has problems is left out of the jobs checked here,
+but it is still written in the file: the jobs naming it are not told it is
+unknown (`refused` lists such names), so one mistake is reported once, where
+it is, and not again at every line that names the job.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 
 from tuisched.domain.config.dependencies import cycle_of, find_cycle
 from tuisched.domain.config.keys import SELF
@@ -12,23 +18,36 @@ from tuisched.domain.model import AlertRule, EmailSettings, Group, Job
 
 
 def check_dependencies(
-    values: Values, jobs: Mapping[str, Job], line: Callable[[Job, str], int]
+    values: Values,
+    jobs: Mapping[str, Job],
+    line: Callable[[Job, str], int],
+    refused: Collection[str] = (),
 ) -> None:
-    """`after` and `requires` name existing jobs with cycles, and form no dependency cycle."""
+    """`after` and `requires` name existing jobs with cycles, and form no dependency cycle.
+
+    A name in `refused` (a job written in the file whose definition has problems) is
+    not reported again as unknown.
+    """
     for job in jobs.values():
-        check_job_dependencies(values, job, jobs, line)
+        check_job_dependencies(values, job, jobs, line, refused)
     report_cycle(values, jobs, find_cycle(dependency_graph(jobs)), line)
 
 
 def check_job_dependencies(
-    values: Values, job: Job, jobs: Mapping[str, Job], line: Callable[[Job, str], int]
+    values: Values,
+    job: Job,
+    jobs: Mapping[str, Job],
+    line: Callable[[Job, str], int],
+    refused: Collection[str] = (),
 ) -> None:
-    """`job`'s `after` and `requires` name jobs of `jobs`, and what it requires has a cycle."""
+    """`job`'s `after` and `requires` name jobs of `jobs`, and what it requires has a cycle;
+    a job named in `refused` has its own problems reported already, so it is skipped."""
     with values.scope(job=job.name):
-        if job.after is not None and job.after.job not in jobs:
-            near = nearest(job.after.job, frozenset(jobs))
-            values.problem(line(job, "after"), f"after names unknown job '{job.after.job}'{near}")
-        _check_requires(values, job, jobs, line)
+        after = job.after.job if job.after is not None else None
+        if after is not None and after not in jobs and after not in refused:
+            near = nearest(after, frozenset(jobs))
+            values.problem(line(job, "after"), f"after names unknown job '{after}'{near}")
+        _check_requires(values, job, jobs, line, refused)
 
 
 def dependency_graph(jobs: Mapping[str, Job]) -> dict[str, list[str]]:
@@ -64,7 +83,11 @@ def report_cycle(
 
 
 def _check_requires(
-    values: Values, job: Job, jobs: Mapping[str, Job], line: Callable[[Job, str], int]
+    values: Values,
+    job: Job,
+    jobs: Mapping[str, Job],
+    line: Callable[[Job, str], int],
+    refused: Collection[str],
 ) -> None:
     if not job.requires:
         return
@@ -77,7 +100,7 @@ def _check_requires(
         return
     for name in job.requires:
         upstream = jobs.get(name)
-        if name in (SELF, job.name):
+        if name in (SELF, job.name) or (upstream is None and name in refused):
             continue
         if upstream is None:
             near = nearest(name, frozenset(jobs) | {SELF})

@@ -5,17 +5,16 @@ reaches. Replacing job X's definition can break only:
 
 - X itself: every rule a job's own definition follows (SPEC R7);
 - the jobs that name X in `after` or `requires`: what they need of X (a cycle
-  to require) may be gone, and they name a job that no longer reads as one
-  when X's definition is refused;
+  to require) may be gone;
 - a dependency cycle, which would have to go through X (there was none before);
 - the sample renders of the alert templates X takes part in.
 
 Groups list names, and X keeps its name. So these are exactly the problems a
 full check of the edited file finds, and checking them needs the text of X and
 of its dependants only, not the other 10,000 jobs. Each problem keeps the
-format and the line of a full check (`FILE:LINE: job 'NAME': message`). One
-difference: when X itself is refused, a full check also names each group line
-that lists X (X no longer reads as a job); this check names X's own problems.
+format and the line of a full check (`FILE:LINE: job 'NAME': message`). When
+X itself is refused, both name X's own problems only: the jobs and groups that
+name X are not told it is unknown (see `crosschecks`).
 
 An *excerpt* is the file's text with every line blanked but those of some
 jobs' blocks, under a `jobs:` on line 1, so each line keeps its number. It is
@@ -124,9 +123,10 @@ def _changed(
     new, known = read.jobs[name], live.jobs.get(name)
     edited = replace(new, groups=known.groups if known else ()) if new else None
     jobs = _Overlay(live.jobs, name, edited)
+    refused = () if edited is not None else (name,)  # its own problems say it once
     for job in (jobs.get(name), *(jobs[other] for other in others)):
         if job is not None:
-            check_job_dependencies(read.values, job, jobs, read.reader.line)
+            check_job_dependencies(read.values, job, jobs, read.reader.line, refused)
     _check_cycle(live, read, jobs, excerpt, host)
     if edited is not None:
         _check_alerts(live, read.values, edited)

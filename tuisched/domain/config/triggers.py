@@ -121,7 +121,8 @@ class TriggerReader:
                 return CronSchedule(expr=CronExpr.parse(text), start=start, stop=stop, tz=zone)
             step, unit = parse_every(text)
         except (CronError, ScheduleError) as error:
-            self.values.problem(form_value.line, f"schedule.{form}: {error}")
+            said = str(error).removeprefix(f"{form}: ")  # "schedule.cron: cron: ..." once
+            self.values.problem(form_value.line, f"schedule.{form}: {said}")
             return None
         if start is None:
             if "start" not in fields:

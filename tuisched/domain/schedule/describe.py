@@ -6,6 +6,7 @@ from collections.abc import Collection
 from datetime import datetime
 
 from tuisched.domain.model import Job, ManualSchedule
+from tuisched.domain.reasons import JobFacts, why_not_running
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.schedule.slots import describe
@@ -64,8 +65,10 @@ def job_status(
     last: RunRecord | None = None,
     running: int = 0,
     waiting: int = 0,
+    facts: JobFacts | None = None,
 ) -> JobStatus:
-    """What a front end shows of `job`, given what the scheduler knows of it now."""
+    """What a front end shows of `job`, given what the scheduler knows of it now; with
+    `facts`, also why it is not running (`JobStatus.why`)."""
     held = holding_pauses(job, pauses) if pauses else ()
     schedule = job.schedule
     return JobStatus(
@@ -86,6 +89,7 @@ def job_status(
         paused_by=held,
         running=running,
         waiting=waiting,
+        why=why_not_running(job, facts) if facts is not None else "",
     )
 
 

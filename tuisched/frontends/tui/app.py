@@ -33,6 +33,7 @@ from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of
 from tuisched.frontends.tui.screens.main import MainScreen
 from tuisched.frontends.tui.screens.output import OutputScreen
+from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
 from tuisched.frontends.tui.theme import TUISCHED_THEME
@@ -285,3 +286,18 @@ class TuischedApp(App[int]):
         if self.scheduler is not None and self.detached is None:
             self.started = False
             await self.scheduler.stop(reason="console closed")
+
+    # --- seeing ahead (R25) ----------------------------------------------------------------
+
+    def action_simulate(self) -> None:
+        """`S`: every run of the next 24 hours, for the jobs the main screen's filter shows."""
+        table = self.main.query_one(JobsTable)
+        text = table.filter_text
+        jobs = tuple(table.index.shown()) if text else ()
+        if text and not jobs:
+            self.notify(f"no job matches the filter '{text}'", markup=False)
+            return
+        screen = SimulateScreen(
+            self.control, clock=self.clock, tz=self.state.timezone, jobs=jobs, filter_text=text
+        )
+        self.push_screen(screen)

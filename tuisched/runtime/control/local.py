@@ -15,9 +15,11 @@ from datetime import datetime
 from pathlib import Path
 
 from tuisched.domain.config.diff import config_diff
+from tuisched.domain.config.impact import edit_impact
 from tuisched.domain.errors import (
     ClusterDatabaseError,
     ConfigError,
+    JobActionError,
     SchedulerNotRunningError,
     TuischedError,
     UnknownRunError,
@@ -26,11 +28,13 @@ from tuisched.domain.events import Event
 from tuisched.domain.model import Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import job_status, pause_views
+from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
     EditAction,
+    EditImpact,
     EditTarget,
     GroupStatus,
     HistoryQuery,
@@ -48,6 +52,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerState,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
@@ -67,6 +72,7 @@ from tuisched.runtime.control.seam import (
 )
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
+from tuisched.runtime.engine.standing import JobStanding
 from tuisched.runtime.engine.waiting import requirements_of
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.threads import Lane, in_thread
@@ -126,11 +132,12 @@ class LocalQueries:
             if names is None
             else [config.jobs[name] for name in names if name in config.jobs]
         )
+        standing = JobStanding(engine, self._runtime.now())
         return tuple(
             job_status(
                 job, pauses=pauses, next_fire=engine.next_fire(job.name),
                 last=latest.last_run(job.name), running=running[job.name],
-                waiting=waiting[job.name],
+                waiting=waiting[job.name], facts=standing.facts(job),
             )
             for job in selected
         )  # fmt: skip
@@ -303,6 +310,42 @@ class LocalQueries:
     async def missed(self) -> tuple[MissedSlots, ...]:
         self._engine()
         return await self._runtime.ledger.entries()
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        engine, config = self._engine(), self._runtime.config
+        paused = [job.name for job in config.jobs.values() if engine.is_paused(job)]
+        return await in_thread(
+            Lane.FILES, lambda: simulate(config, start, end, jobs=jobs, limit=limit, paused=paused)
+        )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        if edit.target is not EditTarget.JOB or edit.action is EditAction.DELETE:
+            raise JobActionError("only adding or replacing a job is previewed")
+        live, now = self._runtime.config, self._runtime.now()
+        edited, problems = await self._edited(edit)
+        return await in_thread(
+            Lane.CONFIG, edit_impact, live, edit.name, edited, now=now, problems=problems
+        )
+
+    async def _edited(self, edit: ConfigEdit) -> tuple[Config | None, tuple[str, ...]]:
+        """The configuration a job edit gives, checked as saving it would check it; or
+        None and every problem it would meet."""
+        source = self._runtime.source
+        if source is None:
+            return None, ("the scheduler is not running",)
+        adding = edit.action is EditAction.ADD
+        try:
+            return await source.check_job(edit.name, edit.definition or {}, adding=adding), ()
+        except ConfigError as error:
+            return None, tuple(str(problem) for problem in error.problems) or (str(error),)
+        except (TuischedError, TypeError) as error:
+            return None, (str(error),)
 
 
 class LocalControl(LocalQueries):

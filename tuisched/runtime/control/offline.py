@@ -15,16 +15,19 @@ from typing import TypeVar
 from tuisched.domain.errors import SchedulerNotRunningError, UnknownRunError
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config
+from tuisched.domain.reasons import JobFacts
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import (
     holding_pauses,
     job_status,
     pause_views,
 )
+from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -40,6 +43,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerState,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.runtime.control.cluster import cluster_nodes
 from tuisched.runtime.control.reading import (
@@ -118,8 +122,11 @@ class OfflineQueries:
             schedule = job.schedule
             fires = job.enabled and not held and schedule is not None
             upcoming = next_slot(schedule, now) if fires and schedule is not None else None
+            facts = JobFacts(now=now, paused_by=holding_pauses(job, pauses), next_fire=upcoming)
             statuses.append(
-                job_status(job, pauses=pauses, next_fire=upcoming, last=last.get(job.name))
+                job_status(
+                    job, pauses=pauses, next_fire=upcoming, last=last.get(job.name), facts=facts
+                )
             )
         return tuple(statuses)
 
@@ -211,6 +218,22 @@ class OfflineQueries:
 
     async def missed(self) -> tuple[MissedSlots, ...]:
         raise SchedulerNotRunningError("the missed slots are listed by a running scheduler")
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        config, pauses = self._config, await self._pauses()
+        paused = [job.name for job in config.jobs.values() if holding_pauses(job, pauses)]
+        return await in_thread(
+            Lane.FILES, lambda: simulate(config, start, end, jobs=jobs, limit=limit, paused=paused)
+        )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
 
 
 class OfflineControl(OfflineQueries):

@@ -41,6 +41,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -55,6 +56,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
@@ -330,3 +332,17 @@ class RemoteControl:
         return await self._call(  # type: ignore[no-any-return]
             "decide_missed", tuple[MissedSlots, ...], job=job, choice=choice
         )
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        return await self._call(  # type: ignore[no-any-return]
+            "simulate", Simulation, start=start, end=end, jobs=jobs, limit=limit
+        )
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]

@@ -31,6 +31,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     ConfigEdit,
+    EditImpact,
     GroupStatus,
     HistoryQuery,
     JobPlan,
@@ -45,6 +46,7 @@ from tuisched.domain.views import (
     PendingEdit,
     RunStatus,
     SchedulerStatus,
+    Simulation,
 )
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
@@ -171,6 +173,28 @@ class SchedulerQueries(Protocol):
     async def missed(self) -> tuple[MissedSlots, ...]:
         """Each job's missed slots: those waiting for a decision, and those decided since
         the scheduler started (by an operator or by `misfire: once`), in the file's order."""
+        ...
+
+    # --- seeing ahead (R25) ---------------------------------------------------------------
+
+    async def simulate(
+        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
+    ) -> Simulation:
+        """Every run the configuration in force would hold from `start` to `end` (excluded),
+        dependency runs included, with DST warnings; jobs paused now are noted.
+
+        Raises:
+            ScheduleError: the window is empty or too long, or `limit` is out of range.
+            UnknownJobError: a name in `jobs` is no job.
+        """
+        ...
+
+    # --- the edit form's impact preview (SPEC R25) ---
+
+    async def impact(self, edit: ConfigEdit) -> EditImpact:
+        """What a job edit would change, seen ahead: the job's next slots before and after,
+        the clock changes its new schedule meets, the dependencies it touches, and the
+        problems saving it would meet; nothing is written."""
         ...
 
 

@@ -60,14 +60,17 @@ SHUTDOWN_SECONDS = 5.0
 KEEPALIVE_SECONDS = 15.0
 """An empty line on the event stream this often, so a dead client is noticed."""
 
-METHODS: tuple[str, ...] = (
+QUERIES = frozenset({
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
     "config_text", "pending_edit", "job_definition", "plan", "preview", "nodes",
-    "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown", "hurry",
-)  # fmt: skip
+    "impact", "simulate", "missed", "output_page", "search_output", "output_line_number",
+})  # fmt: skip
+"""The seam's methods that change nothing: they may be asked with GET."""
+METHODS = frozenset({
+    *QUERIES, "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown",
+    "hurry", "decide_missed",
+})  # fmt: skip
 """The seam's methods the protocol carries (all but `subscribe`, which is /v1/events)."""
-QUERIES = frozenset(METHODS[:14])
-"""Those that change nothing: they may be asked with GET."""
 
 ControlFor = Callable[[str], SchedulerControl]
 """The control a request acts through, for its actor (`user@host (client)`)."""
@@ -320,15 +323,3 @@ def _drain(queue: asyncio.Queue[Event | None]) -> list[Event | None]:
     while not queue.empty():
         events.append(queue.get_nowait())
     return events
-
-
-# --- the downtime ledger (SPEC R25) ---------------------------------------------------------
-
-METHODS += ("missed", "decide_missed")
-QUERIES |= {"missed"}
-
-
-# --- the output viewer ------------------------------------------------------------------------
-
-METHODS += ("output_page", "search_output", "output_line_number")
-QUERIES |= {"output_page", "search_output", "output_line_number"}

@@ -165,3 +165,10 @@ class Dispatcher:
                     runs.remove(run)
                     return run
         return None
+
+    # --- why not running (R25) --------------------------------------------------------
+
+    def queue_parts(self) -> tuple[list[RunRecord], dict[str, list[RunRecord]]]:
+        """The queue in leaving order, and each job's backlog (`overlap: queue`)."""
+        backlogs = {job: list(runs) for job, runs in self._backlog.items() if runs}
+        return self._queue.runs(), backlogs

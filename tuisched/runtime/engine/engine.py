@@ -27,6 +27,7 @@ from typing import Any
 from tuisched.domain.bus import EventBus
 from tuisched.domain.errors import JobActionError, TuischedError
 from tuisched.domain.model import Config, Job
+from tuisched.domain.reasons import PauseNote
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.cluster.link import ClusterLink
@@ -356,8 +357,9 @@ class Engine:
         """Pauses in force, as (kind, name)."""
         return self._pauses.in_force
 
-    async def set_paused(self, kind: str, name: str, *, paused: bool) -> None:
-        """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all").
+    async def set_paused(self, kind: str, name: str, *, paused: bool, actor: str = "") -> None:
+        """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all");
+        `actor` is who did it, for the job's "why not running" line.
 
         Raises:
             UnknownJobError: no such job. JobActionError: no such group.
@@ -367,7 +369,7 @@ class Engine:
             pause = (kind, self._pauses.check(kind, name, paused=paused))
             held = [job.name for job in self.config.jobs.values() if is_paused(job, {pause})]
             await self.cluster.set_paused(kind, name, paused=paused, jobs=held)
-        await self._pauses.set(kind, name, paused=paused)
+        await self._pauses.set(kind, name, paused=paused, actor=actor)
 
     # --- waiting (R9) ------------------------------------------------------------------
 
@@ -404,6 +406,16 @@ class Engine:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    # --- why not running (R25) ----------------------------------------------------------
+
+    def queue_parts(self) -> tuple[list[RunRecord], dict[str, list[RunRecord]]]:
+        """Runs waiting for a worker in leaving order, and each job's backlog."""
+        return self._dispatcher.queue_parts()
+
+    def pause_note(self, pause: Pause) -> PauseNote | None:
+        """Who set `pause` and when, if this scheduler knows."""
+        return self._pauses.notes.get(pause)
 
 
 class _ClusterHost:

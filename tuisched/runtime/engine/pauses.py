@@ -14,6 +14,7 @@ from datetime import datetime
 from tuisched.domain.errors import JobActionError
 from tuisched.domain.events import PauseChanged
 from tuisched.domain.model import Config, Job
+from tuisched.domain.reasons import PauseNote
 from tuisched.runtime.clock import Clock
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.store import AsyncHistory
@@ -56,6 +57,9 @@ class Pauses:
         self._held_since: dict[str, datetime] = {}
         """When each paused job was paused (at start, for pauses an earlier run left:
         the slots before were missed while down, and recorded so)."""
+        self.notes: dict[Pause, PauseNote] = {}
+        """Who set each pause in force and when (pauses set since this scheduler started;
+        the time only for those read back from the history)."""
 
     async def load(self) -> None:
         """Read the pauses a previous run of the scheduler left."""
@@ -63,6 +67,7 @@ class Pauses:
         now = self._clock.now()
         jobs = self._config().jobs.values()
         self._held_since = {job.name: now for job in jobs if self.holds(job)}
+        self.notes = {}
 
     @property
     def in_force(self) -> frozenset[Pause]:
@@ -73,7 +78,7 @@ class Pauses:
         """Whether `job` is paused: itself, through one of its groups, or everything."""
         return is_paused(job, self._pauses)
 
-    async def set(self, kind: str, name: str, *, paused: bool) -> None:
+    async def set(self, kind: str, name: str, *, paused: bool, actor: str = "") -> None:
         """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all").
 
         Raises:
@@ -86,6 +91,10 @@ class Pauses:
         jobs = self._config().jobs.values()
         before = {job.name for job in jobs if self.holds(job)}
         (self._pauses.add if paused else self._pauses.discard)((kind, name))
+        if paused:
+            self.notes[kind, name] = PauseNote(at=at, actor=actor)
+        else:
+            self.notes.pop((kind, name), None)
         for job in jobs:
             now_paused = self.holds(job)
             if now_paused != (job.name in before):

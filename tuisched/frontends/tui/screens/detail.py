@@ -112,6 +112,8 @@ class JobDetailScreen(Screen[None]):
         status = self._status
         title = f" {self.job_name}" + (f"  {status.kind}  {status.trigger}" if status else "")
         yield Static(Text(title), id="detail-title")
+        why = f" {status.why}" if status is not None and status.why else ""
+        yield Static(Text(plain_text(why), no_wrap=True, overflow="ellipsis"), id="detail-why")
         with TabbedContent(id="detail-tabs"):
             with TabPane("Definition", id="tab-definition"), VerticalScroll():
                 yield Static(id="detail-definition")
@@ -135,6 +137,7 @@ class JobDetailScreen(Screen[None]):
         self._start_output()
         self.set_interval(REFRESH_SECONDS, self._apply_output)
         self.set_interval(1.0, self._refresh_plan)
+        self.set_interval(1.0, self._refresh_why)
 
     def on_unmount(self) -> None:
         if self._subscription is not None:
@@ -188,6 +191,17 @@ class JobDetailScreen(Screen[None]):
         self.query_one("#detail-next", Static).update(Text("\n".join(lines)))
         if plan.waits and self.query("#detail-waits"):
             self.query_one("#detail-waits", Static).update(Text("\n".join(plan.waits)))
+
+    @work(exclusive=True, group="detail-why")
+    async def _refresh_why(self) -> None:
+        """The top line: why the job is not running now, as the scheduler says it."""
+        try:
+            found = await self.control.jobs([self.job_name])
+        except TuischedError:  # the scheduler is stopping
+            return
+        why = f" {found[0].why}" if found and found[0].why else ""
+        text = Text(plain_text(why), no_wrap=True, overflow="ellipsis")
+        self.query_one("#detail-why", Static).update(text)
 
     @work(exclusive=True, group="detail-history")
     async def _load_history(self) -> None:

@@ -4,29 +4,42 @@ The form knows the common keys (kind, trigger, timeout, retries, priority,
 overlap, description, enabled). Every other key of an edited job (`cwd`,
 `env`, `requires`, `alerts`, `x-` notes...) is carried over untouched, in its
 place. Saving checks the configuration the change would give, as a reload
-would check it (the control seam's `preview`, nothing written), and lists every
-problem under the form; only a valid definition leaves it, as `(name, definition)`.
+would check it (the control seam's `preview`, nothing written), and shows each
+problem once: next to the field it is about, or under the form when it is about
+no field (another job the change breaks); only a valid definition leaves it, as
+`(name, definition)`.
+
+While the fields change, the form shows what the edit would do (SPEC R25):
+the job's next slots before and after it side by side, the clock changes its
+new schedule meets, and the jobs whose `after`/`requires` it touches (the
+seam's `impact`, asked once typing pauses, after the form is drawn, off the
+event loop).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, fields, replace
+from datetime import datetime
 from typing import ClassVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from tuisched.domain.errors import TuischedError
-from tuisched.domain.views import ConfigEdit
+from tuisched.domain.views import ConfigEdit, EditImpact
+from tuisched.frontends.tui.widgets.choice import Choice
 from tuisched.runtime.control import SchedulerControl
 
 KINDS = ("command", "python", "wait_for")
@@ -131,10 +144,19 @@ def _target(values: FormValues) -> object:
     try:
         argv = yaml.load(text, Loader=_TextLoader)  # noqa: S506  (a SafeLoader subclass)
     except yaml.YAMLError as error:
-        raise ValueError(f"command: not a YAML list: {error}") from None
+        raise ValueError(f"command: not a YAML list ({_yaml_reason(error)})") from None
     if not isinstance(argv, list) or not all(isinstance(item, str) for item in argv):
         raise ValueError("command: an argv is a YAML list of words, like [/bin/echo, hi]")
     return argv
+
+
+def _yaml_reason(error: yaml.YAMLError) -> str:
+    """PyYAML's reason in one line: `expected ',' or ']' at column 15` (its own text
+    spans six lines, which read as six problems)."""
+    problem = getattr(error, "problem", None) or "cannot be read"
+    mark = getattr(error, "problem_mark", None)
+    where = f" at column {mark.column + 1}" if mark is not None else ""
+    return f"{problem}{where}".replace("'<stream end>'", "the end")
 
 
 def _trigger(values: FormValues) -> tuple[str, object]:
@@ -203,6 +225,24 @@ def _merged(new: dict[str, object], original: Mapping[str, object]) -> dict[str,
     return result
 
 
+IMPACT_DELAY = 0.3
+"""Seconds typing must pause before the impact preview is asked again."""
+_SLOT_WIDTH = 30
+"""Width of the `now` column of the preview: a slot is `Thu 2026-05-07 09:30 CEST`."""
+_FIELD_KEYS = {
+    "schedule.cron": "cron", "schedule.every": "every", "schedule.start": "start",
+    "schedule.stop": "stop", "schedule.at": "at", "schedule": "trigger",
+    "an 'every' schedule needs 'start'": "start", "after.delay": "after-delay",
+    "after.on": "after-on", "after": "after-job", "timeout": "timeout",
+    "a wait_for job needs a timeout": "timeout", "retries": "retries",
+    "priority": "priority", "overlap": "overlap", "description": "description",
+    "enabled": "enabled", "command": "target", "python": "target", "wait_for": "target",
+    "a job needs a trigger source": "trigger", "a job name": "name", "bad job name": "name",
+    "'self' is reserved": "name",
+}  # fmt: skip
+"""How a problem about the edited job starts -> the form field it is about."""
+
+
 class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
     """Add a job, or edit one (its name is then fixed); `escape` cancels."""
 
@@ -222,6 +262,13 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         self.editing = name is not None
         self.original = dict(definition or {})
         self.values = values_from(name, self.original) if name is not None else FormValues()
+        self.impact: EditImpact | None = None
+        """The latest impact preview shown (None until the first arrives)."""
+        self._impact_timer: Timer | None = None
+        self._asked: ConfigEdit | None = None
+        self._problems_shown = False
+        # Focused as it is composed: a second focus change would restyle the whole form.
+        self.AUTO_FOCUS = "#form-target" if self.editing else "#form-name"  # type: ignore[misc]
 
     # --- layout ---------------------------------------------------------------------------
 
@@ -229,56 +276,133 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         title = f"Edit job {self.values.name}" if self.editing else "Add a job"
         with Vertical(classes="dialog", id="job-form"):
             yield Static(Text(title), classes="question")
+            # Grids of labels and fields, and only the chosen trigger's fields: every widget
+            # more is styled before the form shows (SPEC R18: it opens at once).
+            fields = self._fields()
+            split = next(i for i, field in enumerate(fields) if field.key == "timeout")
             with VerticalScroll(id="form-fields"):
-                for label, field, shown_for in self._fields():
-                    classes = f"form-row -trigger {shown_for}" if shown_for else "form-row"
-                    with Horizontal(classes=classes):
-                        yield Label(label, classes="form-label")
-                        yield field
+                with Grid(classes="form-grid"):
+                    yield from self._rows(fields[:split])
+                # The preview under the trigger's fields, outside the grids: a grid sizes
+                # a cell spanning its columns by its first column's width.
+                yield Static(Text("Next runs: working them out...", style="dim"), id="form-impact")
+                with Grid(classes="form-grid"):
+                    yield from self._rows(fields[split:])
             yield Static(id="form-problems")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="form-cancel", compact=True)
                 yield Button("Save (ctrl+s)", id="form-save", variant="primary", compact=True)
 
-    def _fields(self) -> list[tuple[str, Widget, str]]:
-        """(label, field, the triggers it is shown for; "" for always)."""
+    def _rows(self, fields: list[_Field]) -> Iterator[Widget]:
+        for field in fields:
+            if field.shown_for(self.values.trigger):
+                yield from field.row()
+
+    def _fields(self) -> list[_Field]:
+        """Every field of the form, in order (each built only when first shown)."""
         v = self.values
         return [
-            ("Name", Input(v.name, id="form-name", disabled=self.editing, compact=True), ""),
-            ("Kind", _select(KINDS, v.kind, "form-kind"), ""),
-            ("Value", Input(v.target, id="form-target", compact=True), ""),
-            ("Trigger", _select(TRIGGERS, v.trigger, "form-trigger"), ""),
-            ("Cron", _input(v.cron, "form-cron", "*/5 * * * *"), "-cron"),
-            ("Every", _input(v.every, "form-every", "1 hour"), "-every"),
-            ("Start", _input(v.start, "form-start", "2026-01-01T00:00"), "-cron -every"),
-            ("Stop", _input(v.stop, "form-stop", "(optional)"), "-cron -every"),
-            ("At", _input(v.at, "form-at", "2026-06-01T08:00"), "-at"),
-            ("After job", _input(v.after_job, "form-after-job", "a job name"), "-after"),
-            ("On", _select(OUTCOMES, v.after_on, "form-after-on"), "-after"),
-            ("Delay", _input(v.after_delay, "form-after-delay", "10s"), "-after"),
-            ("Timeout", _input(v.timeout, "form-timeout", "30m"), ""),
-            ("Retries", _input(v.retries, "form-retries", "0"), ""),
-            ("Priority", _input(v.priority, "form-priority", "0"), ""),
-            ("Overlap", _select(OVERLAPS, v.overlap, "form-overlap", blank=True), ""),
-            ("Description", Input(v.description, id="form-description", compact=True), ""),
-            ("Enabled", Checkbox("enabled", v.enabled, id="form-enabled", compact=True), ""),
+            _Field("Name", "name", lambda: Input(v.name, disabled=self.editing, compact=True)),
+            _Field("Kind", "kind", lambda: Choice(KINDS, v.kind)),
+            _Field("Value", "target", lambda: Input(v.target, compact=True)),
+            _Field("Trigger", "trigger", lambda: Choice(TRIGGERS, v.trigger)),
+            _Field("Cron", "cron", lambda: _input(v.cron, "*/5 * * * *"), "cron"),
+            _Field("Every", "every", lambda: _input(v.every, "1 hour"), "every"),
+            _Field("Start", "start", lambda: _input(v.start, "2026-01-01T00:00"), "cron every"),
+            _Field("Stop", "stop", lambda: _input(v.stop, "(optional)"), "cron every"),
+            _Field("At", "at", lambda: _input(v.at, "2026-06-01T08:00"), "at"),
+            _Field("After job", "after-job", lambda: _input(v.after_job, "a job name"), "after"),
+            _Field("On", "after-on", lambda: Choice(OUTCOMES, v.after_on), "after"),
+            _Field("Delay", "after-delay", lambda: _input(v.after_delay, "10s"), "after"),
+            _Field("Timeout", "timeout", lambda: _input(v.timeout, "30m")),
+            _Field("Retries", "retries", lambda: _input(v.retries, "0")),
+            _Field("Priority", "priority", lambda: _input(v.priority, "0")),
+            _Field("Overlap", "overlap", lambda: Choice(OVERLAPS, v.overlap, blank="(default)")),
+            _Field("Description", "description", lambda: Input(v.description, compact=True)),
+            _Field("Enabled", "enabled", lambda: Checkbox("enabled", v.enabled, compact=True)),
         ]
 
     def on_mount(self) -> None:
-        self._show_trigger_fields()
         self._show_hint()
-        self.query_one("#form-target" if self.editing else "#form-name", Input).focus()
+        # The preview waits until the form is drawn and typing pauses: opening stays fast.
+        self.call_after_refresh(self._impact_soon)
 
-    @on(Select.Changed, "#form-trigger")
+    @on(Choice.Changed, "#form-trigger")
     def _show_trigger_fields(self) -> None:
-        trigger = self.query_one("#form-trigger", Select).value
-        for row in self.query(".form-row.-trigger"):
-            row.display = row.has_class(f"-{trigger}")
+        """Show the chosen trigger's fields (built the first time), hide the others'."""
+        trigger = self.query_one("#form-trigger", Choice).value
+        previous: Widget = self.query_one("#form-trigger")  # the trigger's fields follow it
+        for field in self._fields():
+            found = self.query(f"#form-{field.key}")
+            if found:
+                previous = found.first()
+            elif field.shown_for(trigger) and isinstance(previous.parent, Widget):
+                row = field.row()
+                previous.parent.mount(*row, after=previous)
+                previous = row[-1]
+        for part in self.query(".-trigger"):
+            part.display = part.has_class(f"-{trigger}")
 
-    @on(Select.Changed, "#form-kind")
+    @on(Choice.Changed, "#form-kind")
     def _show_hint(self) -> None:
-        kind = self.query_one("#form-kind", Select).value
-        self.query_one("#form-target", Input).placeholder = _TARGET_HINTS.get(str(kind), "")
+        kind = self.query_one("#form-kind", Choice).value
+        self.query_one("#form-target", Input).placeholder = _TARGET_HINTS.get(kind, "")
+
+    # --- the impact preview ---------------------------------------------------------------
+
+    @on(Input.Changed)
+    @on(Choice.Changed)
+    @on(Checkbox.Changed)
+    def _impact_soon(self) -> None:
+        """Ask for the preview again once typing pauses (one request per pause); the
+        problems the last save found no longer describe the fields: they go."""
+        if self._problems_shown:
+            self._clear_problems()
+        if self._impact_timer is not None:
+            self._impact_timer.stop()
+        self._impact_timer = self.set_timer(IMPACT_DELAY, self._ask_impact)
+
+    def _ask_impact(self) -> None:
+        values = self.read_values()
+        try:
+            definition = definition_from(values, self.original)
+        except ValueError as error:  # a field no definition can hold: no need to ask
+            self._asked = None
+            base = self.impact or EditImpact(job=values.name.strip())
+            self.impact = replace(
+                base, after=(), dst=(), after_note=f"not valid yet: {error}", problems=(str(error),)
+            )
+            self._show_impact()
+            return
+        edit = self._edit(values.name.strip(), definition)
+        if edit == self._asked:
+            return
+        self._asked = edit
+        self.run_worker(self._fetch_impact(edit), group="impact", exclusive=True)
+
+    async def _fetch_impact(self, edit: ConfigEdit) -> None:
+        try:
+            impact = await self.control.impact(edit)
+        except TuischedError as error:
+            self._asked = None  # asked again at the next change
+            self._show_impact_text(Text(f"Next runs: no preview ({error})", style="dim"))
+            return
+        self.impact = impact
+        self._show_impact()
+
+    def _show_impact(self) -> None:
+        """Draw the latest preview; while the save's problems are shown, it points at them
+        rather than saying the first one again."""
+        impact = self.impact
+        if impact is None:
+            return
+        if self._problems_shown and impact.problems:
+            impact = replace(impact, after_note="not valid yet: see the problems in the form")
+        width = self.query_one("#form-impact", Static).content_size.width
+        self._show_impact_text(impact_text(impact, width or 76))
+
+    def _show_impact_text(self, text: Text) -> None:
+        self.query_one("#form-impact", Static).update(text)
 
     # --- reading and saving ---------------------------------------------------------------
 
@@ -287,14 +411,16 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         typed: dict[str, object] = {}
         for field in fields(FormValues):
             widget_id = f"#form-{field.name.replace('_', '-')}"
-            widget = self.query_one(widget_id)
-            if isinstance(widget, Input):
+            found = self.query(widget_id)  # a trigger's fields are built when first shown
+            widget = found.first() if found else None
+            if isinstance(widget, Input | Choice | Checkbox):
                 typed[field.name] = widget.value
-            elif isinstance(widget, Select):
-                typed[field.name] = "" if widget.value is Select.NULL else str(widget.value)
-            elif isinstance(widget, Checkbox):
-                typed[field.name] = widget.value
+            else:
+                typed[field.name] = getattr(self.values, field.name)
         return FormValues(**typed)  # type: ignore[arg-type]
+
+    def _edit(self, name: str, definition: dict[str, object]) -> ConfigEdit:
+        return (ConfigEdit.replace_job if self.editing else ConfigEdit.add_job)(name, definition)
 
     @on(Button.Pressed, "#form-cancel")
     def action_cancel(self) -> None:
@@ -303,48 +429,162 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
     @on(Button.Pressed, "#form-save")
     @on(Input.Submitted)
     async def action_save(self) -> None:
+        if self._impact_timer is not None:  # the check takes the lane the preview would use
+            self._impact_timer.stop()
         values = self.read_values()
         name = values.name.strip()
         try:
             definition = definition_from(values, self.original)
         except ValueError as error:
-            self._show_problems([str(error)])
+            self._show_problems([_field_of(str(error))])  # the form's own check
             return
         save = self.query_one("#form-save", Button)
         save.disabled = True
-        edit = (ConfigEdit.replace_job if self.editing else ConfigEdit.add_job)(name, definition)
         try:
-            problems = await self.control.preview(edit)
+            problems = await self.control.preview(self._edit(name, definition))
         except TuischedError as error:
             problems = (str(error),)
         finally:
             save.disabled = False
         if problems:
-            self._show_problems(list(problems))
+            self._show_problems(placed_problems(problems, name))
         else:
             self.dismiss((name, definition))
 
-    def _show_problems(self, problems: list[str]) -> None:
+    def _show_problems(self, placed: list[tuple[str, str]]) -> None:
+        """Each problem (field, message) next to its field when it has one, else under
+        the form."""
+        self._clear_problems()
+        elsewhere: list[str] = []
+        for field, message in placed:
+            found = self.query(f"#form-{field}") if field else None
+            widget = found.first() if found else None
+            if widget is not None and widget.display and isinstance(widget.parent, Widget):
+                error = Static(Text(message), classes="form-error")
+                widget.parent.mount(Label(classes="form-error-pad"), error, after=widget)
+            else:
+                elsewhere.append(message if not field else f"{_label(field)}: {message}")
         box = self.query_one("#form-problems", Static)
-        box.update(Text("\n".join(problems)))
-        box.add_class("-shown")
+        box.update(Text("\n".join(elsewhere)))
+        box.set_class(bool(elsewhere), "-shown")
+        self._problems_shown = True
+        self._show_impact()
+
+    def _clear_problems(self) -> None:
+        self.query(".form-error, .form-error-pad").remove()
+        self.query_one("#form-problems", Static).remove_class("-shown")
+        self._problems_shown = False
+        self._show_impact()
 
 
-def _input(value: str, widget_id: str, placeholder: str) -> Input:
-    return Input(value, id=widget_id, placeholder=placeholder, compact=True)
+def placed_problems(problems: Iterable[str], name: str) -> list[tuple[str, str]]:
+    """Each distinct problem as (form field, message): the field ("" for none) and, for a
+    problem about job `name`'s own field, the message without its file, line and key."""
+    placed: list[tuple[str, str]] = []
+    own = f"job '{name}': "
+    for problem in dict.fromkeys(problems):  # one cause, said once
+        head, found, message = problem.partition(own)
+        if not found or head.count(": ") > 1:
+            placed.append(("", problem))
+            continue
+        field, said = _field_of(message)
+        placed.append((field, said) if field else ("", problem))
+    return placed
 
 
-def _select(
-    options: tuple[str, ...], value: str, widget_id: str, *, blank: bool = False
-) -> Select[str]:
-    chosen = value if value in options else Select.NULL
-    if not blank and chosen is Select.NULL:
-        chosen = options[0]
-    return Select(
-        [(option, option) for option in options],
-        value=chosen,
-        allow_blank=blank,
-        prompt="(default)",
-        id=widget_id,
-        compact=True,
-    )
+def _field_of(message: str) -> tuple[str, str]:
+    """The form field a problem of the edited job is about, and its message without the
+    key (`schedule.cron: minute field '61'...` -> (`cron`, `minute field '61'...`))."""
+    for key in sorted(_FIELD_KEYS, key=len, reverse=True):
+        if message.startswith(key) and message[len(key) : len(key) + 1] in (":", " ", ""):
+            said = message[len(key) :].removeprefix(":").strip()
+            return _FIELD_KEYS[key], said if said and message[len(key)] == ":" else message
+    return "", message
+
+
+def _label(field: str) -> str:
+    return field.replace("-", " ").capitalize()
+
+
+def impact_text(impact: EditImpact, width: int = 76) -> Text:
+    """The preview as the form shows it: slots side by side, clock changes, dependencies
+    (long lines wrapped to `width` under their own indent)."""
+    text = Text()
+    text.append(f"Next runs ({impact.timezone})\n", style="bold")
+    zone = _zone(impact.timezone)
+    marked = {slot.timestamp() for warning in impact.dst for slot in warning.slots}
+    if impact.before or impact.after:
+        text.append(f"  {'now':<{_SLOT_WIDTH}}after this edit\n", style="dim")
+        for row in range(max(len(impact.before), len(impact.after))):
+            before = _slot_cell(impact.before, row, zone, marked)
+            text.append(f"  {before:<{_SLOT_WIDTH}}{_slot_cell(impact.after, row, zone, marked)}\n")
+    for side, note in (("now", impact.before_note), ("after this edit", impact.after_note)):
+        if note:
+            text.append(_wrapped(f"{side}: {note}", width))
+    warnings = [warning.text for warning in impact.dst]
+    _section(text, "Clock changes (! marks a slot one moves or repeats)", warnings, width)
+    _section(text, "Dependencies", impact.dependencies, width)
+    text.rstrip()
+    return text
+
+
+def _zone(key: str) -> ZoneInfo | None:
+    """The preview's zone, so slots read alike in a hosting and an attached console (a
+    slot that crossed the socket carries only its offset)."""
+    try:
+        return ZoneInfo(key)
+    except (ValueError, ZoneInfoNotFoundError):
+        return None
+
+
+def _slot_cell(
+    slots: tuple[datetime, ...], row: int, zone: ZoneInfo | None, marked: set[float]
+) -> str:
+    if row >= len(slots):
+        return ""
+    slot = slots[row].astimezone(zone) if zone is not None else slots[row]
+    flag = " !" if slot.timestamp() in marked else ""
+    return slot.strftime("%a %Y-%m-%d %H:%M %Z") + flag
+
+
+def _section(text: Text, title: str, lines: Iterable[str], width: int) -> None:
+    listed = list(lines)
+    if listed:
+        text.append(f"{title}\n", style="bold")
+        for line in listed:
+            text.append(_wrapped(line, width))
+
+
+def _wrapped(line: str, width: int) -> str:
+    """`line` indented, its continuation lines further in, so each item stands apart."""
+    filled = textwrap.fill(line, max(width, 20), initial_indent="  ", subsequent_indent="    ")
+    return filled + "\n"
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    """One field of the form: its label, its id (`form-KEY`), how to build it, and the
+    triggers it belongs to (space-separated; "" for a field every trigger has)."""
+
+    label: str
+    key: str
+    make: Callable[[], Widget]
+    triggers: str = ""
+
+    def shown_for(self, trigger: str) -> bool:
+        return not self.triggers or trigger in self.triggers.split()
+
+    def row(self) -> tuple[Label, Widget]:
+        """The label and the field, classed for the form's grid and its trigger."""
+        classes = ["-trigger", *(f"-{name}" for name in self.triggers.split())]
+        classes = classes if self.triggers else []
+        field = self.make()
+        field.id = f"form-{self.key}"
+        return (
+            Label(self.label, classes=" ".join(["form-label", *classes])),
+            field.add_class("form-field", *classes),
+        )
+
+
+def _input(value: str, placeholder: str) -> Input:
+    return Input(value, placeholder=placeholder, compact=True)

@@ -33,6 +33,7 @@ from tuisched.frontends.tui.widgets.filter import FilterBox
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.frontends.tui.widgets.status import StatusLine
+from tuisched.frontends.tui.widgets.why import WhyStrip
 
 if TYPE_CHECKING:
     from tuisched.frontends.tui.app import TuischedApp
@@ -72,6 +73,7 @@ class MainScreen(Screen[None]):
         Binding("4", "nodes", "Nodes", show=False),
         Binding("l", "logs", "Logs", show=False),
         Binding("m", "missed", "Missed slots", show=False),
+        Binding("S", "app.simulate", "Simulate", show=False),
     ]
 
     def __init__(self, host: TuischedApp) -> None:
@@ -90,6 +92,7 @@ class MainScreen(Screen[None]):
         jobs = JobsTable(id="jobs")
         jobs.border_title = "1 Jobs"
         yield jobs
+        yield WhyStrip(self.host.state, id="why")
         running = RunningTable(id="running")
         running.border_title = "2 Running"
         yield running
