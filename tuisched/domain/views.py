@@ -296,6 +296,75 @@ class ConfigEdit:
         return f"{self.action} {self.target} {self.name}"
 
 
+# --- the output viewer: a run's output file paged by byte offset, and searched ----------
+
+
+class OutputSource(enum.StrEnum):
+    """Where a page of a run's output comes from."""
+
+    FILE = "file"
+    """The run's output file (`state_dir/output/JOB/RUN_ID.log`)."""
+    TAIL = "tail"
+    """Only the tail the history kept: the file was pruned (or never written)."""
+    NONE = "none"
+    """Nothing: the run printed nothing (or not yet)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputPage:
+    """Whole lines of one run's output, each with the byte offset where it begins.
+
+    A page is a window on the file: the viewer asks for the lines after one
+    offset, the lines before one, or the last lines, and never for the whole
+    file. Lines are plain text (never markup or escapes); a line longer than
+    the page can show ends with a note of how much was left out.
+    """
+
+    run_id: str
+    job: str
+    state: RunState
+    running: bool = False
+    """True while the run still writes output (the file may grow)."""
+    source: OutputSource = OutputSource.FILE
+    lines: tuple[str, ...] = ()
+    offsets: tuple[int, ...] = ()
+    """Where each line begins in the file (bytes); with `source` TAIL, its index."""
+    end: int = 0
+    """Where the line after the last one begins (bytes)."""
+    size: int = 0
+    """The file's size when the page was read."""
+    path: str = ""
+    """The output file (on the scheduler's machine, which is the console's)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputMatch:
+    """The answer to one bounded step of a search through a run's output file.
+
+    A search of a big file is a series of steps, each scanning a bounded number
+    of bytes: `found` ends it; else `done` says the file was scanned to its end
+    (or start) without a match, and otherwise the next step goes on from
+    `scanned_to`.
+    """
+
+    found: bool = False
+    offset: int = 0
+    """Where the matching line begins (bytes)."""
+    end: int = 0
+    """Where the line after it begins (bytes)."""
+    column: int = 0
+    """Where the match begins in the line as shown (characters)."""
+    length: int = 0
+    """How many characters of the line as shown match."""
+    scanned_to: int = 0
+    """Where the next step goes on from (bytes): forward, the bytes before it are done;
+    backward, those after it."""
+    size: int = 0
+    """The file's size when the step ran."""
+    done: bool = False
+    """True when nothing matched up to the file's end (or start, searching backward)."""
+
+
 # --- the downtime ledger (SPEC R25) ------------------------------------------------------
 
 

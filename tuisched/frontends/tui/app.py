@@ -33,6 +33,7 @@ from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of, own_bindings
 from tuisched.frontends.tui.screens.main import MainScreen
+from tuisched.frontends.tui.screens.output import OutputScreen
 from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
@@ -210,6 +211,7 @@ class TuischedApp(App[int]):
                     ("Audit pane (3)", bindings_of(AuditPane)),
                     ("Group picker (v)", bindings_of(GroupPickerScreen)),
                     ("Offline edit (D)", bindings_of(DiffScreen)),
+                    ("Output viewer (l)", bindings_of(OutputScreen)),
                 ]
             )
         )

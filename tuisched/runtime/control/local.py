@@ -44,6 +44,8 @@ from tuisched.domain.views import (
     MissedSlots,
     NodeView,
     OutputChunk,
+    OutputMatch,
+    OutputPage,
     Pause,
     PauseKind,
     PendingEdit,
@@ -54,8 +56,20 @@ from tuisched.domain.views import (
 )
 from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
-from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
-from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
+from tuisched.runtime.control.reading import (
+    audit_chunk,
+    job_plan,
+    output_chunk,
+    output_line,
+    output_page,
+    output_search,
+)
+from tuisched.runtime.control.seam import (
+    AUDIT_LINES,
+    OUTPUT_CHUNK_BYTES,
+    PAGE_LINES,
+    Subscription,
+)
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.standing import JobStanding
@@ -266,6 +280,30 @@ class LocalQueries:
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         return self._runtime.subscribe(callback, after=after)
+
+    # --- the output viewer ---------------------------------------------------------------
+
+    async def output_page(
+        self, run_id: str, *, offset: int | None = None, before: bool = False,
+        lines: int = PAGE_LINES,
+    ) -> OutputPage:  # fmt: skip
+        run = await self._find_run(run_id)
+        running = run.run_id in {r.run_id for r in self._engine().running()}
+        state_dir = self._runtime.config.settings.state_dir
+        return await output_page(
+            state_dir, run, running=running, offset=offset, before=before, lines=lines
+        )
+
+    async def search_output(
+        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
+    ) -> OutputMatch:
+        run = await self._find_run(run_id)
+        state_dir = self._runtime.config.settings.state_dir
+        return await output_search(state_dir, run, text, offset=offset, backward=backward)
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        run = await self._find_run(run_id)
+        return await output_line(self._runtime.config.settings.state_dir, run, offset)
 
     # --- the downtime ledger (SPEC R25) ---
 

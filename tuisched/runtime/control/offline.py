@@ -36,6 +36,8 @@ from tuisched.domain.views import (
     MissedSlots,
     NodeView,
     OutputChunk,
+    OutputMatch,
+    OutputPage,
     Pause,
     PendingEdit,
     RunStatus,
@@ -44,8 +46,20 @@ from tuisched.domain.views import (
     Simulation,
 )
 from tuisched.runtime.control.cluster import cluster_nodes
-from tuisched.runtime.control.reading import audit_chunk, job_plan, output_chunk
-from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, Subscription
+from tuisched.runtime.control.reading import (
+    audit_chunk,
+    job_plan,
+    output_chunk,
+    output_line,
+    output_page,
+    output_search,
+)
+from tuisched.runtime.control.seam import (
+    AUDIT_LINES,
+    OUTPUT_CHUNK_BYTES,
+    PAGE_LINES,
+    Subscription,
+)
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
@@ -172,6 +186,33 @@ class OfflineQueries:
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         return _NoSubscription()
+
+    # --- the output viewer ---------------------------------------------------------------
+
+    async def _run(self, run_id: str) -> RunRecord:
+        run = await self._ask(lambda store: store.get(run_id), None)
+        if run is None:
+            raise UnknownRunError([run_id])
+        return run
+
+    async def output_page(
+        self, run_id: str, *, offset: int | None = None, before: bool = False,
+        lines: int = PAGE_LINES,
+    ) -> OutputPage:  # fmt: skip
+        run, state_dir = await self._run(run_id), self._config.settings.state_dir
+        return await output_page(
+            state_dir, run, running=False, offset=offset, before=before, lines=lines
+        )
+
+    async def search_output(
+        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
+    ) -> OutputMatch:
+        run, state_dir = await self._run(run_id), self._config.settings.state_dir
+        return await output_search(state_dir, run, text, offset=offset, backward=backward)
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        run = await self._run(run_id)
+        return await output_line(self._config.settings.state_dir, run, offset)
 
     # --- the downtime ledger (SPEC R25) ---
 

@@ -13,10 +13,22 @@ from tuisched.domain.model import Job, ManualSchedule
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import plan_notes
 from tuisched.domain.schedule.slots import next_slots
-from tuisched.domain.views import AuditChunk, JobPlan, OutputChunk
+from tuisched.domain.text import plain_text
+from tuisched.domain.views import (
+    AuditChunk,
+    JobPlan,
+    OutputChunk,
+    OutputMatch,
+    OutputPage,
+    OutputSource,
+)
+from tuisched.runtime.control.paging import find_text, line_number, page_after, page_before
 from tuisched.runtime.execution.output import read_output
 from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.threads import Lane, in_thread
+
+PAGE_LINES_MAX = 2000
+"""The most lines one `output_page` answers with."""
 
 
 async def output_chunk(
@@ -60,3 +72,70 @@ def job_plan(
         slots = tuple(slot.astimezone(job.timezone) for slot in next_slots(schedule, now, count))
     notes = plan_notes(job, paused=paused, slots=len(slots))
     return JobPlan(job=job.name, slots=slots, notes=notes, waits=waits)
+
+
+# --- the output viewer: pages of a run's output file, and searching it -----------------
+
+
+def output_path(state_dir: Path, run: RunRecord) -> Path:
+    """Where `run`'s output file is (or was: only the newest files of each job are kept)."""
+    return state_dir / "output" / run.job / f"{run.run_id}.log"
+
+
+async def output_page(
+    state_dir: Path, run: RunRecord, *, running: bool, offset: int | None, before: bool,
+    lines: int,
+) -> OutputPage:  # fmt: skip
+    """A page of `run`'s output (see `SchedulerQueries.output_page`); once the file is
+    gone, the tail the run's record kept."""
+    path = output_path(state_dir, run)
+    lines = max(1, min(lines, PAGE_LINES_MAX))
+    try:
+        if offset is None or before:
+            page = await in_thread(Lane.FILES, page_before, path, offset, lines, growing=running)
+        else:
+            page = await in_thread(Lane.FILES, page_after, path, offset, lines, growing=running)
+    except FileNotFoundError:
+        return _page_without_file(run, running=running)
+    return OutputPage(
+        run_id=run.run_id, job=run.job, state=run.state, running=running,
+        lines=tuple(page.lines), offsets=tuple(page.offsets), end=page.end, size=page.size,
+        path=str(path),
+    )  # fmt: skip
+
+
+def _page_without_file(run: RunRecord, *, running: bool) -> OutputPage:
+    """No output file: nothing yet (a running run), or the tail the history kept."""
+    source = OutputSource.NONE
+    lines: tuple[str, ...] = ()
+    if not running and run.output_tail:
+        source, lines = OutputSource.TAIL, tuple(plain_text(run.output_tail).split("\n"))
+    return OutputPage(
+        run_id=run.run_id, job=run.job, state=run.state, running=running, source=source,
+        lines=lines, offsets=tuple(range(len(lines))), end=len(lines),
+    )  # fmt: skip
+
+
+async def output_search(
+    state_dir: Path, run: RunRecord, text: str, *, offset: int, backward: bool
+) -> OutputMatch:
+    """One bounded step of a search of `run`'s output file (see `search_output`)."""
+    if not text:
+        return OutputMatch(done=True)
+    path = output_path(state_dir, run)
+    try:
+        found = await in_thread(Lane.FILES, find_text, path, text, offset, backward=backward)
+    except FileNotFoundError:
+        return OutputMatch(done=True)
+    return OutputMatch(
+        found=found.found, offset=found.offset, end=found.end, column=found.column,
+        length=found.length, scanned_to=found.scanned_to, size=found.size, done=found.done,
+    )  # fmt: skip
+
+
+async def output_line(state_dir: Path, run: RunRecord, offset: int) -> int | None:
+    """The line number at `offset` of `run`'s output file (see `output_line_number`)."""
+    try:
+        return await in_thread(Lane.FILES, line_number, output_path(state_dir, run), offset)
+    except FileNotFoundError:
+        return 0

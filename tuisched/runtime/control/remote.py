@@ -50,6 +50,8 @@ from tuisched.domain.views import (
     MissedSlots,
     NodeView,
     OutputChunk,
+    OutputMatch,
+    OutputPage,
     Pause,
     PendingEdit,
     RunStatus,
@@ -57,7 +59,7 @@ from tuisched.domain.views import (
     Simulation,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
-from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES
+from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
 from tuisched.runtime.control.server import CLIENT_HEADER, PROTOCOL, reachable
 
 log = logging.getLogger(__name__)
@@ -300,6 +302,29 @@ class RemoteControl:
 
     async def hurry(self) -> None:
         await self._call("hurry", type(None))
+
+    # --- the output viewer ----------------------------------------------------------
+
+    async def output_page(
+        self, run_id: str, *, offset: int | None = None, before: bool = False,
+        lines: int = PAGE_LINES,
+    ) -> OutputPage:  # fmt: skip
+        return await self._call(  # type: ignore[no-any-return]
+            "output_page", OutputPage, run_id=run_id, offset=offset, before=before, lines=lines
+        )
+
+    async def search_output(
+        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
+    ) -> OutputMatch:
+        return await self._call(  # type: ignore[no-any-return]
+            "search_output", OutputMatch, run_id=run_id, text=text, offset=offset,
+            backward=backward,
+        )  # fmt: skip
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        return await self._call(  # type: ignore[no-any-return]
+            "output_line_number", int | None, run_id=run_id, offset=offset
+        )
 
     # --- the downtime ledger (SPEC R25) ---
 

@@ -40,6 +40,8 @@ from tuisched.domain.views import (
     MissedSlots,
     NodeView,
     OutputChunk,
+    OutputMatch,
+    OutputPage,
     Pause,
     PendingEdit,
     RunStatus,
@@ -51,6 +53,8 @@ OUTPUT_CHUNK_BYTES = 200 * 1024
 """How much output one `output()` call reads at most."""
 AUDIT_LINES = 200
 """How many audit lines `audit()` returns from the end of the log."""
+PAGE_LINES = 200
+"""How many lines `output_page()` returns unless told."""
 
 
 class Subscription(Protocol):
@@ -129,6 +133,39 @@ class SchedulerQueries(Protocol):
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
         """Call `callback` with every event after `after` (None: from now on), in order."""
+        ...
+
+    # --- the output viewer ---------------------------------------------------------------
+
+    async def output_page(
+        self, run_id: str, *, offset: int | None = None, before: bool = False,
+        lines: int = PAGE_LINES,
+    ) -> OutputPage:  # fmt: skip
+        """Up to `lines` whole lines of a run's output (live or past) and their byte offsets.
+
+        `offset` None: the last lines. Else the lines beginning at byte `offset`
+        (a line's start), or with `before` the lines ending there. When the file
+        was pruned, the page is the tail the history kept (`source` TAIL).
+        Reads a bounded amount however large the file.
+        """
+        ...
+
+    async def search_output(
+        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
+    ) -> OutputMatch:
+        """One bounded step of a search for `text` in a run's output file, from byte
+        `offset` (a line's start) forward, or backward over the lines before it.
+
+        Case-insensitive when `text` has no capital letter. Each step scans a
+        bounded number of bytes; a step that finds nothing and is not `done`
+        says where the next one goes on (`scanned_to`).
+        """
+        ...
+
+    async def output_line_number(self, run_id: str, offset: int) -> int | None:
+        """The number (from 1) of the line beginning at byte `offset` of a run's output
+        file; None while counting needs more reading (ask again: each call reads a
+        bounded amount, and what was counted is kept); 0 when there is no file."""
         ...
 
     # --- the downtime ledger (SPEC R25) ---
@@ -215,6 +252,7 @@ Callback = Callable[[Event], object]
 __all__ = [
     "AUDIT_LINES",
     "OUTPUT_CHUNK_BYTES",
+    "PAGE_LINES",
     "Callback",
     "SchedulerCommands",
     "SchedulerControl",

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 
 import yaml
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -29,6 +29,7 @@ from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 from tuisched.domain.views import HistoryQuery
+from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
 from tuisched.runtime.control import Subscription
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class JobDetailScreen(Screen[None]):
         Binding("h", "show_tab('tab-history')", "History", show=False),
         Binding("n", "show_tab('tab-next')", "Next runs", show=False),
         Binding("f", "show_tab('tab-definition')", "Definition", show=False),
+        Binding("l", "logs", "Output viewer", show=False),
+        Binding("enter", "open_output", "Output viewer", show=False),
     ]
 
     def __init__(self, host: TuischedApp, job_name: str) -> None:
@@ -292,3 +295,31 @@ class JobDetailScreen(Screen[None]):
             for status in self.host.state.runs
             if status.run.state is RunState.RUNNING
         }
+
+    # --- the output viewer ------------------------------------------------------------
+
+    def action_logs(self) -> None:
+        """`l`: the viewer on the run the output tab follows, else on the job's newest run."""
+        if self._live is not None:
+            self.app.push_screen(OutputScreen(self.host, self._live))
+        else:
+            self.run_worker(open_latest_output(self.host, self.job_name), group="output-viewer")
+
+    def action_open_output(self) -> None:
+        """Enter: on the history tab, the viewer on the run under the cursor; on the
+        output tab, as `l`."""
+        active = self.query_one(TabbedContent).active
+        if active == "tab-output":
+            self.action_logs()
+        elif active == "tab-history":
+            table = self.query_one("#detail-history", DataTable)
+            if table.row_count:
+                row = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+                if row.value is not None:
+                    self.app.push_screen(OutputScreen(self.host, row.value))
+
+    @on(DataTable.RowSelected, "#detail-history")
+    def _history_run_chosen(self, event: DataTable.RowSelected) -> None:
+        """Enter on a past run: the viewer on its output."""
+        if event.row_key.value is not None:
+            self.app.push_screen(OutputScreen(self.host, event.row_key.value))

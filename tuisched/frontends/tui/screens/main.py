@@ -28,6 +28,7 @@ from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.ledger import LedgerScreen, missed_banner
 from tuisched.frontends.tui.screens.nodes import NodesScreen
+from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.filter import FilterBox
@@ -96,6 +97,7 @@ class MainScreen(Screen[None]):
         Binding("2", "focus_pane('running')", "Running", show=False),
         Binding("3", "focus_pane('audit')", "Audit", show=False),
         Binding("4", "nodes", "Nodes", show=False),
+        Binding("l", "logs", "Logs", show=False),
         Binding("m", "missed", "Missed slots", show=False),
         Binding("S", "app.simulate", "Simulate", show=False),
     ]
@@ -453,6 +455,19 @@ class MainScreen(Screen[None]):
     @on(JobsTable.Chosen, "#jobs")
     def _job_chosen(self, event: JobsTable.Chosen) -> None:
         self.host.show_job(event.job)
+
+    # --- the output viewer ------------------------------------------------------------
+
+    def action_logs(self) -> None:
+        """`l`: the output of the run under the running pane's cursor (when it has the
+        focus), else of the selected job's run in progress or newest run."""
+        running = self.query_one(RunningTable)
+        if running.has_focus and running.selected_run():
+            self.app.push_screen(OutputScreen(self.host, running.selected_run() or ""))
+            return
+        job = self.selected_job()
+        if job is not None:
+            self.run_worker(open_latest_output(self.host, job), group="output-viewer")
 
     # --- the downtime ledger (SPEC R25) ---
 
