@@ -505,3 +505,22 @@ async def test_a_drain_waits_for_functions_started_at_once(tmp_path: Path) -> No
         await stopping
         (finished,) = events.of(RunFinished)
     assert (finished.run.state, finished.run.result) == (RunState.SUCCESS, Result.COMPLETED)
+
+
+async def test_a_runs_output_file_is_cut_at_settings_output_max(tmp_path: Path) -> None:
+    """`settings.output_max` bounds each run's file; the cut is said in the file's last
+    line and the run still succeeds."""
+    big = "head -c 3000000 /dev/zero | tr '\\\\0' a"
+    path = write_config(
+        tmp_path,
+        f'chatty: {{command: [sh, -c, "{big}"], schedule: manual}}',
+        settings="output_max: 1MiB",
+    )
+    async with running(path) as (runtime, events):
+        run = runtime.actions.run_now("chatty")
+        (finished,) = await events.wait_for(RunFinished)
+    assert finished.run.state is RunState.SUCCESS
+    data = (tmp_path / "state" / "output" / "chatty" / f"{run.run_id}.log").read_bytes()
+    marker = b"\n[output truncated at 1048576 bytes]\n"
+    assert data.endswith(marker)
+    assert data == b"a" * 1048576 + marker

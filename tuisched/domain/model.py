@@ -309,6 +309,9 @@ class Settings:
     """A database URL overriding `state_dir/history.db`."""
     cluster: ClusterSettings | None = None
     auto_reload: bool = False
+    output_max: int = 64 * 1024**2
+    """Bytes of a run's output kept in its file at most (`state_dir/output/JOB/RUN.log`);
+    beyond it one line says the output was cut, and the rest is dropped."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,8 +27,11 @@ if TYPE_CHECKING:
     from tuisched.domain.config.config import ConfigHost
 
 SETTINGS_KEYS = frozenset(
-    {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload"}
-)
+    {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload",
+     "output_max"}
+)  # fmt: skip
+OUTPUT_MAX_RANGE = (1024**2, 1024**4)
+"""`settings.output_max` from 1 MiB to 1 TiB."""
 CLUSTER_KEYS = frozenset(
     {"database", "password_env", "password_file", "name", "heartbeat", "lease", "poll",
      "dead_after", "steal_after"}
@@ -74,6 +77,8 @@ class Sections:
         v.put(kwargs, fields, "shutdown_grace", v.duration)
         v.put(kwargs, fields, "history", self._database_url)
         v.put(kwargs, fields, "auto_reload", v.boolean)
+        low, high = OUTPUT_MAX_RANGE
+        v.put(kwargs, fields, "output_max", lambda x, w: v.size(x, w, minimum=low, maximum=high))
         v.put(kwargs, fields, "cluster", self._cluster)
         if len(self.values.problems) > before:
             return None

@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Seq, Value
 from tuisched.domain.errors import Problem
 from tuisched.domain.schedule.duration import parse_duration
+from tuisched.domain.sizes import format_size, parse_size
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
@@ -230,6 +231,22 @@ class Values:
         except ValueError as error:
             self.problem(scalar.line, f"{what}: {error}")
             return None
+
+    def size(self, value: Value, what: str, *, minimum: int, maximum: int) -> int | None:
+        """A size in bytes such as `64MiB`, `1GiB`, `500MB`, from `minimum` to `maximum`."""
+        scalar = self.scalar(value, what)
+        if scalar is None:
+            return None
+        try:
+            size = parse_size(scalar.text)
+        except ValueError as error:
+            self.problem(scalar.line, f"{what}: {error}")
+            return None
+        if not minimum <= size <= maximum:
+            low, high = format_size(minimum), format_size(maximum)
+            self.problem(scalar.line, f"{what} must be from {low} to {high}, not {scalar.text}")
+            return None
+        return size
 
     def choice(self, value: Value, what: str, choices: tuple[str, ...]) -> str | None:
         """One of `choices`, written exactly."""

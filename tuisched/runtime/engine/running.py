@@ -191,7 +191,9 @@ class Workers:
         """Make `active`'s output capture and runner."""
         run, job = active.run, active.job
         active.output = OutputCapture(
-            self._output_path(run), on_lines=lambda lines: self._on_output(active, lines)
+            self._output_path(run),
+            file_cap=self._config().settings.output_max,
+            on_lines=lambda lines: self._on_output(active, lines),
         )
         active.runner = make_runner(
             job.kind, env=self._environment(job, run), output=active.output,
