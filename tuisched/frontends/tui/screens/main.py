@@ -6,7 +6,6 @@ then the control seam). The panes are kept in step by `LivePanes`.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shlex
 from collections.abc import Mapping
@@ -28,7 +27,11 @@ from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.ledger import LedgerScreen, missed_banner
 from tuisched.frontends.tui.screens.nodes import NodesScreen
-from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
+from tuisched.frontends.tui.screens.output import (
+    OutputScreen,
+    open_latest_output,
+    run_on_terminal,
+)
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.filter import FilterBox
@@ -376,7 +379,7 @@ class MainScreen(Screen[None]):
         self.panes.hold(True)  # no repaints over the editor's screen
         try:
             with self.app.suspend():
-                status = await _run_editor([*editor, str(path)])
+                status = await run_on_terminal([*editor, str(path)])
         except SuspendNotSupported:
             self.notify(
                 f"this terminal cannot be handed to an editor; edit {path} elsewhere",
@@ -493,12 +496,3 @@ def job_target(definition: Mapping[str, object]) -> tuple[str, str] | None:
         if isinstance(value, str | int | float) and str(value):
             return kind, str(value)
     return None
-
-
-async def _run_editor(argv: list[str]) -> int | None:
-    """Run the editor on the terminal and wait for it on the loop; None if it cannot start."""
-    try:
-        process = await asyncio.create_subprocess_exec(*argv)
-    except OSError:
-        return None
-    return await process.wait()
