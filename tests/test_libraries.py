@@ -4,9 +4,15 @@ Jinja2: the alert sandbox bounds loops and `~` through the parsed tree and
 Jinja's own code generator; the few undocumented hooks it still overrides are
 checked here, so that a Jinja release that drops one fails loudly instead of
 leaving a template unbounded.
+
+The audit log's `AppendFile` reopens a moved file like
+`logging.handlers.WatchedFileHandler`, and keeps what that handler drops.
 """
 
 from __future__ import annotations
+
+import logging
+from pathlib import Path
 
 import pytest
 from jinja2 import Environment
@@ -15,6 +21,7 @@ from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
 from tuisched.domain.templates import TemplateError, render
 from tuisched.domain.templates.sandbox import sandbox
+from tuisched.runtime.handlers.appendfile import AppendFile
 
 # --- Jinja2: the sandbox without a private code generator -------------------------------
 
@@ -74,3 +81,44 @@ def test_the_error_names_the_template_line_of_a_runaway_loop() -> None:
 )
 def test_the_jinja_hooks_the_sandbox_overrides_are_still_jinjas(owner: type, hook: str) -> None:
     assert hook in vars(owner), f"Jinja2 no longer has {owner.__name__}.{hook}: see pyproject"
+
+
+# --- the audit log's own file rather than logging.handlers.WatchedFileHandler ------------
+
+
+def test_a_link_planted_where_the_log_was_moved_keeps_the_lines_in_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After logrotate moves the log, a link in its place is refused like a full disk:
+    one warning, the lines kept, and written to a new file once the link is gone."""
+    caplog.set_level(logging.INFO)
+    path, victim = tmp_path / "audit.log", tmp_path / "victim"
+    victim.write_text("precious\n")
+    file = AppendFile(path, "the test log")
+    file.add("before")
+    path.rename(tmp_path / "audit.log.1")
+    path.symlink_to(victim)
+    file.add("during")  # no loop: written (or kept) at once, never raised
+    file.add("still")
+    assert victim.read_text() == "precious\n"
+    assert file.unwritten == len(b"during\nstill\n")
+    assert caplog.text.count("cannot write the test log") == 1
+    assert "is a symbolic link" in caplog.text
+    path.unlink()
+    file.add("after")
+    file.close()
+    assert path.read_text() == "during\nstill\nafter\n"
+    assert (tmp_path / "audit.log.1").read_text() == "before\n"
+    assert "writing the test log works again" in caplog.text
+
+
+def test_a_log_that_cannot_be_reopened_at_close_says_what_is_lost(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "audit.log"
+    file = AppendFile(path, "the test log")
+    path.unlink()
+    path.mkdir()  # a folder where the file was: it cannot be opened again
+    file.add("kept")
+    file.close()  # does not raise
+    assert "did not take 5 bytes of lines before closing" in caplog.text
