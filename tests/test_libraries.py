@@ -15,12 +15,15 @@ import logging
 from pathlib import Path
 
 import pytest
+import yaml
 from jinja2 import Environment
 from jinja2.compiler import CodeGenerator
 from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
 from tuisched.domain.templates import TemplateError, render
 from tuisched.domain.templates.sandbox import sandbox
+from tuisched.runtime import configfiles
+from tuisched.runtime.configfiles import NODE_NAME_VARIABLE, state_dir_of
 from tuisched.runtime.handlers.appendfile import AppendFile
 
 # --- Jinja2: the sandbox without a private code generator -------------------------------
@@ -122,3 +125,64 @@ def test_a_log_that_cannot_be_reopened_at_close_says_what_is_lost(
     file.add("kept")
     file.close()  # does not raise
     assert "did not take 5 bytes of lines before closing" in caplog.text
+
+
+# --- PyYAML's C parser where a command waits on it ---------------------------------------
+
+JOBS = "jobs:\n  a: {command: 'true', schedule: manual}\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("settings:\n  state_dir: st\n" + JOBS, "st"),
+        ("settings: {state_dir: 'quoted dir'}\n" + JOBS, "quoted dir"),
+        (JOBS + 'settings:\n  timezone: UTC\n  state_dir: "after"\n', "after"),
+        ("settings:\n  state_dir: 123\n" + JOBS, "123"),  # the text, as the reader takes it
+        ("settings:\n  state_dir: first\nsettings:\n  state_dir: last\n", "last"),
+        ("defaults: &d {state_dir: merged}\nsettings:\n  <<: *d\n" + JOBS, "merged"),
+        ("settings:\n  state_dir: ~\n" + JOBS, None),
+        ("settings:\n  state_dir: [a]\n" + JOBS, None),
+        ("- a list\n", None),
+        ("settings: [\n  state_dir: broken\n", "broken"),  # read from its line
+    ],
+)
+def test_the_state_directory_is_found_leniently(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, expected: str | None
+) -> None:
+    monkeypatch.setattr(configfiles, "_user_state_dir", lambda: tmp_path / "default")
+    path = tmp_path / "tuisched.yaml"
+    path.write_text(text)
+    found = state_dir_of(path)
+    assert found == (tmp_path / expected if expected else tmp_path / "default")
+
+
+@pytest.mark.parametrize(
+    ("cluster", "clustered"),
+    [("  cluster: {database: 'postgresql://x'}\n", True), ("  cluster:\n", False), ("", False)],
+)
+def test_a_named_node_of_a_cluster_has_its_own_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cluster: str, clustered: bool
+) -> None:
+    monkeypatch.setenv(NODE_NAME_VARIABLE, "east")
+    path = tmp_path / "tuisched.yaml"
+    path.write_text("settings:\n  state_dir: st\n" + cluster + JOBS)
+    expected = tmp_path / "st" / "nodes" / "east" if clustered else tmp_path / "st"
+    assert state_dir_of(path) == expected
+
+
+def test_finding_the_state_directory_builds_none_of_the_jobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI verbs find the socket from `settings` alone: the jobs are only parsed (with
+    libyaml where it is there), never built into objects (seconds at 10,000 jobs)."""
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("the whole file was loaded")
+
+    monkeypatch.setattr(yaml, "load", refused)
+    monkeypatch.setattr(yaml, "safe_load", refused)
+    jobs = "".join(f"  job{i}: {{command: 'echo {i}', schedule: manual}}\n" for i in range(500))
+    path = tmp_path / "tuisched.yaml"
+    path.write_text("settings:\n  state_dir: st\njobs:\n" + jobs)
+    assert state_dir_of(path) == tmp_path / "st"
