@@ -22,6 +22,7 @@ from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 
 from tuisched.domain.templates import TemplateError, render
 from tuisched.domain.templates.sandbox import sandbox
+from tuisched.frontends.tui.yamltext import block_text, flow_text, read_text
 from tuisched.runtime import configfiles
 from tuisched.runtime.configfiles import NODE_NAME_VARIABLE, state_dir_of
 from tuisched.runtime.handlers.appendfile import AppendFile
@@ -186,3 +187,16 @@ def test_finding_the_state_directory_builds_none_of_the_jobs(
     path = tmp_path / "tuisched.yaml"
     path.write_text("settings:\n  state_dir: st\njobs:\n" + jobs)
     assert state_dir_of(path) == tmp_path / "st"
+
+
+# --- one text-only YAML for the console ---------------------------------------------------
+
+
+def test_the_console_shows_and_reads_yaml_as_the_text_written() -> None:
+    argv = ["/bin/echo", "yes", "0755", "12:30", "a b"]
+    shown = flow_text(argv)
+    assert shown == "[/bin/echo, yes, 0755, '12:30', a b]"
+    assert read_text(shown) == argv
+    assert block_text({"command": "true", "retries": "2", "on": "off"}) == (
+        "command: true\nretries: 2\non: off\n"
+    )
