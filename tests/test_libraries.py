@@ -7,11 +7,17 @@ leaving a template unbounded.
 
 The audit log's `AppendFile` reopens a moved file like
 `logging.handlers.WatchedFileHandler`, and keeps what that handler drops.
+PyYAML: the CLI verbs read `settings` from libyaml's events; the console's
+text-only YAML is one module. The runs' processes are read from /proc by hand
+(see `tuisched.runtime.execution.descendants` for why not psutil).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,6 +31,7 @@ from tuisched.domain.templates.sandbox import sandbox
 from tuisched.frontends.tui.yamltext import block_text, flow_text, read_text
 from tuisched.runtime import configfiles
 from tuisched.runtime.configfiles import NODE_NAME_VARIABLE, state_dir_of
+from tuisched.runtime.execution.descendants import _process_table, kill_recorded
 from tuisched.runtime.handlers.appendfile import AppendFile
 
 # --- Jinja2: the sandbox without a private code generator -------------------------------
@@ -200,3 +207,25 @@ def test_the_console_shows_and_reads_yaml_as_the_text_written() -> None:
     assert block_text({"command": "true", "retries": "2", "on": "off"}) == (
         "command: true\nretries: 2\non: off\n"
     )
+
+
+# --- the runs' processes: /proc read by hand rather than psutil ---------------------------
+
+
+def test_a_recorded_process_is_known_by_its_start_ticks_not_its_pid_alone(tmp_path: Path) -> None:
+    """A process is named by its pid and its start in clock ticks after boot (which no
+    clock change moves): a record whose start does not match leaves the pid alone."""
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        start = _process_table()[sleeper.pid].start
+        record = tmp_path / "processes.json"
+        record.write_text(json.dumps({"run": [[sleeper.pid, start + 1]]}))
+        assert kill_recorded(record) == 0
+        assert sleeper.poll() is None
+        assert not record.exists()
+        record.write_text(json.dumps({"run": [[sleeper.pid, start]]}))
+        assert kill_recorded(record) == 1
+        assert sleeper.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        sleeper.kill()
+        sleeper.wait()
