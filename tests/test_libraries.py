@@ -57,6 +57,13 @@ def test_a_template_compiled_from_its_parsed_tree_is_bounded_too() -> None:
     assert "environment.joined" in code
 
 
+def test_a_tree_compiled_twice_counts_its_loops_once() -> None:
+    environment = sandbox()
+    tree = environment.parse("{% for x in items %}{{ x }}{% endfor %}")
+    environment.compile(tree)
+    assert environment.compile(tree, raw=True).count("environment.counted") == 1
+
+
 def test_a_doubling_tilde_is_refused() -> None:
     doubling = "{% set s = 'xxxxxxxx' %}" + "".join(
         f"{{% set s{i + 1} = s{i or ''} ~ s{i or ''} %}}" for i in range(40)

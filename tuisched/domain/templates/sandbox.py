@@ -294,6 +294,11 @@ def _helper_call(name: str, argument: nodes.Node, lineno: int) -> nodes.Call:
     return call
 
 
+def _is_helper_call(node: nodes.Node, name: str) -> bool:
+    callee = getattr(node, "node", None) if isinstance(node, nodes.Call) else None
+    return isinstance(callee, nodes.EnvironmentAttribute) and callee.name == name
+
+
 class _Bounding(NodeTransformer):
     """Rewrites a parsed template so that its loops and `~` spend the render's budget.
 
@@ -304,9 +309,11 @@ class _Bounding(NodeTransformer):
     """
 
     def visit_For(self, node: nodes.For) -> nodes.Node:
-        """A loop whose iterable spends the budget per item."""
+        """A loop whose iterable spends the budget per item (once: a tree compiled twice
+        is not counted twice)."""
         self.generic_visit(node)
-        node.iter = _helper_call("counted", node.iter, node.iter.lineno)
+        if not _is_helper_call(node.iter, "counted"):
+            node.iter = _helper_call("counted", node.iter, node.iter.lineno)
         return node
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
