@@ -12,11 +12,11 @@ from types import BuiltinMethodType, MethodType
 from typing import Any
 
 from jinja2 import Environment, StrictUndefined, TemplateSyntaxError, nodes
-from jinja2.compiler import CodeGenerator, Frame, optimizeconst
 from jinja2.exceptions import SecurityError
 from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, SandboxedFormatter
 from jinja2.utils import Namespace
+from jinja2.visitor import NodeTransformer
 from markupsafe import EscapeFormatter, Markup
 
 from tuisched.domain.templates.base import (
@@ -287,35 +287,40 @@ def _counted(iterable: Iterable[Any]) -> Iterator[Any]:
         yield item
 
 
-class _CountingCodeGenerator(CodeGenerator):
-    """Jinja's code generator, with loops counted and `~` and block output bounded."""
+def _helper_call(name: str, argument: nodes.Node, lineno: int) -> nodes.Call:
+    """The node of `environment.<name>(argument)`, a call the template cannot write."""
+    call = nodes.Call(nodes.EnvironmentAttribute(name), [argument], [], None, None)
+    call.set_lineno(lineno)
+    return call
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.loop_iterables: set[int] = set()
 
-    def visit(self, node: nodes.Node, *args: Any, **kwargs: Any) -> Any:
-        """Visit `node`; a loop's iterable is written as `environment.counted(<iterable>)`."""
-        if id(node) not in self.loop_iterables:
-            return super().visit(node, *args, **kwargs)
-        self.write("environment.counted(")
-        result = super().visit(node, *args, **kwargs)
-        self.write(")")
-        return result
+def _is_helper_call(node: nodes.Node, name: str) -> bool:
+    callee = getattr(node, "node", None) if isinstance(node, nodes.Call) else None
+    return isinstance(callee, nodes.EnvironmentAttribute) and callee.name == name
 
-    def visit_For(self, node: nodes.For, frame: Frame) -> None:
-        """A loop whose iterable spends the budget (recursive loops: see `call`)."""
-        self.loop_iterables.add(id(node.iter))
-        super().visit_For(node, frame)
 
-    @optimizeconst
-    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:
-        """Write `environment.joined((a, b, ...))` for `a ~ b ~ ...`."""
-        self.write("environment.joined((")
-        for argument in node.nodes:
-            self.visit(argument, frame)
-            self.write(", ")
-        self.write("))")
+class _Bounding(NodeTransformer):
+    """Rewrites a parsed template so that its loops and `~` spend the render's budget.
+
+    A loop's iterable becomes `environment.counted(<iterable>)` (recursive loops:
+    see `call`), and `a ~ b ~ ...` becomes `environment.joined((a, b, ...))`. Done
+    on the tree with Jinja's public node types and `Environment.compile`, which
+    takes a tree: its code generator (private) is left as it is.
+    """
+
+    def visit_For(self, node: nodes.For) -> nodes.Node:
+        """A loop whose iterable spends the budget per item (once: a tree compiled twice
+        is not counted twice)."""
+        self.generic_visit(node)
+        if not _is_helper_call(node.iter, "counted"):
+            node.iter = _helper_call("counted", node.iter, node.iter.lineno)
+        return node
+
+    def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
+        """`a ~ b ~ ...`, refusing a huge result."""
+        self.generic_visit(node)
+        parts = nodes.Tuple(node.nodes, "load").set_lineno(node.lineno)
+        return _helper_call("joined", parts, node.lineno)
 
 
 # Filters that turn their first argument into text, and checks of their other arguments.
@@ -399,7 +404,6 @@ class _AlertSandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox, bounded: `*`, `+`, `%`, `**` and `~`, text-building filters
     and methods, and loops and calls (a budget per render); no `lipsum`."""
 
-    code_generator_class = _CountingCodeGenerator
     intercepted_binops = frozenset({"*", "**", "%", "+"})
     _BINOPS: Mapping[str, Callable[[Any, Any], Any]] = {
         "*": _product,
@@ -420,6 +424,21 @@ class _AlertSandbox(ImmutableSandboxedEnvironment):
         for name, test in list(tests.items()):
             tests[name] = _stepping(test)
 
+    def compile(
+        self,
+        source: str | nodes.Template,
+        name: str | None = None,
+        filename: str | None = None,
+        raw: bool = False,
+        defer_init: bool = False,
+    ) -> Any:
+        """Compile `source` (text or a parsed tree) with its loops and `~` bounded."""
+        tree = self.parse(source, name, filename) if isinstance(source, str) else source
+        tree = _Bounding().visit(tree)
+        if raw:
+            return super().compile(tree, name, filename, raw=True, defer_init=defer_init)
+        return super().compile(tree, name, filename, defer_init=defer_init)
+
     def call_binop(self, context: Any, operator_: str, left: Any, right: Any) -> Any:
         """Apply an intercepted operator with its size bound."""
         handler = self._BINOPS.get(operator_)
@@ -428,7 +447,13 @@ class _AlertSandbox(ImmutableSandboxedEnvironment):
         return handler(left, right)
 
     def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
-        """A call from the template: counted, and bounded for text-growing str methods."""
+        """A call from the template: counted, and bounded for text-growing str methods.
+
+        The sandbox's own helpers (`counted`, `joined`, written in by `_Bounding`)
+        are not the template's calls and spend nothing here.
+        """
+        if __obj is _AlertSandbox.counted or __obj is _AlertSandbox.joined:
+            return __context.call(__obj, *args, **kwargs)  # drops Jinja's `_loop_vars`
         _step()
         if isinstance(__obj, LoopContext) and args:  # loop(children) in a recursive loop
             args = (_counted(args[0]), *args[1:])

@@ -7,7 +7,17 @@ loop. Lines the file does not take (a full disk, a file size limit, an I/O
 error) are kept in memory, with one warning per episode, and written as soon
 as the file takes them again: with the next line, every `RETRY_SECONDS`, and
 at close. The file is opened private (0600) and never through a link, and is
-reopened when logrotate (or anyone) moves it away.
+reopened when logrotate (or anyone) moves it away; a new file that cannot be
+opened then (a full disk, a link planted in its place) is one more write the
+file does not take, its lines kept in memory like the others.
+
+`logging.handlers.WatchedFileHandler` reopens a moved file the same way (a
+`stat` per line, comparing device and inode), but it is not used here: it
+opens through links and with the umask's mode, writes through a buffered text
+stream (after a short write nobody knows which bytes reached the disk), and
+hands a failed write to `handleError`, which prints a traceback and drops the
+line. Its reopening is the ten lines of `_current`; the rest is what this
+class is for.
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ import os
 import threading
 from pathlib import Path
 
+from tuisched.domain.errors import StateError
 from tuisched.runtime.privatefiles import WriteTrouble, open_private
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -139,7 +150,7 @@ class AppendFile:
             while self._unwritten:
                 written = os.write(fd, self._unwritten)
                 del self._unwritten[:written]
-        except OSError as error:
+        except (OSError, StateError) as error:  # StateError: the new file after a move
             self._trouble.failed(error)
             return
         self._trouble.succeeded()

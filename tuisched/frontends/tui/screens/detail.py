@@ -14,7 +14,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo
 
-import yaml
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -30,6 +29,7 @@ from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 from tuisched.domain.views import HistoryQuery
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
+from tuisched.frontends.tui.yamltext import block_text
 from tuisched.runtime.control import Subscription
 
 if TYPE_CHECKING:
@@ -44,22 +44,9 @@ REFRESH_SECONDS = 0.25
 HISTORY_COLUMNS = ("Run", "Slot", "Trigger", "State", "Result", "Started", "Duration", "Status")
 
 
-class _TextDumper(yaml.SafeDumper):
-    """Dumps the document's text values as written: `retries: 2`, not `retries: '2'`.
-
-    With no implicit resolvers every scalar is text, so only values YAML's syntax
-    needs quoted (`"*/5 * * * *"`, an empty string) get quotes.
-    """
-
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, object]]]] = {}  # type: ignore[misc]
-
-
 def definition_yaml(definition: Mapping[str, object]) -> str:
     """A job's definition (plain text values) as block YAML, keys in file order."""
-    return yaml.dump(
-        dict(definition), Dumper=_TextDumper, sort_keys=False,
-        default_flow_style=False, allow_unicode=True, width=10_000,
-    )  # fmt: skip
+    return block_text(definition)
 
 
 def _moment(moment: datetime | None, tz: ZoneInfo) -> str:

@@ -40,6 +40,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.views import ConfigEdit, EditImpact
 from tuisched.frontends.tui.widgets.choice import Choice
+from tuisched.frontends.tui.yamltext import flow_text, read_text
 from tuisched.runtime.control import SchedulerControl
 
 KINDS = ("command", "python", "wait_for")
@@ -57,18 +58,6 @@ _TARGET_HINTS = {
     "python": "package.module:attr",
     "wait_for": "a path or glob",
 }
-
-
-class _TextLoader(yaml.SafeLoader):
-    """Reads every scalar as text: `[/bin/echo, yes]` keeps the word `yes`."""
-
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, object]]]] = {}  # type: ignore[misc]
-
-
-class _TextDumper(yaml.SafeDumper):
-    """Writes text scalars unquoted where YAML allows (`[/bin/echo, hi]`)."""
-
-    yaml_implicit_resolvers: ClassVar[dict[str, list[tuple[str, object]]]] = {}  # type: ignore[misc]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,11 +92,7 @@ def values_from(name: str, definition: Mapping[str, object]) -> FormValues:
     """The form's fields for an existing definition (plain text values)."""
     kind = next((key for key in KINDS if key in definition), "command")
     target = definition.get(kind)
-    shown = (
-        yaml.dump(target, Dumper=_TextDumper, default_flow_style=True, width=10_000).strip()
-        if isinstance(target, list)
-        else _text(target)
-    )
+    shown = flow_text(target) if isinstance(target, list) else _text(target)
     text = {key: _text(definition.get(key)) for key in _PLAIN_FIELDS}
     values = FormValues(
         name=name, kind=kind, target=shown, timeout=text["timeout"], retries=text["retries"],
@@ -142,7 +127,7 @@ def _target(values: FormValues) -> object:
     if values.kind != "command" or not text.startswith("["):
         return text
     try:
-        argv = yaml.load(text, Loader=_TextLoader)  # noqa: S506  (a SafeLoader subclass)
+        argv = read_text(text)
     except yaml.YAMLError as error:
         raise ValueError(f"command: not a YAML list ({_yaml_reason(error)})") from None
     if not isinstance(argv, list) or not all(isinstance(item, str) for item in argv):
