@@ -59,7 +59,7 @@ class MetricsEndpoint:
         # The `_created` series would double the series of every counter (one per job)
         # for a timestamp Prometheus does not use; tuisched owns its process, so the
         # library-wide switch touches nothing else.
-        disable_created_metrics()
+        disable_created_metrics()  # type: ignore[no-untyped-call]  # unannotated upstream
         self.registry = CollectorRegistry(auto_describe=False)
         self.runs = RunMetrics(self.registry, probes.config)
         self.registry.register(
