@@ -389,3 +389,17 @@ async def test_foreground_run_does_not_take_the_port(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS, settings=_metrics_settings())
     async with running(path, role=foreground(fire_events=False)) as (runtime, _):
         assert runtime.metrics is None
+
+
+async def test_reload_that_moves_metrics_says_it_waits_for_a_restart(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_config(tmp_path, JOBS, settings=_metrics_settings())
+    async with running(path) as (runtime, recorder):
+        assert runtime.source is not None
+        port = _port(runtime)
+        path.write_text(path.read_text().replace("max_lag: 2s", "max_lag: 5s"))
+        await runtime.source.reload()
+        await recorder.wait_for(ConfigLoaded, lambda e: e.origin != "start")
+        assert _port(runtime) == port
+    assert "settings.metrics changed: it takes effect at the next start" in caplog.text

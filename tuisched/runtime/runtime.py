@@ -526,6 +526,7 @@ class Runtime:
     async def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
         """Put `config` in force: the schedule, and the mailer if `email:` changed."""
         email_changed = config.email != self.config.email
+        self._warn_metrics_changed(config)
         self.config = config
         if self._engine is not None:
             await self._engine.apply(config)
@@ -576,3 +577,9 @@ class Runtime:
         if self.metrics is not None:
             await self.metrics.stop()
             self.metrics = None
+
+    def _warn_metrics_changed(self, config: Config) -> None:
+        """The metrics address is bound at start; a reload that moves it says so."""
+        before, after = self.config.settings.metrics, config.settings.metrics
+        if before != after and self.role.fires_slots:
+            log.warning("settings.metrics changed: it takes effect at the next start")
