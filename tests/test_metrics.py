@@ -403,3 +403,17 @@ async def test_reload_that_moves_metrics_says_it_waits_for_a_restart(
         await recorder.wait_for(ConfigLoaded, lambda e: e.origin != "start")
         assert _port(runtime) == port
     assert "settings.metrics changed: it takes effect at the next start" in caplog.text
+
+
+async def test_console_with_the_port_in_use_exits_78_with_the_reason(tmp_path: Path) -> None:
+    from .console_fixtures import make_app
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        path = write_config(tmp_path, JOBS, settings=f'metrics: {{listen: "127.0.0.1:{port}"}}')
+        app, _ = make_app(path)
+        async with app.run_test() as pilot:
+            await pilot.pause()
+    assert app.return_code == 78
