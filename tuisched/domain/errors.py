@@ -19,7 +19,8 @@ TuischedError
 ├── ControlError               a front end's request cannot be answered
 │   ├── SchedulerNotRunningError   it needs a running scheduler, and none runs
 │   └── EventsLostError        events after that number are no longer kept (LookupError too)
-└── WireError                  a message cannot be turned back into an event or a view
+├── WireError                  a message cannot be turned back into an event or a view
+└── MetricsListenError         settings.metrics.listen cannot be listened on (port in use)
 ```
 
 Errors of the libraries underneath (sqlite, YAML, Jinja2, the file system)
@@ -189,3 +190,8 @@ class EventsLostError(ControlError, LookupError):
 
 class WireError(TuischedError, ValueError):
     """Data cannot be turned back into an event or a view; the message says where."""
+
+
+class MetricsListenError(TuischedError):
+    """`settings.metrics.listen` cannot be listened on (the port is in use, the address is
+    not this machine's); the message names the setting and the address."""

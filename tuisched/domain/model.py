@@ -276,6 +276,24 @@ class EmailSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsSettings:
+    """`settings.metrics`: where `/metrics` and `/healthz` are served (SPEC R24)."""
+
+    host: str
+    """An IP address (IPv4, or IPv6 without brackets) to listen on."""
+    port: int
+    """0 lets the system pick a free port (the log says which)."""
+    max_lag: timedelta = timedelta(seconds=2)
+    """`/healthz` answers 503 while the event loop is this late (slots would fire late)."""
+
+    @property
+    def listen(self) -> str:
+        """`host:port` as the operator writes it (IPv6 in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClusterSettings:
     """`settings.cluster`: nodes sharing one PostgreSQL database."""
 
@@ -312,6 +330,8 @@ class Settings:
     output_max: int = 64 * 1024**2
     """Bytes of a run's output kept in its file at most (`state_dir/output/JOB/RUN.log`);
     beyond it one line says the output was cut, and the rest is dropped."""
+    metrics: MetricsSettings | None = None
+    """`settings.metrics`: Prometheus metrics and a health check over HTTP (None: off)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -6,7 +6,8 @@ re-reads the configuration; a shutdown asked through the control socket
 drains too. Exit codes: 0 after a clean drain, 73 when the
 state directory cannot be used, 75 when another instance holds it, 78 on a
 bad configuration (a cluster database that refuses this node included: a
-wrong password, no such database, no rights, a newer schema).
+wrong password, no such database, no rights, a newer schema; and a
+`settings.metrics.listen` whose port is in use).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from tuisched.domain.errors import (
     ClusterDatabaseError,
     ConfigError,
+    MetricsListenError,
     StateError,
     TuischedError,
 )
@@ -62,6 +64,9 @@ async def _serve(scheduler: LocalScheduler) -> int:
         log.error("%s%s", error, hint)  # noqa: TRY400  (expected; no traceback)
         return EX_TEMPFAIL
     except ClusterDatabaseError as error:
+        log.error("not started: %s", error)  # noqa: TRY400  (what to fix is in the line)
+        return EX_CONFIG
+    except MetricsListenError as error:  # settings.metrics.listen is what to change
         log.error("not started: %s", error)  # noqa: TRY400  (what to fix is in the line)
         return EX_CONFIG
     except StateError as error:

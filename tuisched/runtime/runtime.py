@@ -52,6 +52,7 @@ from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
+from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.threads import Lane, in_thread
@@ -187,6 +188,8 @@ class Runtime:
         """The stop under way (or done)."""
         self._ledger: tuple[Engine, Ledger] | None = None
         """The downtime ledger, and the engine it was made for (see `ledger`)."""
+        self.metrics: MetricsEndpoint | None = None
+        """`/metrics` and `/healthz` (with `settings.metrics`, once started)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -291,6 +294,7 @@ class Runtime:
         if self._audit is not None:
             await in_thread(Lane.AUDIT, self._audit.close)
             self._audit = None
+        await self._stop_metrics()
         self._lock.release()
         self.watchdog.stop()
 
@@ -305,6 +309,7 @@ class Runtime:
         self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
         self.latest.subscribe(self.bus)
+        self._start_metrics()  # early: a port in use stops the start before anything fires
         # Off the loop: a SQLite file's damage check, or a silent PostgreSQL, takes seconds.
         password = self._secrets.get("PGPASSWORD")
         store = await in_thread(Lane.FILES, lambda: open_history(self.config, password=password))
@@ -418,6 +423,7 @@ class Runtime:
             except Exception:  # the stop goes on: the lock must be released
                 log.exception("closing %r at stop failed", closer)
         self._closers.clear()
+        await self._stop_metrics()
         self._lock.release()
         self.watchdog.stop()
         self._engine = None
@@ -520,6 +526,7 @@ class Runtime:
     async def _apply_config(self, config: Config, diff: ConfigDiff, origin: str) -> None:
         """Put `config` in force: the schedule, and the mailer if `email:` changed."""
         email_changed = config.email != self.config.email
+        self._warn_metrics_changed(config)
         self.config = config
         if self._engine is not None:
             await self._engine.apply(config)
@@ -547,3 +554,32 @@ class Runtime:
             )  # fmt: skip
             self._ledger = (engine, made)
         return self._ledger[1]
+
+    # --- metrics and health (SPEC R24) ------------------------------------------------
+
+    def _start_metrics(self) -> None:
+        """Serve `/metrics` and `/healthz` when `settings.metrics` says where (the
+        scheduler only: a foreground `tuisched run` would take its port)."""
+        settings = self.config.settings.metrics
+        if settings is None or not self.role.fires_slots:
+            return
+        probes = Probes(
+            config=lambda: self.config, state=lambda: self.state.value,
+            firing=lambda: self._engine is not None and self._engine.accepting,
+            cluster=lambda: self.cluster.health() if self.cluster is not None else None,
+        )  # fmt: skip
+        endpoint = MetricsEndpoint(settings, probes=probes, watchdog=self.watchdog)
+        endpoint.start(self.bus)
+        self.metrics = endpoint
+
+    async def _stop_metrics(self) -> None:
+        """Stop serving: last, so that `/healthz` says 503 while the runs drain."""
+        if self.metrics is not None:
+            await self.metrics.stop()
+            self.metrics = None
+
+    def _warn_metrics_changed(self, config: Config) -> None:
+        """The metrics address is bound at start; a reload that moves it says so."""
+        before, after = self.config.settings.metrics, config.settings.metrics
+        if before != after and self.role.fires_slots:
+            log.warning("settings.metrics changed: it takes effect at the next start")

@@ -81,6 +81,15 @@ class LoopWatchdog:
         recent = lag if ended and time.monotonic() - ended < RECENT else 0.0
         return LagReport(episodes=self._episodes, recent=recent, worst=self._worst)
 
+    def lateness(self) -> float:
+        """How late the loop's next beat is now (seconds, 0 while on time or stopped).
+
+        Safe from any thread: what a health check reads while the loop may be blocked.
+        """
+        if self._stop.is_set() or self._timer is None:
+            return 0.0
+        return max(time.monotonic() - self._beat - INTERVAL, 0.0)
+
     def _tick(self) -> None:
         now = time.monotonic()
         lag = now - self._beat - INTERVAL

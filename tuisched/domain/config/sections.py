@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tuisched.domain.config.listen import parse_listen
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, Value
 from tuisched.domain.errors import TemplateError
@@ -17,6 +18,7 @@ from tuisched.domain.model import (
     AlertRule,
     ClusterSettings,
     EmailSettings,
+    MetricsSettings,
     Security,
     Settings,
     SmtpSettings,
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 SETTINGS_KEYS = frozenset(
     {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload",
-     "output_max"}
+     "output_max",
+     "metrics"}
 )  # fmt: skip
 OUTPUT_MAX_RANGE = (1024**2, 1024**4)
 """`settings.output_max` from 1 MiB to 1 TiB."""
@@ -41,6 +44,7 @@ SMTP_KEYS = frozenset(
     {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
 )
 ALERT_KEYS = frozenset({"to", "template"})
+METRICS_KEYS = frozenset({"listen", "max_lag"})
 _DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
 
 NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
@@ -80,6 +84,7 @@ class Sections:
         low, high = OUTPUT_MAX_RANGE
         v.put(kwargs, fields, "output_max", lambda x, w: v.size(x, w, minimum=low, maximum=high))
         v.put(kwargs, fields, "cluster", self._cluster)
+        v.put(kwargs, fields, "metrics", self._metrics)
         if len(self.values.problems) > before:
             return None
         cluster, name = kwargs.get("cluster"), self.host.node_name()
@@ -274,6 +279,34 @@ class Sections:
             self.values.problem(value.line, f"{what}: {problem[1]}")
             return None
         return text
+
+    # --- settings.metrics (SPEC R24) -----------------------------------------------
+
+    def _metrics(self, value: Value, what: str) -> MetricsSettings | None:
+        """`settings.metrics: {listen: HOST:PORT, max_lag: 2s}`; listen is required."""
+        what = f"settings.{what}"
+        fields = self.values.mapping(value, what, METRICS_KEYS)
+        if fields is None:
+            return None
+        if "listen" not in fields:
+            self.values.problem(value.line, f"{what} needs 'listen' (for example 127.0.0.1:9464)")
+            return None
+        before = len(self.values.problems)
+        listen = self.values.text(fields["listen"].value, f"{what}.listen")
+        max_lag = self.values.opt(fields, "max_lag", self.values.duration, f"{what}.max_lag")
+        if listen is None or len(self.values.problems) > before:
+            return None
+        try:
+            host, port = parse_listen(listen)
+        except ValueError as error:
+            self.values.problem(fields["listen"].value.line, f"{what}.listen: {error}")
+            return None
+        if max_lag is not None and max_lag <= timedelta(0):
+            self.values.problem(fields["max_lag"].value.line, f"{what}.max_lag must be positive")
+            return None
+        if max_lag is None:
+            return MetricsSettings(host=host, port=port)
+        return MetricsSettings(host=host, port=port, max_lag=max_lag)
 
 
 def _seconds(duration: timedelta) -> str:

@@ -21,7 +21,12 @@ from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.driver import Driver
 
-from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
+from tuisched.domain.errors import (
+    ControlError,
+    MetricsListenError,
+    SchedulerNotRunningError,
+    TuischedError,
+)
 from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.tui.commands import JobCommands
 from tuisched.frontends.tui.operator import Operator
@@ -116,6 +121,9 @@ class TuischedApp(App[int]):
                 await self.scheduler.start()
             except AlreadyRunningError as error:
                 self.exit(75, return_code=75, message=str(error))
+                return
+            except MetricsListenError as error:  # as headless: settings.metrics is to change
+                self.exit(78, return_code=78, message=str(error))
                 return
             except TuischedError as error:
                 self.exit(1, return_code=1, message=str(error))

@@ -544,6 +544,13 @@ class ClusterLink:
             self._state, self._since = DatabaseState.RECONNECTING, self._now()
         self._trouble = said
 
+    # --- metrics (SPEC R24) ----------------------------------------------------------
+
+    def health(self) -> tuple[DatabaseState, tuple[str, ...]]:
+        """This node's database state and each known node's state (alive, dead, left) as of
+        the last pass. Safe from any thread: it reads two attributes the loop replaces."""
+        return self._state, tuple(row.state for row in self._nodes)
+
 
 def _job_index(config: Config) -> dict[str, int]:
     """Each job's place among the jobs in name order (the same on every node)."""

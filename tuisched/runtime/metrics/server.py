@@ -1,0 +1,156 @@
+"""`/metrics` and `/healthz` over HTTP, on threads of their own (SPEC R23, R24).
+
+A scrape renders every series (one per job and outcome, at 10,000 jobs a
+few megabytes of text): done on the loop it would hold up the slots due
+meanwhile. So the server is the standard library's threading HTTP server,
+and its handlers only read what the loop keeps up to date (prometheus_client's
+metrics are thread-safe). A slow or silent client holds one handler thread
+until its socket times out, never the loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+
+from tuisched.domain.errors import MetricsListenError
+from tuisched.domain.model import MetricsSettings
+
+log = logging.getLogger(__name__)
+
+CLIENT_TIMEOUT = 10.0
+"""Seconds a client may take to send its request before its connection is closed."""
+
+Health = Callable[[], str | None]
+"""None while the scheduler fires on time, else why not (one line)."""
+
+
+class MetricsServer:
+    """Serves `registry` at `/metrics` and `health` at `/healthz` on `settings.listen`."""
+
+    def __init__(
+        self, settings: MetricsSettings, registry: CollectorRegistry, health: Health
+    ) -> None:
+        self.settings = settings
+        self._registry = registry
+        self._health = health
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The port listened on (the system's pick for port 0); 0 before `start`."""
+        return self._server.server_address[1] if self._server is not None else 0
+
+    def start(self) -> None:
+        """Listen and serve from a thread; MetricsListenError (one line) when the address
+        cannot be listened on. Binding is immediate: safe on the loop."""
+        try:
+            server = _server_class(self.settings.host)(
+                (self.settings.host, self.settings.port), _handler(self._registry, self._health)
+            )
+        except OSError as error:
+            raise MetricsListenError(_why(self.settings, error)) from error
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, name="tuisched-metrics", daemon=True
+        )
+        self._thread.start()
+        host = self.settings.listen.rpartition(":")[0]
+        log.info("metrics at http://%s:%d/metrics, health at /healthz", host, self.port)
+
+    async def stop(self) -> None:
+        """Stop listening; answers being written are cut (their threads are daemons)."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # shutdown() waits up to the serve loop's poll interval: not on the loop.
+        threading.Thread(
+            target=_close, args=(server, done), name="tuisched-metrics-stop", daemon=True
+        ).start()
+        await done
+
+
+def _close(server: ThreadingHTTPServer, done: asyncio.Future[None]) -> None:
+    try:
+        server.shutdown()
+        server.server_close()
+    finally:
+        done.get_loop().call_soon_threadsafe(_settle, done)
+
+
+def _settle(done: asyncio.Future[None]) -> None:
+    if not done.done():
+        done.set_result(None)
+
+
+def _why(settings: MetricsSettings, error: OSError) -> str:
+    what = f"settings.metrics.listen {settings.listen}"
+    if error.errno == errno.EADDRINUSE:
+        return f"{what}: the port is in use (another tuisched, or another program)"
+    if error.errno == errno.EADDRNOTAVAIL:
+        return f"{what}: the address is not one of this machine's"
+    if error.errno == errno.EACCES:
+        return f"{what}: not allowed (ports below 1024 need privileges)"
+    return f"{what}: {error.strerror or error}"
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
+class _Server6(_Server):
+    address_family = socket.AF_INET6
+
+
+def _server_class(host: str) -> type[ThreadingHTTPServer]:
+    return _Server6 if ":" in host else _Server
+
+
+def _handler(registry: CollectorRegistry, health: Health) -> type[BaseHTTPRequestHandler]:
+    """A request handler class bound to `registry` and `health`."""
+
+    class Handler(BaseHTTPRequestHandler):
+        timeout = CLIENT_TIMEOUT
+        server_version = "tuisched"
+
+        def do_GET(self) -> None:
+            path = self.path.partition("?")[0]
+            if path == "/metrics":
+                encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+                self._answer(200, content_type, encoder(registry))
+            elif path == "/healthz":
+                reason = health()
+                status, text = (200, "ok") if reason is None else (503, reason)
+                self._answer(status, "text/plain; charset=utf-8", f"{text}\n".encode())
+            else:
+                body = b"not found: try /metrics or /healthz\n"
+                self._answer(404, "text/plain; charset=utf-8", body)
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def _answer(self, status: int, content_type: str, body: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Scrapes every 15 s would flood the log: logged at debug level only."""
+            log.debug("metrics: %s %s", self.address_string(), format % args)
+
+    return Handler
