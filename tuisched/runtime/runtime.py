@@ -51,12 +51,14 @@ from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
+from tuisched.runtime.handlers.webhooks import WebhookHandler
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
+from tuisched.runtime.webhook import HttpPoster
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +189,8 @@ class Runtime:
         """The stop under way (or done)."""
         self._ledger: tuple[Engine, Ledger] | None = None
         """The downtime ledger, and the engine it was made for (see `ledger`)."""
+        self._webhooks: WebhookHandler | None = None
+        """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -316,6 +320,7 @@ class Runtime:
         role = self.role
         if role.follows_runs:
             self._start_alerts()
+            self._start_webhooks()
         now = self._clock.now()
         down_since = None
         if role.fires_slots:
@@ -460,10 +465,13 @@ class Runtime:
 
     async def _drain_alerts(self, grace: float) -> None:
         """Let the last runs' mails go out (bounded by `grace`), then report what is left."""
-        handlers = [*self._retired_alerts, *([self._alerts] if self._alerts else [])]
+        handlers: list[AlertHandler | WebhookHandler] = [
+            *self._retired_alerts, *([self._alerts] if self._alerts else []),
+            *([self._webhooks] if self._webhooks else []),
+        ]  # fmt: skip
         if not handlers:
             return
-        self.bus.flush()  # the last conclusions start their mails
+        self.bus.flush()  # the last conclusions start their mails and posts
         await asyncio.gather(*(handler.drain(grace) for handler in handlers))
         self.bus.flush()  # AlertSent / AlertFailed reach the log and the console
 
@@ -530,6 +538,7 @@ class Runtime:
                 self._retired_alerts.append(self._alerts)
             self._alerts = None
             self._start_alerts()
+        self._secrets.take(secret_names(config))  # a webhook's new secret_env, say
 
     # --- the downtime ledger (SPEC R25) ---------------------------------------------------
 
@@ -547,3 +556,13 @@ class Runtime:
             )  # fmt: skip
             self._ledger = (engine, made)
         return self._ledger[1]
+
+    # --- webhook alerts (issue 16, item 4) ----------------------------------------------
+
+    def _start_webhooks(self) -> None:
+        """Post alerts to the configuration's webhooks (now and after any reload)."""
+        self._webhooks = WebhookHandler(
+            lambda: self.config, HttpPoster(), bus=self.bus, hostname=self.node,
+            clock=self._clock, secrets=self._secrets,
+        )  # fmt: skip
+        self._webhooks.subscribe(self.bus)
