@@ -467,3 +467,39 @@ def test_validate_reports_file_and_line(tmp_path: Path) -> None:
         f"{tmp_path / 'tuisched.yaml'}:5: webhooks.ops.timeout must be more than 0s"
         in done.stdout + done.stderr
     )
+
+
+def test_the_sample_configuration_shows_a_webhook() -> None:
+    from .conftest import SAMPLE
+
+    config = load_config(SAMPLE)
+    assert "chat" in config.webhooks
+    assert any(rule.webhooks == ("chat",) for rule in config.groups["nightly"].alerts)
+
+
+def test_a_reload_that_changes_only_a_webhook_is_a_change(tmp_path: Path) -> None:
+    from tuisched.domain.config.diff import config_diff
+
+    before = config_with(tmp_path, hook(URL), RULE)
+    moved = config_with(tmp_path, hook(URL), RULE, extra="# the webhooks moved a line down\n")
+    after = config_with(tmp_path, hook(URL, "retries: 1"), RULE)
+    assert config_diff(before, after, NOW).sections == ("webhooks",)
+    assert config_diff(before, moved, NOW).empty
+    assert config_diff(before, config_with(tmp_path, hook(URL), RULE), NOW).empty
+
+
+def test_a_one_job_edit_checks_the_webhooks_it_names(tmp_path: Path) -> None:
+    from tuisched.runtime import configedits
+
+    config = config_with(tmp_path, hook(URL), RULE)
+    text = config.path.read_text()
+    blocks = configedits.blocks_of(text, config)
+    definition = configedits.job_definition(blocks, config, "other")
+    assert definition is not None
+    unknown = {**definition, "alerts": {"failed": {"webhook": "opz"}}}
+    with pytest.raises(ConfigError, match="alerts name unknown webhook 'opz'"):
+        configedits.replace_job(blocks, config, "other", unknown, NOW)
+    known = {**definition, "alerts": {"failed": {"webhook": "ops"}}}
+    done = configedits.replace_job(blocks, config, "other", known, NOW)
+    assert done.config.jobs["other"].alerts[0].webhooks == ("ops",)
+    assert done.config.webhooks == config.webhooks
