@@ -503,3 +503,14 @@ def test_a_one_job_edit_checks_the_webhooks_it_names(tmp_path: Path) -> None:
     done = configedits.replace_job(blocks, config, "other", known, NOW)
     assert done.config.jobs["other"].alerts[0].webhooks == ("ops",)
     assert done.config.webhooks == config.webhooks
+
+
+async def test_no_server_is_one_clear_line(tmp_path: Path) -> None:
+    async with http_server("ok") as server:
+        port = server.port  # closed again below: nothing listens there any more
+    url = f"http://127.0.0.1:{port}/hook"
+    config = config_with(tmp_path, hook(url, "retries: 0"), RULE)
+    async with live(config) as it:
+        it.failed()
+        (failure,) = await it.recorder.wait_for(AlertFailed)
+    assert failure.error == f"webhook ops: cannot connect to 127.0.0.1:{port} (Connection refused)"

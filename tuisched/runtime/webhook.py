@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import hmac
+import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -168,5 +169,9 @@ class HttpPoster:
 
 def _scrubbed(error: aiohttp.ClientError, hook: WebhookSettings) -> str:
     """`error` in words, with the URL (which may hold a token) replaced by the name."""
+    if isinstance(error, aiohttp.ClientConnectorError):
+        cause = error.os_error
+        why = os.strerror(cause.errno) if cause.errno else cause.strerror or type(cause).__name__
+        return f"cannot connect to {error.host}:{error.port} ({why})"
     text = str(error).replace(hook.url, hook.name) or type(error).__name__
     return f"{type(error).__name__}: {text}"
