@@ -238,8 +238,8 @@ class WebhookHandler:
     def _failed(self, alert: _Alert, error: str, attempts: int, *, final: bool) -> None:
         if final:  # logged once per alert, when given up; each attempt is an event
             log.warning(
-                "%s alert for job %r not posted to webhook %s (after %d attempt(s)): %s",
-                alert.alert, alert.job.name, alert.hook.name, attempts, error,
+                "%s alert for job %r not posted (after %d attempt(s)): %s",
+                alert.alert, alert.job.name, attempts, error,
             )  # fmt: skip
         self._bus.publish(
             AlertFailed(
