@@ -514,3 +514,18 @@ async def test_no_server_is_one_clear_line(tmp_path: Path) -> None:
         it.failed()
         (failure,) = await it.recorder.wait_for(AlertFailed)
     assert failure.error == f"webhook ops: cannot connect to 127.0.0.1:{port} (Connection refused)"
+
+
+def test_a_rule_naming_only_webhooks_sends_no_mail(tmp_path: Path) -> None:
+    from tuisched.runtime.handlers.alerts import matching_rules, merge_rules
+
+    (tmp_path / "body.txt").write_text("{{ job.name }}")
+    email = (
+        "email:\n  smtp: {host: localhost}\n  from: tuisched@example.org\n"
+        "  default_template: body.txt\n"
+    )
+    config = config_with(tmp_path, hook(URL), RULE, extra=email)
+    job = config.jobs["export"]
+    (rule,) = matching_rules(config, job, job.alerts[0].event)
+    assert config.email is not None
+    assert merge_rules([rule], config.email) == {}

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -373,7 +375,7 @@ class WebhookSections:
             return None
         return url
 
-    def _headers(self, value: Value, what: str) -> dict[str, str] | None:
+    def _headers(self, value: Value, what: str) -> Mapping[str, str] | None:
         fields = value.entries if isinstance(value, Map) else None
         if fields is None:
             self.values.problem(value.line, f"{what} must map header names to values")
@@ -392,7 +394,7 @@ class WebhookSections:
                 self.values.problem(entry.value.line, f"{what}.{key} must be one line")
             elif text is not None:
                 headers[key] = text
-        return headers if len(headers) == len(fields) else None
+        return MappingProxyType(headers) if len(headers) == len(fields) else None
 
     def _content_type(self, value: Value, what: str) -> str | None:
         text = self.values.text(value, what)
