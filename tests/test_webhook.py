@@ -529,3 +529,28 @@ def test_a_rule_naming_only_webhooks_sends_no_mail(tmp_path: Path) -> None:
     (rule,) = matching_rules(config, job, job.alerts[0].event)
     assert config.email is not None
     assert merge_rules([rule], config.email) == {}
+
+
+async def test_never_more_posts_in_flight_than_the_bound(tmp_path: Path) -> None:
+    from tuisched.runtime.webhook import WebhookError, WebhookPost
+
+    order: list[str] = []
+    async with http_server("hang", "hang", "ok") as server:
+        config = config_with(tmp_path, hook(server.url, "timeout: 1s"), RULE)
+        request = WebhookPost(hook=config.webhooks["ops"], body=b"{}")
+        poster = HttpPoster(max_in_flight=2)
+
+        async def post() -> None:
+            try:
+                await poster.post(request)
+            except WebhookError:
+                order.append("gave up")
+            else:
+                order.append("delivered")
+            order.append(f"server saw {len(server.received)}")
+
+        await asyncio.gather(post(), post(), post())
+        await poster.close()
+    # The third post waited for a slot: it reached the server only after one gave up.
+    assert order[:2] == ["gave up", "server saw 2"]
+    assert order[-2:] == ["delivered", "server saw 3"]
