@@ -424,6 +424,12 @@ CONFIG_ERRORS = [
         "      failed: {template: t.j2}\n",
         "12: job 'export': alerts.failed needs 'to' (one address or a list) or 'webhook'",
     ),
+    (hook(URL), "      failed: {webhook: []}\n", "12: job 'export': alerts.failed.webhook is an"),
+    (
+        hook(URL),
+        "      failed: {to: [], webhook: ops}\n",
+        "12: job 'export': alerts.failed.to is an",
+    ),
     (
         hook(URL),
         "      failed: {to: [ops@example.org]}\n",

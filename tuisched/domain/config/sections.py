@@ -253,6 +253,9 @@ class Sections:
         checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses or []]
         template = self.values.opt(fields, "template", self._template_file, f"{what}.template")
         hooks = self.values.opt(fields, "webhook", self.values.string_list, f"{what}.webhook")
+        for key, found in (("to", addresses), ("webhook", hooks)):
+            if key in fields and found == []:  # an empty list names nobody: say so
+                self.values.problem(fields[key].value.line, f"{what}.{key} is an empty list")
         if (
             ("to" in fields and not addresses) or None in checked
             or ("template" in fields and template is None)
