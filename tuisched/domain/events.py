@@ -186,6 +186,8 @@ class AlertSent(Event):
     """The event alerted on: success, failed or not_started."""
     to: tuple[str, ...]
     subject: str
+    channel: str = "email"
+    """`email` (`to` holds addresses), or `webhook` (`to` holds the webhook's name)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,3 +202,5 @@ class AlertFailed(Event):
     attempts: int
     final: bool
     """True when no further attempt follows."""
+    channel: str = "email"
+    """`email` (`to` holds addresses), or `webhook` (`to` holds the webhook's name)."""

@@ -194,6 +194,8 @@ class AlertRule:
     to: tuple[str, ...]
     template: Path | None = None
     """None means `email.default_template`."""
+    webhooks: tuple[str, ...] = ()
+    """Names of `webhooks:` entries to post to as well (`to` may then be empty)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,6 +346,8 @@ class Config:
     """Jobs by name, in file order."""
     groups: Mapping[str, Group]
     email: EmailSettings | None = None
+    webhooks: Mapping[str, WebhookSettings] = field(default_factory=lambda: MappingProxyType({}))
+    """The `webhooks:` section: endpoints by name, in file order."""
 
     def job(self, name: str) -> Job:
         """The job called `name`; raises `UnknownJobError` (a LookupError)."""
@@ -351,3 +355,39 @@ class Config:
             return self.jobs[name]
         except KeyError:
             raise UnknownJobError(name) from None
+
+
+# --- webhooks (issue 16, item 4) ------------------------------------------------------
+
+
+class WebhookAuth(enum.StrEnum):
+    """How a webhook's secret is presented to the receiving server."""
+
+    BEARER = "bearer"
+    """`Authorization: Bearer SECRET`."""
+    HMAC = "hmac"
+    """`X-Tuisched-Signature: sha256=HEX`, the HMAC-SHA256 of the body keyed by the secret."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebhookSettings:
+    """One entry of `webhooks:`: where and how alerts are posted; the secret comes from
+    the environment variable or file named here, never from the configuration."""
+
+    name: str
+    url: str
+    """An http:// or https:// URL, without a user or password in it."""
+    headers: Mapping[str, str] = field(default_factory=_frozen_map)
+    """Extra request headers, sent as written (not for secrets: they are not hidden)."""
+    secret_env: str | None = None
+    secret_file: Path | None = None
+    auth: WebhookAuth = WebhookAuth.BEARER
+    template: Path | None = None
+    """A Jinja2 template for the body; None posts the run's fields as JSON."""
+    content_type: str = "application/json"
+    timeout: timedelta = timedelta(seconds=10)
+    """For one whole attempt: connecting, sending and reading the answer."""
+    retries: int = 3
+    """Attempts after the first; each waits twice as long as the one before."""
+    line: int = 0
+    """Line of the webhook's name in the configuration file."""

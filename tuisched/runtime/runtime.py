@@ -51,6 +51,7 @@ from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.triggers import DependencyTrigger
+from tuisched.runtime.handlers.webhooks import WebhookHandler
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
@@ -58,6 +59,7 @@ from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, pre
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
+from tuisched.runtime.webhook import HttpPoster
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +192,8 @@ class Runtime:
         """The downtime ledger, and the engine it was made for (see `ledger`)."""
         self.metrics: MetricsEndpoint | None = None
         """`/metrics` and `/healthz` (with `settings.metrics`, once started)."""
+        self._webhooks: WebhookHandler | None = None
+        """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -321,6 +325,7 @@ class Runtime:
         role = self.role
         if role.follows_runs:
             self._start_alerts()
+            self._start_webhooks()
         now = self._clock.now()
         down_since = None
         if role.fires_slots:
@@ -466,10 +471,13 @@ class Runtime:
 
     async def _drain_alerts(self, grace: float) -> None:
         """Let the last runs' mails go out (bounded by `grace`), then report what is left."""
-        handlers = [*self._retired_alerts, *([self._alerts] if self._alerts else [])]
+        handlers: list[AlertHandler | WebhookHandler] = [
+            *self._retired_alerts, *([self._alerts] if self._alerts else []),
+            *([self._webhooks] if self._webhooks else []),
+        ]  # fmt: skip
         if not handlers:
             return
-        self.bus.flush()  # the last conclusions start their mails
+        self.bus.flush()  # the last conclusions start their mails and posts
         await asyncio.gather(*(handler.drain(grace) for handler in handlers))
         self.bus.flush()  # AlertSent / AlertFailed reach the log and the console
 
@@ -537,6 +545,7 @@ class Runtime:
                 self._retired_alerts.append(self._alerts)
             self._alerts = None
             self._start_alerts()
+        self._secrets.take(secret_names(config))  # a webhook's new secret_env, say
 
     # --- the downtime ledger (SPEC R25) ---------------------------------------------------
 
@@ -583,3 +592,13 @@ class Runtime:
         before, after = self.config.settings.metrics, config.settings.metrics
         if before != after and self.role.fires_slots:
             log.warning("settings.metrics changed: it takes effect at the next start")
+
+    # --- webhook alerts (issue 16, item 4) ----------------------------------------------
+
+    def _start_webhooks(self) -> None:
+        """Post alerts to the configuration's webhooks (now and after any reload)."""
+        self._webhooks = WebhookHandler(
+            lambda: self.config, HttpPoster(), bus=self.bus, hostname=self.node,
+            clock=self._clock, secrets=self._secrets,
+        )  # fmt: skip
+        self._webhooks.subscribe(self.bus)

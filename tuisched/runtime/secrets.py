@@ -38,6 +38,7 @@ def secret_names(config: Config) -> set[str]:
         names.add(config.settings.cluster.password_env)
     if (config.settings.history or "").startswith("postgres"):
         names.add("PGPASSWORD")  # libpq's; the history is opened with it, jobs never see it
+    names.update(hook.secret_env for hook in config.webhooks.values() if hook.secret_env)
     return names
 
 

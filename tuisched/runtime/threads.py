@@ -48,6 +48,8 @@ class Lane(enum.StrEnum):
     """Following the processes of runs in /proc, and signalling them."""
     SPAWN = "spawn"
     """Starting the processes of command runs (a spawn waits for the child's exec)."""
+    WEBHOOK = "webhook"
+    """Rendering webhook bodies, reading their secrets and resolving their host names."""
 
 
 LANE_THREADS: dict[Lane, int] = {
@@ -58,6 +60,7 @@ LANE_THREADS: dict[Lane, int] = {
     Lane.SENSORS: 4,
     Lane.PROCESSES: 1,
     Lane.SPAWN: 2,
+    Lane.WEBHOOK: 2,
 }
 """Threads each lane may have at most; more work waits in the lane's queue."""
 

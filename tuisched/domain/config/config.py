@@ -19,7 +19,7 @@ from zoneinfo import ZoneInfo
 from tuisched.domain.config import keys
 from tuisched.domain.config.crosschecks import check_alerts, check_dependencies
 from tuisched.domain.config.jobs import JobReader, check_name
-from tuisched.domain.config.sections import Sections
+from tuisched.domain.config.sections import Sections, WebhookSections
 from tuisched.domain.config.values import Values, nearest
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value, read_yaml
 from tuisched.domain.errors import ConfigError, Problem
@@ -29,7 +29,7 @@ from tuisched.domain.model import (
     Job,
 )
 from tuisched.domain.templates import Interrupt, template_problems
-from tuisched.domain.templates.checks import RenderLimit
+from tuisched.domain.templates.checks import RenderLimit, webhook_template_problems
 
 SELF = keys.SELF
 """In `requires`, the job itself (see `tuisched.domain.config.keys`)."""
@@ -101,6 +101,7 @@ def _interpret(path: Path, root: Value | None, problems: list[Problem], host: Co
         raise ConfigError(interpreter.values.problems)
     # Every alert template is rendered against a sample run: a typo fails here, not at 3 a.m.
     rendering = template_problems(config, host.read_template, host.render_limit)
+    rendering += webhook_template_problems(config, host.read_template, host.render_limit)
     if rendering:
         raise ConfigError(rendering)
     return config
@@ -132,7 +133,10 @@ class _Interpreter:
         refused = _written(top.get("jobs")) - jobs.keys()
         groups = self.groups(top.get("groups"), jobs, refused)
         check_dependencies(self.values, jobs, self.job_reader.line, refused)
-        check_alerts(self.values, jobs, groups, email, top)
+        webhooks = (
+            WebhookSections(self.sections).webhooks(top["webhooks"]) if "webhooks" in top else {}
+        )
+        check_alerts(self.values, jobs, groups, email, top, webhooks=_written(top.get("webhooks")))
         if settings is None:
             return None
         jobs = _with_groups(jobs, groups)
@@ -142,6 +146,7 @@ class _Interpreter:
             jobs=MappingProxyType(jobs),
             groups=MappingProxyType(groups),
             email=email,
+            webhooks=MappingProxyType(webhooks),
         )
 
     def _top(self, root: Value) -> dict[str, Entry] | None:

@@ -118,18 +118,35 @@ def check_alerts(
     groups: Mapping[str, Group],
     email: EmailSettings | None,
     top: dict[str, Entry],
+    *,
+    webhooks: Collection[str] | None = None,
 ) -> None:
-    """Every alert rule has `email:` to go through, and a template to render."""
+    """Every mail rule has `email:` to go through and a template to render; every
+    webhook a rule names is defined under `webhooks:` (None: not checked)."""
     owners: list[tuple[str | None, str | None, int, tuple[AlertRule, ...]]] = [
         (job.name, None, job.line, job.alerts) for job in jobs.values()
     ] + [(None, group.name, group.line, group.alerts) for group in groups.values()]
     for job, group, line, rules in owners:
+        mail = [rule for rule in rules if rule.to]
         with values.scope(job=job, group=group):
-            if rules and "email" not in top:
+            if mail and "email" not in top:
                 values.problem(line, "alerts need the top-level 'email:' section")
             elif (
                 email is not None
                 and email.default_template is None
-                and any(rule.template is None for rule in rules)
+                and any(rule.template is None for rule in mail)
             ):
                 values.problem(line, "an alert without 'template' needs email.default_template")
+            if webhooks is not None:
+                _check_webhook_names(values, line, rules, webhooks)
+
+
+def _check_webhook_names(
+    values: Values, line: int, rules: tuple[AlertRule, ...], webhooks: Collection[str]
+) -> None:
+    """Each webhook named by `rules` is written under `webhooks:` (a refused one has its own
+    problem)."""
+    for name in dict.fromkeys(name for rule in rules for name in rule.webhooks):
+        if name not in webhooks:
+            near = nearest(name, frozenset(webhooks))
+            values.problem(line, f"alerts name unknown webhook '{name}'{near}")

@@ -62,7 +62,7 @@ class ConfigDiff:
     groups: tuple[str, ...] = ()
     """Groups added, removed or changed."""
     sections: tuple[str, ...] = ()
-    """`settings` and `email` when they changed."""
+    """`settings`, `email` and `webhooks` when they changed."""
 
     @property
     def empty(self) -> bool:
@@ -110,6 +110,7 @@ def config_diff(old: Config, new: Config, now: datetime) -> ConfigDiff:
         for name, before, after in (
             ("settings", old.settings, new.settings),
             ("email", old.email, new.email),
+            ("webhooks", _webhooks(old), _webhooks(new)),
         )
         if before != after
     ]
@@ -178,3 +179,8 @@ def _text(value: object) -> str:
         case CommandSpec() | PythonSpec() | WaitForSpec():
             return str(value.describe())
     return str(value)
+
+
+def _webhooks(config: Config) -> dict[str, object]:
+    """The webhooks as compared: a webhook that only moved in the file is unchanged."""
+    return {name: _without_lines(hook) for name, hook in config.webhooks.items()}

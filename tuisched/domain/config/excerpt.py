@@ -216,7 +216,7 @@ def _reaches(jobs: Mapping[str, Job], start: Iterable[str], target: str) -> bool
 def _check_alerts(live: Config, values: Values, job: Job) -> None:
     """The replaced job's alert rules have `email:` to go through (as `check_alerts`)."""
     top = {"email": Entry(key_line=1, value=Map(entries={}, line=1))} if live.email else {}
-    check_alerts(values, {job.name: job}, {}, live.email, top)
+    check_alerts(values, {job.name: job}, {}, live.email, top, webhooks=live.webhooks)
 
 
 class _Overlay(Mapping[str, Job]):

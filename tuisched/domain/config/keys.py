@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-TOP_KEYS = frozenset({"settings", "email", "groups", "jobs"})
+TOP_KEYS = frozenset({"settings", "email", "groups", "jobs", "webhooks"})
 GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
 KIND_KEYS = ("command", "python", "wait_for")
 COMMAND_KEYS = frozenset({"cwd", "env", "success_codes"})

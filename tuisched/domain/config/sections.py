@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from tuisched.domain.config.listen import parse_listen
 from tuisched.domain.config.values import Values
-from tuisched.domain.config.yamlsource import Entry, Map, Value
+from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value
 from tuisched.domain.errors import TemplateError
 from tuisched.domain.model import (
     AlertEvent,
@@ -22,6 +24,8 @@ from tuisched.domain.model import (
     Security,
     Settings,
     SmtpSettings,
+    WebhookAuth,
+    WebhookSettings,
 )
 from tuisched.domain.templates import syntax_problem
 
@@ -43,7 +47,7 @@ EMAIL_KEYS = frozenset({"smtp", "from", "subject", "default_template"})
 SMTP_KEYS = frozenset(
     {"host", "port", "security", "username_env", "password_env", "password_file", "timeout"}
 )
-ALERT_KEYS = frozenset({"to", "template"})
+ALERT_KEYS = frozenset({"to", "template", "webhook"})
 METRICS_KEYS = frozenset({"listen", "max_lag"})
 _DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
 
@@ -245,15 +249,28 @@ class Sections:
         fields = self.values.mapping(value, what, ALERT_KEYS)
         if fields is None:
             return None
-        if "to" not in fields:
-            self.values.problem(value.line, f"{what} needs 'to' (one address or a list)")
+        if "to" not in fields and "webhook" not in fields:
+            self.values.problem(
+                value.line, f"{what} needs 'to' (one address or a list) or 'webhook' (a name)"
+            )
             return None
-        addresses = self.values.string_list(fields["to"].value, f"{what}.to") or []
-        checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses]
+        addresses = self.values.opt(fields, "to", self.values.string_list, f"{what}.to")
+        checked = [self.values.address(text, line, f"{what}.to") for text, line in addresses or []]
         template = self.values.opt(fields, "template", self._template_file, f"{what}.template")
-        if not addresses or None in checked or ("template" in fields and template is None):
+        hooks = self.values.opt(fields, "webhook", self.values.string_list, f"{what}.webhook")
+        for key, found in (("to", addresses), ("webhook", hooks)):
+            if key in fields and found == []:  # an empty list names nobody: say so
+                self.values.problem(fields[key].value.line, f"{what}.{key} is an empty list")
+        if (
+            ("to" in fields and not addresses) or None in checked
+            or ("template" in fields and template is None)
+            or ("webhook" in fields and not hooks)
+        ):  # fmt: skip
             return None
-        return AlertRule(event=event, to=tuple(a for a, _ in addresses), template=template)
+        return AlertRule(
+            event=event, to=tuple(a for a, _ in addresses or []), template=template,
+            webhooks=tuple(dict.fromkeys(name for name, _ in hooks or [])),
+        )  # fmt: skip
 
     def _template_file(self, value: Value, what: str) -> Path | None:
         v = self.values
@@ -311,3 +328,120 @@ class Sections:
 
 def _seconds(duration: timedelta) -> str:
     return f"{duration.total_seconds():g} s"
+
+
+# --- webhooks (issue 16, item 4) ------------------------------------------------------
+
+WEBHOOK_KEYS = frozenset(
+    {"url", "headers", "secret_env", "secret_file", "auth", "template", "content_type",
+     "timeout", "retries"}
+)  # fmt: skip
+WEBHOOK_RETRIES_MAX = 10
+WEBHOOK_TIMEOUT_MAX = timedelta(minutes=5)
+_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key"})
+"""Headers that carry credentials: refused in `headers`, which is not kept secret."""
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+class WebhookSections:
+    """Reads the top-level `webhooks:` section, recording problems in `values`."""
+
+    def __init__(self, sections: Sections) -> None:
+        self.values = sections.values
+        self.sections = sections
+
+    def webhooks(self, entry: Entry) -> dict[str, WebhookSettings]:
+        """Each well-formed webhook by name; the others leave problems behind."""
+        value = entry.value
+        if isinstance(value, Scalar) and value.is_null:
+            return {}
+        if not isinstance(value, Map):
+            self.values.problem(value.line, "webhooks must map each webhook's name to its url")
+            return {}
+        found = {}
+        for name, item in value.entries.items():
+            hook = self._webhook(name, item)
+            if hook is not None:
+                found[name] = hook
+        return found
+
+    def _webhook(self, name: str, entry: Entry) -> WebhookSettings | None:
+        what = f"webhooks.{name}"
+        v = self.values
+        fields = v.mapping(entry.value, what, WEBHOOK_KEYS)
+        if fields is None:
+            return None
+        if "url" not in fields:
+            v.problem(entry.key_line, f"{what} needs 'url' (http:// or https://)")
+            return None
+        before = len(v.problems)
+        kwargs: dict[str, object] = {"name": name, "line": entry.key_line}
+        v.put(kwargs, fields, "url", self._url, prefix=what)
+        v.put(kwargs, fields, "headers", self._headers, prefix=what)
+        v.put(kwargs, fields, "secret_env", v.env_name, prefix=what)
+        v.put(kwargs, fields, "secret_file", v.path, prefix=what)
+        v.put(kwargs, fields, "auth", v.enum(WebhookAuth), prefix=what)
+        v.put(kwargs, fields, "template", self.sections._template_file, prefix=what)
+        v.put(kwargs, fields, "content_type", self._content_type, prefix=what)
+        v.put(kwargs, fields, "timeout", self._timeout, prefix=what)
+        retries = lambda x, w: v.integer(x, w, minimum=0, maximum=WEBHOOK_RETRIES_MAX)  # noqa: E731
+        v.put(kwargs, fields, "retries", retries, prefix=what)
+        if "secret_env" in fields and "secret_file" in fields:
+            v.problem(fields["secret_file"].key_line,
+                      f"{what}: give secret_env or secret_file, not both")  # fmt: skip
+        if "auth" in fields and "secret_env" not in fields and "secret_file" not in fields:
+            v.problem(fields["auth"].key_line, f"{what}.auth needs secret_env or secret_file")
+        if len(v.problems) > before:
+            return None
+        return WebhookSettings(**kwargs)  # type: ignore[arg-type]
+
+    def _url(self, value: Value, what: str) -> str | None:
+        url = self.values.text(value, what)
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            self.values.problem(value.line, f"{what} must be an http:// or https:// URL")
+            return None
+        if parts.username or parts.password:
+            self.values.problem(
+                value.line, f"{what} holds a user or password; name the secret with "
+                "secret_env or secret_file instead"
+            )  # fmt: skip
+            return None
+        return url
+
+    def _headers(self, value: Value, what: str) -> Mapping[str, str] | None:
+        fields = value.entries if isinstance(value, Map) else None
+        if fields is None:
+            self.values.problem(value.line, f"{what} must map header names to values")
+            return None
+        headers: dict[str, str] = {}
+        for key, entry in fields.items():
+            text = self.values.text(entry.value, f"{what}.{key}")
+            if not _HEADER_NAME.fullmatch(key):
+                self.values.problem(entry.key_line, f"{what}: '{key}' is not a header name")
+            elif key.lower() in _SECRET_HEADERS:
+                self.values.problem(
+                    entry.key_line, f"{what}.{key}: secrets never live in the configuration; "
+                    "name them with secret_env or secret_file"
+                )  # fmt: skip
+            elif text is not None and ("\n" in text or "\r" in text):
+                self.values.problem(entry.value.line, f"{what}.{key} must be one line")
+            elif text is not None:
+                headers[key] = text
+        return MappingProxyType(headers) if len(headers) == len(fields) else None
+
+    def _content_type(self, value: Value, what: str) -> str | None:
+        text = self.values.text(value, what)
+        if text is not None and ("\n" in text or "\r" in text or "/" not in text):
+            self.values.problem(value.line, f"{what} must be a media type such as text/plain")
+            return None
+        return text
+
+    def _timeout(self, value: Value, what: str) -> timedelta | None:
+        timeout = self.values.duration(value, what)
+        if timeout is not None and not timedelta(0) < timeout <= WEBHOOK_TIMEOUT_MAX:
+            self.values.problem(value.line, f"{what} must be more than 0s and at most 5m")
+            return None
+        return timeout

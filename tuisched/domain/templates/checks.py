@@ -128,7 +128,7 @@ def _rules_problems(
 ) -> Iterator[Problem]:
     """A problem for each of `rules` whose template fails for a sample run of `job`."""
     assert config.email is not None  # noqa: S101  (checked by template_problems)
-    for rule in rules:
+    for rule in (rule for rule in rules if rule.to):  # webhook-only rules send no mail
         message = _rule_problem(job, rule, config.email, read_template, limit)
         if message is not None:
             yield Problem(file=config.path, line=line, message=message, **owner)
@@ -167,4 +167,29 @@ def template_problems(
             config, member, group.alerts, line=group.line, owner=owner,
             read_template=read_template, limit=limit,
         )  # fmt: skip
+    return problems
+
+
+# --- webhooks (issue 16, item 4) ------------------------------------------------------
+
+
+def webhook_template_problems(
+    config: Config, read_template: TemplateReader, limit: RenderLimit = _no_limit
+) -> list[Problem]:
+    """Render each webhook's body template for a sample run of every event; report what
+    fails, on the webhook's line (one problem per webhook and message)."""
+    job = next(iter(config.jobs.values()), None) or _stand_in(config, "example", ())
+    problems: list[Problem] = []
+    for hook in config.webhooks.values():
+        if hook.template is None:
+            continue
+        found: dict[str, None] = {}
+        for event in AlertEvent:
+            try:
+                context = sample_context(job, event, job.timezone)
+                render(read_template(hook.template), context, interrupt=limit())
+            except TemplateError as error:
+                where = hook.template if error.line is None else f"{hook.template}:{error.line}"
+                found[f"webhooks.{hook.name}.template: {where}: {error.reason}"] = None
+        problems += [Problem(file=config.path, line=hook.line, message=m) for m in found]
     return problems

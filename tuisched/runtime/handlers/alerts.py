@@ -64,11 +64,12 @@ def merge_rules(rules: Sequence[AlertRule], email: EmailSettings) -> dict[Path, 
 
     A rule without a template uses `email.default_template` (rules left with
     no template at all are dropped: validation does not let them through).
+    A rule that names only webhooks sends no mail.
     """
     merged: dict[Path, dict[str, None]] = {}
     for rule in rules:
         template = rule.template or email.default_template
-        if template is not None:
+        if template is not None and rule.to:
             merged.setdefault(template, {}).update(dict.fromkeys(rule.to))
     return {template: tuple(to) for template, to in merged.items()}
 
