@@ -89,17 +89,29 @@ class LanePool:
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0
-        """Threads waiting for work."""
+        """Threads waiting for work that no queued work has been promised to."""
+        self._unserved = 0
+        """Queued work no thread has been promised to (every thread was busy)."""
         self._busy = 0
 
     def submit(self, call: Callable[[], T]) -> Future[T]:
+        """Queue `call`, promising it an idle thread, or a new one while under `size`.
+
+        Each piece of work is matched to a thread when it is queued, so work never
+        waits behind a busy thread while the lane has room (a thread counted idle
+        has not taken anything yet).
+        """
         future: Future[T] = Future()
         with self._lock:
             self._queue.put((future, call))
-            if self._queue.qsize() > self._idle and self._threads < self._size:
+            if self._idle > 0:
+                self._idle -= 1
+            elif self._threads < self._size:
                 self._threads += 1
                 name = f"tuisched-{self._lane.value}-{self._threads}"
                 threading.Thread(target=self._work, name=name, daemon=True).start()
+            else:
+                self._unserved += 1
         return future
 
     def load(self) -> LaneLoad:
@@ -107,13 +119,12 @@ class LanePool:
             return LaneLoad(self._lane, busy=self._busy, queued=self._queue.qsize())
 
     def _work(self) -> None:
+        # A new thread was promised the work that started it.
         while True:
-            with self._lock:
-                self._idle += 1
             future, call = self._queue.get()
             with self._lock:
-                self._idle -= 1
                 if not future.set_running_or_notify_cancel():
+                    self._free()
                     continue  # its awaiter gave up before a thread was free
                 self._busy += 1
             try:
@@ -129,6 +140,14 @@ class LanePool:
     def _done(self) -> None:
         with self._lock:
             self._busy -= 1
+            self._free()
+
+    def _free(self) -> None:
+        """This thread is free (lock held): it serves waiting work, or is counted idle."""
+        if self._unserved > 0:
+            self._unserved -= 1
+        else:
+            self._idle += 1
 
     async def run(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """Run `fn(*args, **kwargs)` in one of the pool's threads and await its result."""
