@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from tuisched.domain.errors import (
@@ -21,9 +22,11 @@ from tuisched.domain.errors import (
     StateError,
     TuischedError,
 )
+from tuisched.domain.events import SchedulerStopping
 from tuisched.frontends.eventlog import configure_logging
+from tuisched.frontends.notify import Notifier, notifying
 from tuisched.frontends.serving import Serving
-from tuisched.runtime.control import AlreadyRunningError, LocalScheduler
+from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
 EX_SOFTWARE = 70
 EX_CANTCREAT = 73
@@ -70,4 +73,30 @@ async def _serve(scheduler: LocalScheduler) -> int:
     except TuischedError as error:
         log.error("not started: %s", error)  # noqa: TRY400
         return EX_SOFTWARE
-    return await serving.until_stopped()
+    return await _serve_notifying(scheduler, serving)
+
+
+# --- systemd notifications (Type=notify units; see tuisched.frontends.notify) -----------
+
+
+async def _serve_notifying(scheduler: LocalScheduler, serving: Serving) -> int:
+    """Serve until stopped, telling systemd READY, STATUS, WATCHDOG and STOPPING."""
+    control = scheduler.control(who("service manager"))
+    notifier = Notifier.from_environment(os.environ)
+    async with notifying(notifier, lambda: _status_line(control)) as stopping:
+        heard = control.subscribe(
+            lambda event: stopping() if isinstance(event, SchedulerStopping) else None
+        )
+        try:
+            return await serving.until_stopped()
+        finally:
+            heard.unsubscribe()
+
+
+async def _status_line(control: SchedulerControl) -> str:
+    """What `systemctl status` shows: `STATE: N jobs, N running, N queued, N waiting`."""
+    status = await control.status()
+    return (
+        f"{status.state}: {status.jobs} jobs, {status.running} running, "
+        f"{status.queued} queued, {status.waiting} waiting"
+    )
