@@ -27,7 +27,9 @@ from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.completion import add_completion
 from tuisched.frontends.lookup import find_config, user_config_file
+from tuisched.frontends.service import add_service
 from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.starter import add_init
 from tuisched.frontends.verbs import add_verbs
@@ -153,6 +155,8 @@ def _parser() -> argparse.ArgumentParser:
     add_simulate(commands, config)
     # Service and packaging (issue 16, items 6-7): setting up, running as a service.
     add_init(commands, config)
+    add_service(commands, config)
+    add_completion(commands, config, _parser)
     return parser
 
 
