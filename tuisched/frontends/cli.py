@@ -28,6 +28,7 @@ from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
 from tuisched.frontends.completion import add_completion
+from tuisched.frontends.examples import describe_commands
 from tuisched.frontends.lookup import find_config, user_config_file
 from tuisched.frontends.service import add_service
 from tuisched.frontends.simulation import add_simulate
@@ -157,6 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     add_init(commands, config)
     add_service(commands, config)
     add_completion(commands, config, _parser)
+    describe_commands(parser)  # last: every command above gets its description and example
     return parser
 
 
