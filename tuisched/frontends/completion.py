@@ -29,7 +29,7 @@ def add_completion(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         "completion", parents=[config], help="print a shell completion script",
         description="Print the completion script for a shell, generated from tuisched's own "
         "commands and options. Install it: " + "; ".join(INSTALL.values()),
-        epilog="Example: source <(tuisched completion bash)",
+        epilog="Example: tuisched completion fish > ~/.config/fish/completions/tuisched.fish",
     )  # fmt: skip
     completion.add_argument("shell", choices=SHELLS, help="the shell")
     completion.set_defaults(func=lambda args: _print_script(parser(), args.shell))

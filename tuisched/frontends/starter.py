@@ -86,9 +86,7 @@ def starter_path(args: argparse.Namespace) -> Path:
 def _init(args: argparse.Namespace) -> int:
     path = starter_path(args)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("x", encoding="utf-8") as file:  # "x": an existing file is kept
-            file.write(STARTER.format(path=path))
+        _write_new(path, STARTER.format(path=path))
     except FileExistsError:
         print(f"tuisched: {path} exists; init never overwrites a file (name another PATH)",
               file=sys.stderr)  # fmt: skip
@@ -100,3 +98,14 @@ def _init(args: argparse.Namespace) -> int:
     print(f"check it: tuisched validate -c {path}")
     print(f"start it: tuisched -c {path}   (or tuisched service install -c {path} --user)")
     return 0
+
+
+def _write_new(path: Path, text: str) -> None:
+    """Write `text` to `path`, creating its folder; FileExistsError only when `path` exists
+    (opened with "x", so a file made meanwhile is kept too)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as error:  # a file where a folder must be: not "exists"
+        raise NotADirectoryError(error.errno, "a file is in the way of its folder") from None
+    with path.open("x", encoding="utf-8") as file:
+        file.write(text)
