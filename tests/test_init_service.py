@@ -6,12 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -229,26 +232,43 @@ def notify_socket() -> Iterator[tuple[socket.socket, str]]:
     shutil.rmtree(folder)
 
 
+PEEK = """
+settings: {state_dir: STATE}
+jobs:
+  peek:
+    command: 'echo "notify=${NOTIFY_SOCKET-unset} watchdog=${WATCHDOG_USEC-unset}"'
+    schedule: {every: 1 second, start: 2026-01-01T00:00}
+"""
+
+
 def test_headless_tells_systemd_ready_status_watchdog_and_stopping(
     tmp_path: Path, notify_socket: tuple[socket.socket, str]
 ) -> None:
     receiver, path = notify_socket
     config = tmp_path / "tuisched.yaml"
-    config.write_text(MANUAL + f"settings: {{state_dir: {tmp_path / 'state'}}}\n")
+    config.write_text(PEEK.replace("STATE", str(tmp_path / "state")))
     process = subprocess.Popen(
         [str(TUISCHED), "--no-ui", "-c", str(config)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "NOTIFY_SOCKET": path, "WATCHDOG_USEC": "200000"},
     )  # fmt: skip
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(line) for line in process.stderr or ()],
+                              daemon=True)  # fmt: skip
+    reader.start()
     try:
         ready = receiver.recv(4096).decode().split("\n")
         assert ready[0] == "READY=1"
-        assert "STATUS=running: 1 jobs, 0 running, 0 queued, 0 waiting" in ready
+        assert re.fullmatch(r"STATUS=running: 1 jobs, [01] running, 0 queued, 0 waiting", ready[1])
         assert f"MAINPID={process.pid}" in ready
         for _ in range(2):  # keep-alives every 0.1 s (half the watchdog period)
             beat = receiver.recv(4096).decode().split("\n")
             assert beat[0] == "WATCHDOG=1"
-            assert beat[1].startswith("STATUS=running: ")
+            assert beat[1].startswith("STATUS=running: 1 jobs, ")
+        # Jobs do not inherit the socket (nor speak for the scheduler on it).
+        while "SUCCESS" not in (line := lines.get(timeout=20)):
+            pass
+        assert line.endswith("exit 0: notify=unset watchdog=unset\n")
         process.send_signal(signal.SIGTERM)
         while (message := receiver.recv(4096).decode()).startswith("WATCHDOG=1"):
             pass
@@ -257,8 +277,11 @@ def test_headless_tells_systemd_ready_status_watchdog_and_stopping(
     finally:
         if process.poll() is None:
             process.kill()
-        _, err = process.communicate(timeout=20)
-    assert "Traceback" not in err.decode()
+        process.wait(20)
+        reader.join(20)
+        assert process.stderr is not None
+        process.stderr.close()
+    assert not [line for line in list(lines.queue) if "Traceback" in line]
 
 
 def test_without_notify_socket_nothing_is_sent(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 SIGTERM/SIGINT drain (no new runs; running ones get `shutdown_grace`, then
 are stopped and recorded); a second one stops the runs at once. SIGHUP
 re-reads the configuration; a shutdown asked through the control socket
-drains too. Exit codes: 0 after a clean drain, 73 when the
+drains too. Under systemd (`Type=notify`) it says READY, STATUS, WATCHDOG
+and STOPPING (see `notify`). Exit codes: 0 after a clean drain, 73 when the
 state directory cannot be used, 75 when another instance holds it, 78 on a
 bad configuration (a cluster database that refuses this node included: a
 wrong password, no such database, no rights, a newer schema).
@@ -24,7 +25,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.events import SchedulerStopping
 from tuisched.frontends.eventlog import configure_logging
-from tuisched.frontends.notify import Notifier, notifying
+from tuisched.frontends.notify import NOTIFY_VARIABLES, Notifier, notifying
 from tuisched.frontends.serving import Serving
 from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
@@ -52,6 +53,7 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
 
 
 async def _serve(scheduler: LocalScheduler) -> int:
+    notifier = Notifier.from_environment(_take_notify_variables())  # before any job starts
     serving = Serving(scheduler)  # handlers first: a signal during start-up must drain, not kill
     try:
         await scheduler.start()
@@ -73,16 +75,23 @@ async def _serve(scheduler: LocalScheduler) -> int:
     except TuischedError as error:
         log.error("not started: %s", error)  # noqa: TRY400
         return EX_SOFTWARE
-    return await _serve_notifying(scheduler, serving)
+    return await _serve_notifying(scheduler, serving, notifier)
 
 
 # --- systemd notifications (Type=notify units; see tuisched.frontends.notify) -----------
 
 
-async def _serve_notifying(scheduler: LocalScheduler, serving: Serving) -> int:
+def _take_notify_variables() -> dict[str, str]:
+    """systemd's variables for this process, taken out of the environment so that jobs
+    (which inherit it) do not see the socket or speak for the scheduler on it."""
+    return {name: os.environ.pop(name) for name in NOTIFY_VARIABLES if name in os.environ}
+
+
+async def _serve_notifying(
+    scheduler: LocalScheduler, serving: Serving, notifier: Notifier | None
+) -> int:
     """Serve until stopped, telling systemd READY, STATUS, WATCHDOG and STOPPING."""
     control = scheduler.control(who("service manager"))
-    notifier = Notifier.from_environment(os.environ)
     async with notifying(notifier, lambda: _status_line(control)) as stopping:
         heard = control.subscribe(
             lambda event: stopping() if isinstance(event, SchedulerStopping) else None

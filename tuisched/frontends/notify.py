@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 log = logging.getLogger(__name__)
 
+NOTIFY_VARIABLES = ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+"""What systemd sets for a notify service (taken out of the environment jobs inherit)."""
 STATUS_EVERY = 10.0
 """Seconds between STATUS updates when systemd asks for no watchdog."""
 
