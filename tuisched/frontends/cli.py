@@ -27,7 +27,12 @@ from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.completion import add_completion
+from tuisched.frontends.examples import describe_commands
+from tuisched.frontends.lookup import find_config, user_config_file
+from tuisched.frontends.service import add_service
 from tuisched.frontends.simulation import add_simulate
+from tuisched.frontends.starter import add_init
 from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import (
     OfflineControl,
@@ -70,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         "--config",
         metavar="PATH",
         default=argparse.SUPPRESS,
-        help=f"configuration file (default: $TUISCHED_CONFIG, then ./{DEFAULT_CONFIG})",
+        help=f"configuration file (default: $TUISCHED_CONFIG, then ./{DEFAULT_CONFIG}, then "
+        f"{user_config_file()})",
     )
     parser = argparse.ArgumentParser(
         prog="tuisched",
@@ -148,6 +154,11 @@ def _parser() -> argparse.ArgumentParser:
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
     add_simulate(commands, config)
+    # Service and packaging (issue 16, items 6-7): setting up, running as a service.
+    add_init(commands, config)
+    add_service(commands, config)
+    add_completion(commands, config, _parser)
+    describe_commands(parser)  # last: every command above gets its description and example
     return parser
 
 
@@ -162,9 +173,9 @@ def _positive(text: str) -> int:
 
 
 def config_path(args: argparse.Namespace) -> Path:
-    """The configuration file the command names (-c, $TUISCHED_CONFIG, ./tuisched.yaml)."""
-    given = getattr(args, "config", None) or os.environ.get("TUISCHED_CONFIG") or DEFAULT_CONFIG
-    return Path(given)
+    """The configuration file the command names: -c, $TUISCHED_CONFIG, ./tuisched.yaml,
+    then the user's configuration folder (see `lookup`; ConfigError says where it looked)."""
+    return find_config(getattr(args, "config", None), os.environ, Path.cwd())
 
 
 def _load(args: argparse.Namespace) -> Config:

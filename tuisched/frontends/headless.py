@@ -3,7 +3,8 @@
 SIGTERM/SIGINT drain (no new runs; running ones get `shutdown_grace`, then
 are stopped and recorded); a second one stops the runs at once. SIGHUP
 re-reads the configuration; a shutdown asked through the control socket
-drains too. Exit codes: 0 after a clean drain, 73 when the
+drains too. Under systemd (`Type=notify`) it says READY, STATUS, WATCHDOG
+and STOPPING (see `notify`). Exit codes: 0 after a clean drain, 73 when the
 state directory cannot be used, 75 when another instance holds it, 78 on a
 bad configuration (a cluster database that refuses this node included: a
 wrong password, no such database, no rights, a newer schema; and a
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 
 from tuisched.domain.errors import (
@@ -23,9 +25,11 @@ from tuisched.domain.errors import (
     StateError,
     TuischedError,
 )
+from tuisched.domain.events import SchedulerStopping
 from tuisched.frontends.eventlog import configure_logging
+from tuisched.frontends.notify import NOTIFY_VARIABLES, Notifier, notifying
 from tuisched.frontends.serving import Serving
-from tuisched.runtime.control import AlreadyRunningError, LocalScheduler
+from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
 
 EX_SOFTWARE = 70
 EX_CANTCREAT = 73
@@ -51,6 +55,7 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
 
 
 async def _serve(scheduler: LocalScheduler) -> int:
+    notifier = Notifier.from_environment(_take_notify_variables())  # before any job starts
     serving = Serving(scheduler)  # handlers first: a signal during start-up must drain, not kill
     try:
         await scheduler.start()
@@ -75,4 +80,37 @@ async def _serve(scheduler: LocalScheduler) -> int:
     except TuischedError as error:
         log.error("not started: %s", error)  # noqa: TRY400
         return EX_SOFTWARE
-    return await serving.until_stopped()
+    return await _serve_notifying(scheduler, serving, notifier)
+
+
+# --- systemd notifications (Type=notify units; see tuisched.frontends.notify) -----------
+
+
+def _take_notify_variables() -> dict[str, str]:
+    """systemd's variables for this process, taken out of the environment so that jobs
+    (which inherit it) do not see the socket or speak for the scheduler on it."""
+    return {name: os.environ.pop(name) for name in NOTIFY_VARIABLES if name in os.environ}
+
+
+async def _serve_notifying(
+    scheduler: LocalScheduler, serving: Serving, notifier: Notifier | None
+) -> int:
+    """Serve until stopped, telling systemd READY, STATUS, WATCHDOG and STOPPING."""
+    control = scheduler.control(who("service manager"))
+    async with notifying(notifier, lambda: _status_line(control)) as stopping:
+        heard = control.subscribe(
+            lambda event: stopping() if isinstance(event, SchedulerStopping) else None
+        )
+        try:
+            return await serving.until_stopped()
+        finally:
+            heard.unsubscribe()
+
+
+async def _status_line(control: SchedulerControl) -> str:
+    """What `systemctl status` shows: `STATE: N jobs, N running, N queued, N waiting`."""
+    status = await control.status()
+    return (
+        f"{status.state}: {status.jobs} jobs, {status.running} running, "
+        f"{status.queued} queued, {status.waiting} waiting"
+    )

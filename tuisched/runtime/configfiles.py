@@ -119,7 +119,7 @@ def _hint(error: OSError) -> str:
     if isinstance(error, FileNotFoundError):
         return (
             "; name a configuration with -c PATH or $TUISCHED_CONFIG, or create one "
-            "(sample_config/tuisched.yaml shows every feature)"
+            "(tuisched init writes a starter; sample_config/tuisched.yaml shows every feature)"
         )
     if isinstance(error, IsADirectoryError):
         return "; name the YAML file itself, not its folder"

@@ -1,0 +1,56 @@
+"""Where the command line finds its configuration file.
+
+In order: `-c PATH`, then `$TUISCHED_CONFIG`, then `./tuisched.yaml`, then
+`tuisched.yaml` in the user's configuration folder (platformdirs; on Linux
+`$XDG_CONFIG_HOME/tuisched`, by default `~/.config/tuisched`). A named file
+(`-c`, the variable) is taken as named, so an error about it names it; the two
+places looked in by default are taken only when the file is there, and when
+neither is, the error says both places.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from platformdirs import user_config_dir
+
+from tuisched.domain.errors import ConfigError, Problem
+
+CONFIG_NAME = "tuisched.yaml"
+ENV_VAR = "TUISCHED_CONFIG"
+
+
+def user_config_file() -> Path:
+    """`tuisched.yaml` in the user's configuration folder (which may not exist)."""
+    return Path(user_config_dir("tuisched")) / CONFIG_NAME
+
+
+def find_config(given: str | None, environ: Mapping[str, str], cwd: Path) -> Path:
+    """The configuration file to use (see the module docstring).
+
+    Raises ConfigError (one problem, on `./tuisched.yaml`) saying where it looked
+    when no file was named and neither default place holds one.
+    """
+    named = given or environ.get(ENV_VAR)
+    if named:
+        return Path(named)
+    places = (cwd / CONFIG_NAME, user_config_file())
+    for place in places:
+        if place.exists():
+            return place
+    looked = " and ".join(str(place) for place in places)
+    raise ConfigError(
+        [
+            Problem(
+                file=places[0],
+                line=1,
+                message=(
+                    f"cannot read the file: No such file or directory; looked in {looked}; "
+                    f"name a configuration with -c PATH or ${ENV_VAR}, or create one "
+                    "(tuisched init writes a starter; sample_config/tuisched.yaml shows every "
+                    "feature)"
+                ),
+            )
+        ]
+    )
