@@ -375,3 +375,22 @@ def test_the_cli_says_what_is_wrong_in_one_line(config: Path) -> None:
     status, out, _ = run("backfill", "--help")
     assert status == 0
     assert "Example: tuisched backfill" in " ".join(out.split())
+
+
+async def test_a_scheduler_shutting_down_leaves_the_rest_of_a_backfill_unrun(
+    tmp_path: Path,
+) -> None:
+    async with scheduler(tmp_path) as (runtime, events, control):
+        await control.backfill("held", EIGHT, slot_at(40))
+        (started,) = await events.wait_for(RunStarted, lambda e: e.run.job == "held")
+        runtime.engine.stop_firing()  # as a drain does: no new run starts
+        runtime.engine.stop_run(started.run.run_id)
+        await events.wait_for(RunConcluded, lambda e: e.run.job == "held", count=2)
+        await runtime.history.flush()
+        rows = await runtime.history.call(
+            lambda store: store.page(HistoryQuery(job="held", triggers=(Trigger.BACKFILL,)))
+        )
+    assert sorted((row.slot, row.result) for row in rows if row.slot) == [
+        (slot_at(0), Result.STOPPED),
+        (slot_at(10), Result.SHUTDOWN),
+    ]  # fmt: skip  (the two slots after it are not recorded one by one as shut down)

@@ -30,7 +30,7 @@ from tuisched.domain.bus import EventBus
 from tuisched.domain.errors import JobActionError
 from tuisched.domain.events import RunConcluded
 from tuisched.domain.model import Config, Job
-from tuisched.domain.runs import RunRecord, RunState, Trigger
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import BackfillPlan, HistoryQuery, LeftOutSlot
 from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.store import AsyncHistory
@@ -158,8 +158,8 @@ class Backfills:
             return
         sequence.on_the_way.discard(run.slot.astimezone(UTC))
         job = self._config().jobs.get(run.job)
-        if job is None or not job.enabled:
-            sequence.to_queue.clear()  # the job went away: the rest stays unrun
+        if job is None or not job.enabled or run.result is Result.SHUTDOWN:
+            sequence.to_queue.clear()  # the job went away, or the scheduler: the rest stays unrun
         else:
             self._fill(sequence, job)
         if not sequence.to_queue and not sequence.on_the_way:
