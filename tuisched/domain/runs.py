@@ -43,6 +43,8 @@ class Trigger(enum.StrEnum):
     DEPENDENCY = "dependency"
     MANUAL = "manual"
     CATCHUP = "catchup"
+    BACKFILL = "backfill"
+    """Asked for by an operator for a past slot with no successful run (`tuisched backfill`)."""
 
 
 class Result(enum.StrEnum):

@@ -482,3 +482,38 @@ class EditImpact:
     """The jobs whose `after` or `requires` the edit affects, and what the job will wait for."""
     problems: tuple[str, ...] = ()
     """Every problem saving the edit would meet (as `preview` says them)."""
+
+
+# --- backfill of a window (SPEC R24) ---------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeftOutSlot:
+    """A slot of a backfill window that is not run, and why."""
+
+    slot: datetime
+    reason: str
+    """`already succeeded (run 1a2b...)`, `a run of this slot is in progress`, ..."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BackfillPlan:
+    """What a backfill of one job over a window runs (or, for a dry run, would run)."""
+
+    job: str
+    timezone: str = "UTC"
+    """The job's zone (IANA key), to show its slots in."""
+    start: datetime
+    """The window's first instant (included)."""
+    end: datetime
+    """The window's end (excluded)."""
+    slots: tuple[datetime, ...] = ()
+    """The slots run, oldest first: those with no successful run."""
+    left_out: tuple[LeftOutSlot, ...] = ()
+    """The window's other slots, each with why it is not run."""
+    notes: tuple[str, ...] = ()
+    """What bounds the window besides: the job's `start` or `stop`, now."""
+    order: str = ""
+    """How the runs go: one after another, or a few at a time (`overlap: allow`)."""
+    dry_run: bool = False
+    """True when nothing was queued: the plan only lists."""

@@ -29,7 +29,7 @@ from tuisched.domain.events import (
     SchedulerStopping,
     SlotMissed,
 )
-from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 
@@ -39,7 +39,8 @@ log = logging.getLogger("tuisched.events")
 def _slot(run: RunRecord, tz: ZoneInfo) -> str:
     if run.slot is None:
         return run.trigger.value
-    return f"slot {run.slot.astimezone(tz).isoformat(timespec='seconds')}"
+    slot = f"slot {run.slot.astimezone(tz).isoformat(timespec='seconds')}"
+    return f"backfill {slot}" if run.trigger is Trigger.BACKFILL else slot
 
 
 def describe_event(event: Event, tz: ZoneInfo) -> tuple[int, str] | None:

@@ -8,6 +8,7 @@
     tuisched logs JOB [--run RUN_ID] [-f]           a run's output; -f follows a live run
     tuisched missed [--json]                        missed slots per job (the downtime ledger)
     tuisched missed decide JOB|--all latest|all|skip  decide them, once
+    tuisched backfill JOB --from T --to T [--dry-run] [--json]  run a window's unrun slots
 
 Each finds the scheduler by the configuration's state directory. When none
 runs there, they say so in one line and exit 69 (EX_UNAVAILABLE); `logs`
@@ -27,11 +28,19 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.errors import SchedulerNotRunningError, TuischedError, one_line
+from tuisched.domain.errors import (
+    ScheduleError,
+    SchedulerNotRunningError,
+    TuischedError,
+    UnknownJobError,
+    one_line,
+)
 from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.schedule.slots import localize
 from tuisched.domain.views import (
+    BackfillPlan,
     HistoryQuery,
     MissedChoice,
     MissedSlots,
@@ -89,6 +98,7 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     logs.add_argument("-f", "--follow", action="store_true", help="follow a live run")
     logs.set_defaults(func=_logs)
     _add_missed(commands, config)
+    _add_backfill(commands, config)
 
 
 Verb = Callable[[SchedulerControl, argparse.Namespace], Awaitable[int]]
@@ -409,3 +419,115 @@ async def _decide_missed(control: SchedulerControl, args: argparse.Namespace) ->
     for entry in decided:
         print(f"{entry.job}: {entry.decided}")
     return 0
+
+
+# --- backfill of a window (SPEC R24) ------------------------------------------------------
+
+EX_USAGE = 2
+
+
+def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                  config: argparse.ArgumentParser) -> None:  # fmt: skip
+    backfill = commands.add_parser(
+        "backfill", parents=[config], help="run the slots of a window that have no successful run",
+        description="Run, through the running scheduler, the slots of JOB from --from "
+        "(included) to --to (excluded) that have no successful run, oldest first, with "
+        "trigger `backfill`: `requires`, `overlap` and `max_workers` hold as for any run; "
+        "one run at a time, or up to max_workers at a time for an `overlap: allow` job. "
+        "At most 10,000 slots. A time without an offset is read in the job's zone. "
+        "--dry-run lists the slots and why others are left out (it needs no running "
+        "scheduler). Exit 0; 1 for an unknown job or nothing to run; 2 for a bad time or "
+        "window; 69 when no scheduler runs. "
+        "Example: tuisched backfill nightly --from 2026-11-01 --to 2026-11-08 --dry-run",
+    )  # fmt: skip
+    backfill.add_argument("job", metavar="JOB")
+    backfill.add_argument("--from", dest="start", required=True, metavar="T",
+                          help="window start, ISO 8601 (included)")  # fmt: skip
+    backfill.add_argument("--to", dest="end", required=True, metavar="T",
+                          help="window end, ISO 8601 (excluded)")  # fmt: skip
+    backfill.add_argument("--dry-run", action="store_true", help="list the slots; run nothing")
+    backfill.add_argument("--json", action="store_true", help="print a JSON object")
+    backfill.set_defaults(func=_backfill)
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    if args.dry_run:  # a listing needs no running scheduler: the files it left do
+        return asyncio.run(_backfill_anyhow(args))
+    return _verb(_backfill_verb)(args)
+
+
+async def _backfill_anyhow(args: argparse.Namespace) -> int:
+    remote = _remote(args)
+    control: SchedulerControl = remote
+    try:
+        try:
+            await remote.connect()
+        except SchedulerNotRunningError:
+            control = _offline(args)
+        return await _backfill_verb(control, args)
+    finally:
+        await remote.close()
+
+
+async def _backfill_verb(control: SchedulerControl, args: argparse.Namespace) -> int:
+    found = await control.jobs((args.job,))
+    if not found:
+        raise UnknownJobError(args.job)
+    zone = ZoneInfo(found[0].timezone)
+    try:
+        start, end = _moment(args.start, zone, "--from"), _moment(args.end, zone, "--to")
+        plan = await control.backfill(args.job, start, end, dry_run=args.dry_run)
+    except ScheduleError as error:
+        print(f"tuisched: backfill: {one_line(str(error))}", file=sys.stderr)
+        return EX_USAGE
+    if args.json:
+        print(json.dumps(_backfill_json(plan), indent=2))
+    else:
+        _print_backfill(plan, sys.stdout)
+    return 0
+
+
+def _moment(text: str, zone: ZoneInfo, option: str) -> datetime:
+    """An ISO 8601 option; a time without an offset is read in `zone` (DST: as slots are)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        message = f"{option}: bad date-time '{text}'; write it like 2026-05-07T09:10"
+        raise ScheduleError(message) from None
+    return localize(moment, zone) if moment.tzinfo is None else moment
+
+
+def _print_backfill(plan: BackfillPlan, out: TextIO) -> None:
+    zone = ZoneInfo(plan.timezone)
+    window = f"{plan.start.astimezone(zone).isoformat()} to {plan.end.astimezone(zone).isoformat()}"
+    if plan.dry_run:
+        out.write(f"backfill of {plan.job} from {window} (excluded) would run "
+                  f"{_slots(len(plan.slots))}, {plan.order}:\n")  # fmt: skip
+    else:
+        out.write(f"backfill of {plan.job} from {window} (excluded): {_slots(len(plan.slots))} "
+                  f"queued, {plan.order}; see `tuisched history {plan.job}`\n")  # fmt: skip
+    out.writelines(f"  run       {slot.astimezone(zone).isoformat()}\n" for slot in plan.slots)
+    out.writelines(
+        f"  left out  {left.slot.astimezone(zone).isoformat()}  {left.reason}\n"
+        for left in plan.left_out
+    )
+    out.writelines(f"note: {note}\n" for note in plan.notes)
+
+
+def _slots(count: int) -> str:
+    return "1 slot" if count == 1 else f"{count} slots"
+
+
+def _backfill_json(plan: BackfillPlan) -> dict[str, object]:
+    zone = ZoneInfo(plan.timezone)
+    return {
+        "job": plan.job, "dry_run": plan.dry_run,
+        "from": plan.start.astimezone(zone).isoformat(),
+        "to": plan.end.astimezone(zone).isoformat(),
+        "slots": [slot.astimezone(zone).isoformat() for slot in plan.slots],
+        "left_out": [
+            {"slot": left.slot.astimezone(zone).isoformat(), "reason": left.reason}
+            for left in plan.left_out
+        ],
+        "notes": list(plan.notes), "order": plan.order,
+    }  # fmt: skip

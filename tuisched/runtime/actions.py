@@ -11,11 +11,19 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import ConfigEdit, EditAction, EditTarget, MissedChoice, MissedSlots
+from tuisched.domain.views import (
+    BackfillPlan,
+    ConfigEdit,
+    EditAction,
+    EditTarget,
+    MissedChoice,
+    MissedSlots,
+)
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.handlers.actions import ActionLog, who
 
@@ -177,3 +185,19 @@ class Actions:
             done = entry.decided.removesuffix(f" by {who}")  # the line names who already
             self._record(f"missed slots: {choice}", f"job {entry.job}: {done}", actor)
         return decided
+
+    # --- backfill of a window (SPEC R24) ---------------------------------------------------
+
+    async def backfill(
+        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False,
+        actor: str | None = None,
+    ) -> BackfillPlan:  # fmt: skip
+        """Run the slots of `job` from `start` to `end` (excluded) that have no successful
+        run, in slot order; with `dry_run` only list them (not recorded as an action)."""
+        backfills = self._runtime.backfills
+        if dry_run:
+            return await backfills.plan(job, start, end)
+        plan = await backfills.start(job, start, end)
+        window = f"{start.isoformat()} to {end.isoformat()}"
+        self._record("backfill", f"job {job} from {window}: {len(plan.slots)} slots", actor)
+        return plan

@@ -42,6 +42,7 @@ from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.cluster.database import read_password
 from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.configsource import ConfigSource
+from tuisched.runtime.engine.backfill import Backfills, cluster_slot_runs
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
@@ -602,3 +603,25 @@ class Runtime:
             clock=self._clock, secrets=self._secrets,
         )  # fmt: skip
         self._webhooks.subscribe(self.bus)
+
+    # --- backfill of a window (SPEC R24) --------------------------------------------------
+
+    _backfills: tuple[Engine, Backfills] | None = None
+    """The backfills under way, and the engine they were made for (see `backfills`)."""
+
+    @property
+    def backfills(self) -> Backfills:
+        """Backfills of a window: planned, and carried out in slot order (only after start)."""
+        engine = self.engine
+        if self._backfills is None or self._backfills[0] is not engine:
+            if self._backfills is not None:
+                self._backfills[1].close()
+            cluster = self.cluster
+            made = Backfills(
+                config=lambda: self.config, history=self.history, bus=self.bus, now=self.now,
+                submit=lambda job, slot: engine.submit(job, slot=slot, trigger=Trigger.BACKFILL),
+                clustered=cluster is not None,
+                slot_runs=cluster_slot_runs(cluster) if cluster is not None else None,
+            )  # fmt: skip
+            self._backfills = (engine, made)
+        return self._backfills[1]

@@ -32,6 +32,7 @@ from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
+    BackfillPlan,
     ConfigEdit,
     EditAction,
     EditImpact,
@@ -397,6 +398,15 @@ class LocalControl(LocalQueries):
     async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
         self._engine()
         return await self._runtime.actions.decide_missed(job, choice, actor=self.actor)
+
+    # --- backfill of a window (SPEC R24) ---
+
+    async def backfill(
+        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False
+    ) -> BackfillPlan:
+        self._engine()
+        actions = self._runtime.actions
+        return await actions.backfill(job, start, end, dry_run=dry_run, actor=self.actor)
 
 
 def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:

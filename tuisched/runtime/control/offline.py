@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TypeVar
 
+from tuisched.domain import backfill
 from tuisched.domain.errors import SchedulerNotRunningError, UnknownRunError
 from tuisched.domain.events import Event
 from tuisched.domain.model import Config
@@ -26,6 +27,7 @@ from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
+    BackfillPlan,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -267,3 +269,24 @@ class OfflineControl(OfflineQueries):
 
     async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
         raise SchedulerNotRunningError("deciding missed slots needs a running scheduler")
+
+    # --- backfill of a window (SPEC R24) ---
+
+    async def backfill(
+        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False
+    ) -> BackfillPlan:
+        """A dry run reads the history the scheduler left; a backfill needs a running one."""
+        if not dry_run:
+            raise SchedulerNotRunningError(
+                f"backfilling {job} needs a running scheduler (tuisched --no-ui); "
+                "--dry-run lists the slots without one"
+            )
+        found, now = self._config.job(job), self._clock()
+        none: list[RunRecord] = []
+        held = await self._ask(lambda store: store.runs_of_slots(job, start, min(end, now)), none)
+        workers = self._config.settings.max_workers
+        return await in_thread(
+            Lane.FILES, lambda: backfill.plan(
+                found, start, end, now=now, runs=held, dry_run=True, max_workers=workers
+            ),
+        )  # fmt: skip

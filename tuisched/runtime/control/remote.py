@@ -40,6 +40,7 @@ from tuisched.domain.events import Event
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
+    BackfillPlan,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -346,3 +347,12 @@ class RemoteControl:
 
     async def impact(self, edit: ConfigEdit) -> EditImpact:
         return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]
+
+    # --- backfill of a window (SPEC R24) ---
+
+    async def backfill(
+        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False
+    ) -> BackfillPlan:
+        return await self._call(  # type: ignore[no-any-return]
+            "backfill", BackfillPlan, job=job, start=start, end=end, dry_run=dry_run
+        )

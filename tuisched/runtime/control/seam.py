@@ -30,6 +30,7 @@ from tuisched.domain.events import Event
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
+    BackfillPlan,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -239,6 +240,22 @@ class SchedulerCommands(Protocol):
         """Decide the missed slots of `job` (None: of every job waiting for a decision):
         run the latest once, run all in slot order, or skip. Made once: slots decided
         already (here or by another console) raise JobActionError."""
+        ...
+
+    # --- backfill of a window (SPEC R24) ---
+
+    async def backfill(
+        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False
+    ) -> BackfillPlan:
+        """Run the slots of `job` from `start` to `end` (excluded) that have no successful
+        run, oldest first, with trigger `backfill` (honouring `requires`, `overlap` and
+        `max_workers`); with `dry_run` only list them and why the others are left out.
+
+        Raises:
+            UnknownJobError: no such job. JobActionError: the job cannot be backfilled,
+                nothing to run, or cluster mode (a dry run is served there).
+            ScheduleError: the window is empty or holds more than 10,000 slots.
+        """
         ...
 
 

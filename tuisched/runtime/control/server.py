@@ -69,6 +69,7 @@ QUERIES = frozenset({
 METHODS = frozenset({
     *QUERIES, "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "shutdown",
     "hurry", "decide_missed",
+    "backfill",
 })  # fmt: skip
 """The seam's methods the protocol carries (all but `subscribe`, which is /v1/events)."""
 

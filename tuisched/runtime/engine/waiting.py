@@ -6,7 +6,8 @@ requirement names an upstream job and the slot it must have succeeded for
 `self`). The room checks the history once, then listens for upstream
 successes on the bus: no polling. A run whose requirements all hold leaves
 for the run queue; one still waiting at its deadline (`wait_timeout`, else
-the job's next slot) is NOT_STARTED. WAITING rows stay in the history, so a
+the job's next slot; a backfill run of a past slot waits as long from when it was
+queued) is NOT_STARTED. WAITING rows stay in the history, so a
 restarted scheduler takes them back in.
 
 `requires: [self]` holds unless the job's previous slot has a run that did not
@@ -22,14 +23,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.config import SELF
 from tuisched.domain.config.dependencies import previous_own_slot, required_slot
 from tuisched.domain.events import RunFinished, RunWaiting
 from tuisched.domain.model import Config, Job
-from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.store import AsyncHistory, HistoryStore
@@ -199,6 +200,10 @@ class WaitingRoom:
         if job.wait_timeout is not None:
             return run.queued_at + job.wait_timeout
         following = next_slot(job.schedule, run.slot) if job.schedule and run.slot else None
+        if following is not None and run.slot is not None and run.trigger is Trigger.BACKFILL:
+            # A past slot's next one has passed too: a backfill run waits as long as the
+            # scheduled run of its slot would have, from when it was queued.
+            return run.queued_at + (following.astimezone(UTC) - run.slot.astimezone(UTC))
         return following if following is not None else run.queued_at + DEFAULT_WAIT
 
     def _expire(self, run_id: str) -> None:

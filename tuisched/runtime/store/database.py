@@ -548,6 +548,18 @@ class HistoryStore:
             self._closed = True
             self._engine.dispose()
 
+    # --- backfill of a window (SPEC R24) ---
+
+    def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
+        """The runs of `job` whose slot lies from `start` (included) to `end` (excluded)
+        and that succeeded or are in progress (a backfill leaves their slots out)."""
+        states = (RunState.SUCCESS, RunState.QUEUED, RunState.RUNNING, RunState.WAITING)
+        query = select(runs).where(
+            runs.c.job == job, runs.c.slot >= start, runs.c.slot < end,
+            runs.c.state.in_([state.value for state in states]),
+        )  # fmt: skip
+        return self._records(query.order_by(runs.c.slot, runs.c.run_id))
+
 
 def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
     """`run` closed as ABANDONED at `now`."""

@@ -1,0 +1,196 @@
+"""Backfill of a window (SPEC R24): the slots of a window with no successful run, run in order.
+
+`Backfills.plan` lists what a backfill would run (see `domain.backfill`);
+`Backfills.start` queues it. The runs carry trigger `backfill` and their
+slot, so `requires` is honoured as for a scheduled run (a run whose
+upstream slots did not succeed WAITs for them), and `overlap` and
+`max_workers` as for any run.
+
+Runs are queued without flooding the queue, as the downtime ledger's "all in
+order" does: an `overlap: allow` job keeps up to `max_workers` of its
+backfill runs queued or running, any other job one, the next slot going when
+one ends. A second backfill of a job whose backfill is under way joins it:
+its slots are merged in slot order, and a slot already on the way is not
+taken twice.
+
+Cluster mode is not served yet: a run there may end on another node, which
+this node does not hear of, so the sequence could stall; `plan` (a dry run)
+reads the cluster's table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from tuisched.domain import backfill
+from tuisched.domain.bus import EventBus
+from tuisched.domain.errors import JobActionError
+from tuisched.domain.events import RunConcluded
+from tuisched.domain.model import Config, Job
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.views import BackfillPlan, HistoryQuery, LeftOutSlot
+from tuisched.runtime.cluster.link import ClusterLink
+from tuisched.runtime.store import AsyncHistory
+from tuisched.runtime.threads import Lane, in_thread
+
+NOT_IN_CLUSTER = (
+    "backfill is not in cluster mode yet: run the slots with `tuisched trigger`, "
+    "or list them with `tuisched backfill --dry-run`"
+)
+
+Submit = Callable[[Job, datetime], RunRecord]
+"""Queues a backfill run of a job for a slot (the engine's `submit`, trigger `backfill`)."""
+SlotRuns = Callable[[str, datetime, datetime], Awaitable[list[RunRecord]]]
+"""The runs of a job whose slot lies in a window that succeeded or are in progress."""
+
+
+@dataclass(slots=True)
+class _Sequence:
+    """One job's backfill under way: the slots still to queue and those on the way."""
+
+    job: str
+    to_queue: list[datetime] = field(default_factory=list)
+    """Slots not queued yet, oldest first (UTC)."""
+    on_the_way: set[datetime] = field(default_factory=set)
+    """Slots whose run is queued, waiting or running (UTC)."""
+
+
+class Backfills:
+    """Plans backfills and carries them out, a few runs at a time per job."""
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        history: AsyncHistory,
+        bus: EventBus,
+        now: Callable[[], datetime],
+        submit: Submit,
+        clustered: bool,
+        slot_runs: SlotRuns | None = None,
+    ) -> None:
+        """`slot_runs` reads the runs that leave slots out (default: this node's history;
+        in cluster mode the cluster's table)."""
+        self._config = config
+        self._history = history
+        self._now = now
+        self._submit = submit
+        self._clustered = clustered
+        self._slot_runs = slot_runs or self._local_runs
+        self._lock = asyncio.Lock()
+        self._sequences: dict[str, _Sequence] = {}
+        self._subscription = bus.subscribe(RunConcluded, self._concluded)
+
+    def close(self) -> None:
+        """Stop following backfill runs (the slots not queued yet stay unrun)."""
+        self._subscription.unsubscribe()
+
+    async def _local_runs(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
+        return await self._history.call(lambda store: store.runs_of_slots(job, start, end))
+
+    async def plan(self, name: str, start: datetime, end: datetime) -> BackfillPlan:
+        """What a backfill of job `name` over the window would run; nothing is queued.
+
+        Raises:
+            UnknownJobError: no such job. JobActionError: the job cannot be backfilled.
+            ScheduleError: the window is empty or too wide.
+        """
+        return await self._plan(name, start, end, dry_run=True)
+
+    async def start(self, name: str, start: datetime, end: datetime) -> BackfillPlan:
+        """Queue the backfill of job `name` over the window; what it runs.
+
+        Raises:
+            JobActionError: cluster mode, or nothing to run; as `plan` besides.
+        """
+        if self._clustered:
+            raise JobActionError(NOT_IN_CLUSTER)
+        async with self._lock:  # read and queue as one: a slot is never taken twice
+            found = await self._plan(name, start, end, dry_run=False)
+            going = self._sequences.get(name)
+            taken = set() if going is None else {*going.to_queue, *going.on_the_way}
+            slots = [slot for slot in found.slots if slot.astimezone(UTC) not in taken]
+            if not slots:
+                raise JobActionError(_nothing(found))
+            self._go(self._config().jobs[name], [slot.astimezone(UTC) for slot in slots])
+            joined = [
+                LeftOutSlot(slot=slot, reason="on the way already (a backfill under way)")
+                for slot in found.slots if slot.astimezone(UTC) in taken
+            ]  # fmt: skip
+            left_out = tuple(sorted((*found.left_out, *joined), key=lambda left: left.slot))
+            return replace(found, slots=tuple(slots), left_out=left_out)
+
+    async def _plan(
+        self, name: str, start: datetime, end: datetime, *, dry_run: bool
+    ) -> BackfillPlan:
+        config = self._config()
+        job = config.job(name)  # UnknownJobError
+        now = self._now()
+        held = await self._slot_runs(name, start, min(end, now))
+        workers = config.settings.max_workers
+        return await in_thread(  # up to 10,000 slots of a cron schedule: off the loop
+            Lane.FILES, lambda: backfill.plan(
+                job, start, end, now=now, runs=held, dry_run=dry_run, max_workers=workers
+            ),
+        )  # fmt: skip
+
+    def _go(self, job: Job, slots: list[datetime]) -> None:
+        """Add `slots` to the job's sequence and queue as many as may be on the way."""
+        sequence = self._sequences.setdefault(job.name, _Sequence(job=job.name))
+        sequence.to_queue = sorted({*sequence.to_queue, *slots})
+        self._fill(sequence, job)
+
+    def _fill(self, sequence: _Sequence, job: Job) -> None:
+        width = backfill.in_flight(job, self._config().settings.max_workers)
+        while sequence.to_queue and len(sequence.on_the_way) < width:
+            slot = sequence.to_queue.pop(0)
+            sequence.on_the_way.add(slot)
+            self._submit(job, slot.astimezone(job.timezone))
+
+    def _concluded(self, event: RunConcluded) -> None:
+        """A backfill run ended: the next slots of its job's sequence go."""
+        run = event.run
+        sequence = self._sequences.get(run.job)
+        if sequence is None or run.trigger is not Trigger.BACKFILL or run.slot is None:
+            return
+        sequence.on_the_way.discard(run.slot.astimezone(UTC))
+        job = self._config().jobs.get(run.job)
+        if job is None or not job.enabled or run.result is Result.SHUTDOWN:
+            sequence.to_queue.clear()  # the job went away, or the scheduler: the rest stays unrun
+        else:
+            self._fill(sequence, job)
+        if not sequence.to_queue and not sequence.on_the_way:
+            del self._sequences[run.job]
+
+    def under_way(self) -> dict[str, int]:
+        """Slots not run yet per job with a backfill under way (queued, on the way)."""
+        return {
+            name: len(sequence.to_queue) + len(sequence.on_the_way)
+            for name, sequence in self._sequences.items()
+        }
+
+
+def cluster_slot_runs(cluster: ClusterLink) -> SlotRuns:
+    """`SlotRuns` over the cluster's table: its newest runs of the job that succeeded or
+    are in progress (at most twice `MAX_SLOTS`), those with a slot in the window."""
+
+    async def read(job: str, start: datetime, end: datetime) -> list[RunRecord]:
+        states = (RunState.SUCCESS, RunState.QUEUED, RunState.RUNNING, RunState.WAITING)
+        query = HistoryQuery(job=job, states=states, limit=2 * backfill.MAX_SLOTS)
+        rows = await cluster.history(query)
+        return [run for run in rows if run.slot is not None and start <= run.slot < end]
+
+    return read
+
+
+def _nothing(found: BackfillPlan) -> str:
+    """Why a backfill queued nothing."""
+    where = f"{found.job} from {found.start.isoformat()} to {found.end.isoformat()}"
+    if found.slots:
+        return f"every slot of {where} to run is already on the way"
+    if found.left_out:
+        return f"no slot of {where} needs a run: {len(found.left_out)} left out (see --dry-run)"
+    return f"{where} holds no past slot of the job"
