@@ -312,6 +312,8 @@ class Settings:
     output_max: int = 64 * 1024**2
     """Bytes of a run's output kept in its file at most (`state_dir/output/JOB/RUN.log`);
     beyond it one line says the output was cut, and the rest is dropped."""
+    history_retention: Retention | None = None
+    """How long finished runs stay in the history (None: for ever)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -331,3 +333,22 @@ class Config:
             return self.jobs[name]
         except KeyError:
             raise UnknownJobError(name) from None
+
+
+# --- history retention (issue 16) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """`settings.history_retention`: which finished runs the history forgets.
+
+    A run is forgotten when it is older than `days` or beyond the newest
+    `runs_per_job` runs of its job, whichever comes first; unset limits keep
+    everything. Runs not finished, and missed slots still waiting for an
+    operator's decision, are always kept.
+    """
+
+    days: int | None = None
+    """Runs queued more than this many days ago are forgotten."""
+    runs_per_job: int | None = None
+    """Each job keeps at most this many of its newest runs."""

@@ -54,6 +54,7 @@ from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
+from tuisched.runtime.store.retention import keep_pruning
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
@@ -187,6 +188,8 @@ class Runtime:
         """The stop under way (or done)."""
         self._ledger: tuple[Engine, Ledger] | None = None
         """The downtime ledger, and the engine it was made for (see `ledger`)."""
+        self._pruning: asyncio.Task[None] | None = None
+        """History retention's background pass (when `settings.history_retention` is set)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -283,6 +286,7 @@ class Runtime:
             self.cluster = None
         if self._following is not None:
             self._following.cancel()
+        await self._stop_retention()
         await close_warm_pool()
         await self._drain_alerts(0)
         if self._history is not None:
@@ -344,6 +348,7 @@ class Runtime:
         if role.fires_slots:
             await self._mark_alive()
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+            self._start_retention()
         self.state = SchedulerState.RUNNING
         self.started_at = now
         self.bus.publish(
@@ -393,6 +398,7 @@ class Runtime:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
+        await self._stop_retention()
         if self.role.fires_slots:  # firing stops now: the next start records later slots MISSED
             await self._mark_alive()
         if self._triggers is not None:
@@ -547,3 +553,21 @@ class Runtime:
             )  # fmt: skip
             self._ledger = (engine, made)
         return self._ledger[1]
+
+    # --- history retention (issue 16) ---------------------------------------------------
+
+    def _start_retention(self) -> None:
+        """Prune the history in the background, now and every hour (whatever the
+        configuration says then: a reload may set or change `history_retention`)."""
+        assert self._history is not None  # noqa: S101  (called from _start_parts)
+        self._pruning = asyncio.get_running_loop().create_task(keep_pruning(
+            self._history, lambda: self.config.settings.history_retention, self._clock,
+            self.config.settings.state_dir / "output",
+        ))  # fmt: skip
+
+    async def _stop_retention(self) -> None:
+        if self._pruning is not None:
+            self._pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pruning
+            self._pruning = None

@@ -30,6 +30,7 @@ from tuisched.domain.views import (
     EditImpact,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -44,6 +45,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 from tuisched.runtime.control.cluster import cluster_nodes
 from tuisched.runtime.control.reading import (
@@ -63,6 +65,7 @@ from tuisched.runtime.control.seam import (
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
+from tuisched.runtime.store.stats import read_stats
 from tuisched.runtime.threads import Lane, in_thread
 
 T = TypeVar("T")
@@ -234,6 +237,12 @@ class OfflineQueries:
 
     async def impact(self, edit: ConfigEdit) -> EditImpact:
         raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        empty = HistoryStats(since=query.since, until=query.until)
+        return await self._ask(lambda store: read_stats(store, query), empty)
 
 
 class OfflineControl(OfflineQueries):

@@ -44,6 +44,7 @@ from tuisched.domain.views import (
     EditImpact,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -57,6 +58,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
@@ -346,3 +348,8 @@ class RemoteControl:
 
     async def impact(self, edit: ConfigEdit) -> EditImpact:
         return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        return await self._call("stats", HistoryStats, query=query)  # type: ignore[no-any-return]

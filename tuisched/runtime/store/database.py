@@ -6,7 +6,7 @@ import contextlib
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -35,8 +35,10 @@ from tuisched.domain.errors import (
     HistoryUnavailableError,
     UnknownRunError,
 )
+from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState
-from tuisched.domain.views import HistoryQuery
+from tuisched.domain.stats import COUNTED, StatRow
+from tuisched.domain.views import HistoryQuery, StatsQuery
 from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain
 from tuisched.runtime.store.schema import (
     _ABANDONABLE,
@@ -548,6 +550,56 @@ class HistoryStore:
             self._closed = True
             self._engine.dispose()
 
+    # --- history stats and retention (issue 16) -----------------------------------------
+
+    def stat_rows(self, query: StatsQuery) -> list[StatRow]:
+        """The counted runs (see `JobStats`) queued in the query's window, narrow rows only."""
+        columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result, runs.c.started_at,
+                   runs.c.ended_at)  # fmt: skip
+        select_rows = _in_window(select(*columns), query).where(runs.c.state.in_(_COUNTED))
+        with self._begin() as connection:
+            return [
+                StatRow(job, run_id, RunState(state), result, started, ended)
+                for job, run_id, state, result, started, ended in connection.execute(select_rows)
+            ]
+
+    def slowest(self, query: StatsQuery) -> list[RunRecord]:
+        """The `query.slowest` longest counted runs of the window, longest first."""
+        if query.slowest < 1:
+            return []
+        if self._engine.dialect.name == "sqlite":
+            took = func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)
+        else:
+            took = runs.c.ended_at - runs.c.started_at
+        select_runs = (
+            _in_window(select(runs), query)
+            .where(runs.c.state.in_(_COUNTED), runs.c.started_at.is_not(None),
+                   runs.c.ended_at.is_not(None))
+            .order_by(took.desc(), runs.c.run_id)
+            .limit(query.slowest)
+        )  # fmt: skip
+        return self._records(select_runs)
+
+    def prune(self, now: datetime, retention: Retention, *, batch: int) -> list[tuple[str, str]]:
+        """Forget at most `batch` runs that `retention` no longer keeps, in one transaction.
+
+        Never forgets a run that is not finished, nor a missed slot whose
+        decision is pending (MISSED with an empty status, see `domain.ledger`).
+        Call it again while it returns `batch` runs.
+
+        Returns:
+            (job, run_id) of each run forgotten, so its output file can go too.
+        """
+        doomed = _prunable(now, retention)
+        if doomed is None:
+            return []
+        with self._begin() as connection:
+            found = [(job, run_id) for job, run_id in connection.execute(doomed.limit(batch))]
+            if found:
+                gone = [run_id for _, run_id in found]
+                connection.execute(runs.delete().where(runs.c.run_id.in_(gone)))
+        return found
+
 
 def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
     """`run` closed as ABANDONED at `now`."""
@@ -557,4 +609,44 @@ def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
         result=Result.ABANDONED,
         ended_at=now,
         reason=ABANDONED_REASON,
+    )
+
+
+# --- history stats and retention (issue 16) -------------------------------------------------
+
+_COUNTED = tuple(state.value for state in COUNTED)
+
+
+def _in_window(query: Select[Any], stats: StatsQuery) -> Select[Any]:
+    """`query` limited to the runs of `stats.job` queued in [since, until)."""
+    if stats.job is not None:
+        query = query.where(runs.c.job == stats.job)
+    if stats.since is not None:
+        query = query.where(runs.c.queued_at >= stats.since)
+    if stats.until is not None:
+        query = query.where(runs.c.queued_at < stats.until)
+    return query
+
+
+def _prunable(now: datetime, retention: Retention) -> Select[Any] | None:
+    """(job, run_id) of the runs `retention` lets go, oldest first; None when it keeps all."""
+    keep = runs.c.state.in_(_UNFINISHED) | (
+        (runs.c.state == RunState.MISSED.value) & (runs.c.status == "")
+    )
+    old = []
+    if retention.days is not None:
+        old.append(runs.c.queued_at < now - timedelta(days=retention.days))
+    if retention.runs_per_job is not None:
+        # Rank each job's runs, newest first (the unfinished too: they are the newest).
+        newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
+        rank = func.row_number().over(partition_by=runs.c.job, order_by=newest_first)
+        ranked = select(runs.c.run_id, rank.label("rank")).subquery()
+        beyond = select(ranked.c.run_id).where(ranked.c.rank > retention.runs_per_job)
+        old.append(runs.c.run_id.in_(beyond))
+    if not old:
+        return None
+    return (
+        select(runs.c.job, runs.c.run_id)
+        .where(or_(*old), ~keep)
+        .order_by(runs.c.queued_at, runs.c.run_id)
     )

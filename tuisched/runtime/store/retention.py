@@ -1,0 +1,73 @@
+"""History retention: forgetting old runs and their output files, in the background.
+
+`settings.history_retention` says what to keep. The history's writer thread
+deletes a bounded batch of rows at a time (so run writes queued meanwhile go
+in between batches), and the FILES lane removes the output files of the runs
+forgotten. It runs at start and then every `PRUNE_EVERY_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from tuisched.domain.errors import HistoryError
+from tuisched.domain.model import Retention
+from tuisched.runtime.clock import Clock
+from tuisched.runtime.store.writer import AsyncHistory
+from tuisched.runtime.threads import Lane, in_thread
+
+log = logging.getLogger(__name__)
+
+PRUNE_BATCH = 500
+"""Runs forgotten per transaction of the writer thread."""
+PRUNE_EVERY_SECONDS = 3600.0
+"""How often retention looks again after the first pass at start."""
+
+
+def remove_output_files(output_dir: Path, runs: Sequence[tuple[str, str]]) -> int:
+    """Remove `output_dir/JOB/RUN_ID.log` of each (job, run_id); how many were there."""
+    removed = 0
+    for job, run_id in runs:
+        with contextlib.suppress(FileNotFoundError):
+            (output_dir / job / f"{run_id}.log").unlink()
+            removed += 1
+    return removed
+
+
+async def prune_history(
+    history: AsyncHistory, retention: Retention, now: datetime, output_dir: Path,
+    *, batch: int = PRUNE_BATCH,
+) -> int:  # fmt: skip
+    """Forget every run `retention` lets go as of `now`, a batch at a time, with its
+    output file; the number of runs forgotten."""
+    total = 0
+    while True:
+        gone = await history.call(lambda store: store.prune(now, retention, batch=batch))
+        if gone:
+            await in_thread(Lane.FILES, remove_output_files, output_dir, gone)
+        total += len(gone)
+        if len(gone) < batch:
+            return total
+
+
+async def keep_pruning(
+    history: AsyncHistory, retention: Callable[[], Retention | None], clock: Clock,
+    output_dir: Path,
+) -> None:  # fmt: skip
+    """Prune now, then every `PRUNE_EVERY_SECONDS`, until cancelled. `retention` is read
+    each time, so a reload that changes it counts from the next pass."""
+    while True:
+        wanted = retention()
+        if wanted is not None:
+            try:
+                forgotten = await prune_history(history, wanted, clock.now(), output_dir)
+            except HistoryError as error:  # an outage: the next pass tries again
+                log.warning("history retention skipped this pass: %s", error)
+            else:
+                if forgotten:
+                    log.info("history retention forgot %d run(s) and their output", forgotten)
+        await clock.sleep(PRUNE_EVERY_SECONDS)
