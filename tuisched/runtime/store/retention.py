@@ -56,18 +56,21 @@ async def prune_history(
 
 async def keep_pruning(
     history: AsyncHistory, retention: Callable[[], Retention | None], clock: Clock,
-    output_dir: Path,
+    output_dir: Path, *, passed: Callable[[int], object] | None = None,
 ) -> None:  # fmt: skip
     """Prune now, then every `PRUNE_EVERY_SECONDS`, until cancelled. `retention` is read
-    each time, so a reload that changes it counts from the next pass."""
+    each time, so a reload that changes it counts from the next pass. `passed` is told
+    how many runs each pass forgot (0 when retention is off or the history is away)."""
     while True:
+        forgotten = 0
         wanted = retention()
         if wanted is not None:
             try:
                 forgotten = await prune_history(history, wanted, clock.now(), output_dir)
             except HistoryError as error:  # an outage: the next pass tries again
                 log.warning("history retention skipped this pass: %s", error)
-            else:
-                if forgotten:
-                    log.info("history retention forgot %d run(s) and their output", forgotten)
+            if forgotten:
+                log.info("history retention forgot %d run(s) and their output", forgotten)
+        if passed is not None:
+            passed(forgotten)
         await clock.sleep(PRUNE_EVERY_SECONDS)
