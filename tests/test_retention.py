@@ -5,7 +5,8 @@ PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import functools
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,12 +17,15 @@ from tuisched.domain.errors import ConfigError
 from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
+from tuisched.runtime.cluster.database import ClusterDatabase
+from tuisched.runtime.cluster.store import PRUNE_LOCK, ClusterStore
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.store import AsyncHistory, HistoryStore
 from tuisched.runtime.store.retention import (
     PRUNE_EVERY_SECONDS,
     keep_pruning,
     prune_history,
+    prune_shared,
     remove_output_files,
 )
 
@@ -267,3 +271,62 @@ def test_postgresql_forgets_the_same_runs(postgres: PostgresServer) -> None:
         rest = pg.prune(NOW, Retention(days=25, runs_per_job=2), batch=2)
         assert [run_id for _, run_id in first + rest] == ["b4", "b3", "b2"]
         assert kept(pg) == {"b0", "b1", "pending", "live", "c0"}
+
+
+# --- the cluster's shared table ---------------------------------------------------------------
+
+
+async def _cluster_rows(store: ClusterStore, rows: list[tuple[str, str, str, int]]) -> None:
+    """Rows (run_id, job, state, days ago) of the shared table, created that long ago."""
+    async with store._db.pool.connection() as connection:
+        for run_id, job, state, days in rows:
+            await connection.execute(
+                "INSERT INTO tuisched_runs (run_id, job, trigger, state, status, due_at, "
+                "created_at) VALUES (%s, %s, 'manual', %s, %s, now() - make_interval(days => %s), "
+                "now() - make_interval(days => %s))",
+                (run_id, job, state, "" if state == "missed" else "done", days, days),
+            )
+
+
+@pytest.fixture
+async def cluster(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
+    """Two nodes' stores on one fresh cluster database."""
+    url = postgres.url(postgres.create_database())
+    databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(2)]
+    await asyncio.gather(*(database.open() for database in databases))
+    try:
+        yield [ClusterStore(database) for database in databases]
+    finally:
+        await asyncio.gather(*(database.close() for database in databases))
+
+
+async def test_the_cluster_table_forgets_what_retention_lets_go(
+    cluster: list[ClusterStore], tmp_path: Path
+) -> None:
+    store = cluster[0]
+    await _cluster_rows(store, [
+        ("old-ok", "backup", "success", 40), ("old-failed", "backup", "failed", 35),
+        ("old-due", "backup", "due", 40), ("old-running", "backup", "running", 40),
+        ("old-missed", "backup", "missed", 40), ("new", "backup", "success", 1),
+        ("c1", "cleanup", "success", 2), ("c2", "cleanup", "success", 3),
+    ])  # fmt: skip
+    output = tmp_path / "output"
+    here = _output(output, "backup", "old-ok")
+    now = datetime.now(UTC)
+    forgotten = await prune_shared(
+        functools.partial(store.prune, batch=1), Retention(days=30, runs_per_job=1), now,
+        output, batch=1,
+    )  # fmt: skip
+    assert forgotten == 3
+    left = {str(row[0]) for row in await store.runs()}
+    assert left == {"old-due", "old-running", "old-missed", "new", "c1"}
+    assert not here.exists()
+
+
+async def test_one_node_prunes_the_cluster_table_at_a_time(cluster: list[ClusterStore]) -> None:
+    first, second = cluster
+    await _cluster_rows(first, [("old", "backup", "success", 40)])
+    async with first._db.pool.connection() as connection, connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (PRUNE_LOCK,))
+        assert await second.prune(datetime.now(UTC), None, batch=10) is None
+    assert await second.prune(datetime.now(UTC), None, batch=10) == [("backup", "old")]

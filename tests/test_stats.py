@@ -26,6 +26,7 @@ from tuisched.domain.views import HistoryStats, JobStats, StatsQuery
 from tuisched.domain.wire import decode, encode
 from tuisched.frontends.tui.screens.detail import JobDetailScreen, stats_block
 from tuisched.frontends.tui.widgets.jobs import JobsTable
+from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, RemoteControl, socket_path
 from tuisched.runtime.runtime import Runtime
@@ -332,3 +333,59 @@ async def test_the_history_tab_shows_the_jobs_stats(tmp_path: Path) -> None:
         assert block.region.height == 2
         assert block.region.width > 0
         await asyncio.wait_for(pilot.press("escape"), 5)
+
+
+# --- cluster mode: the shared table ------------------------------------------------------------
+
+
+CLUSTER_RUNS = [
+    ("k1", "success", 10, 0), ("k2", "success", 20, 0), ("k3", "failed", 30, 0),
+    ("k4", "success", 99, 30),
+]  # fmt: skip
+"""(run_id, state, seconds it took, days ago) of backup's runs in the cluster's table."""
+
+
+async def _cluster_table(url: str) -> None:
+    """The cluster's table with backup's runs: 10 s, 20 s, a failed 30 s, and one 30 days old."""
+    database = ClusterDatabase(url, password=PASSWORD, node="seed")
+    await database.open()
+    try:
+        async with database.pool.connection() as connection:
+            for run_id, state, took, days in CLUSTER_RUNS:
+                await connection.execute(
+                    "INSERT INTO tuisched_runs (run_id, job, trigger, state, result, status, "
+                    "due_at, created_at, started_at, ended_at) VALUES (%(id)s, 'backup', "
+                    "'schedule', %(state)s, 'completed', '', now() - %(ago)s, now() - %(ago)s, "
+                    "now() - %(ago)s, now() - %(ago)s + %(took)s)",
+                    {"id": run_id, "state": state, "took": timedelta(seconds=took),
+                     "ago": timedelta(days=days, minutes=5)},
+                )  # fmt: skip
+    finally:
+        await database.close()
+
+
+def test_cluster_stats_and_filters_read_the_shared_table(
+    postgres: PostgresServer, tmp_path: Path
+) -> None:
+    url = postgres.url(postgres.create_database())
+    asyncio.run(_cluster_table(url))
+    path = write_config(
+        tmp_path, JOBS, settings=f"cluster: {{database: '{url}', password_env: TEST_PG_PASSWORD}}"
+    )
+    env = {**os.environ, "TEST_PG_PASSWORD": PASSWORD}
+
+    def tuisched(*argv: str) -> object:
+        done = subprocess.run(
+            [sys.executable, "-m", "tuisched", *argv, "--json", "-c", str(path)], cwd=REPO,
+            capture_output=True, text=True, timeout=60, check=False, env=env,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    found = tuisched("stats", "--slowest", "1")
+    assert isinstance(found, dict)
+    backup = found["jobs"][0]
+    assert (backup["runs"], backup["failures"], backup["p50"]) == (3, 1, 20.0)
+    assert [run["run_id"] for run in found["slowest"]] == ["k3"]
+    assert [r["run_id"] for r in tuisched("history", "--state", "failed")] == ["k3"]  # type: ignore[attr-defined]
+    assert len(tuisched("history", "--since", "7d")) == 3  # type: ignore[arg-type]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -54,7 +55,7 @@ from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
-from tuisched.runtime.store.retention import keep_pruning
+from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
@@ -560,9 +561,13 @@ class Runtime:
         """Prune the history in the background, now and every hour (whatever the
         configuration says then: a reload may set or change `history_retention`)."""
         assert self._history is not None  # noqa: S101  (called from _start_parts)
+        cluster = self.cluster
+        shared: SharedPrune | None = None
+        if cluster is not None:  # the shared table too, one node at a time
+            shared = functools.partial(cluster.store.prune, batch=PRUNE_BATCH)
         self._pruning = asyncio.get_running_loop().create_task(keep_pruning(
             self._history, lambda: self.config.settings.history_retention, self._clock,
-            self.config.settings.state_dir / "output",
+            self.config.settings.state_dir / "output", shared=shared,
         ))  # fmt: skip
 
     async def _stop_retention(self) -> None:
