@@ -21,7 +21,7 @@ from textual.widgets import Static
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
-from tuisched.domain.stats import StatRow, job_stats, parse_instant, percentile, stats_of_runs
+from tuisched.domain.stats import job_stats, parse_instant, percentile, row_of, stats_of_runs
 from tuisched.domain.views import HistoryStats, JobStats, StatsQuery
 from tuisched.domain.wire import decode, encode
 from tuisched.frontends.tui.screens.detail import JobDetailScreen, stats_block
@@ -89,13 +89,7 @@ def test_percentiles_are_nearest_rank() -> None:
 
 
 def test_job_stats_counts_runs_that_started_and_ended() -> None:
-    rows = [
-        StatRow(
-            r.job, r.run_id, r.state, r.result.value if r.result else None, r.started_at, r.ended_at
-        )
-        for r in sample()[:4]
-    ]
-    stats = job_stats("backup", rows)
+    stats = job_stats("backup", [row_of(r) for r in sample()[:4]])
     assert (stats.runs, stats.successes, stats.failures) == (4, 3, 1)
     assert stats.success_rate == 0.75
     assert stats.p50 == timedelta(seconds=20)

@@ -36,15 +36,10 @@ class StatRow:
     run_id: str
     state: RunState
     result: str | None
-    started_at: datetime | None
+    duration: timedelta | None
+    """How long it ran (never negative), or None."""
     ended_at: datetime | None
-
-    @property
-    def duration(self) -> timedelta | None:
-        """How long it ran (never negative), or None."""
-        if self.started_at is None or self.ended_at is None:
-            return None
-        return max(self.ended_at - self.started_at, timedelta(0))
+    """When it ended (the stores fill it in for failures only: nothing else reads it)."""
 
 
 def percentile(ordered: Sequence[timedelta], share: float) -> timedelta | None:
@@ -88,7 +83,7 @@ def stats_by_job(rows: Iterable[StatRow]) -> tuple[JobStats, ...]:
 
 
 def _ended(row: StatRow) -> datetime:
-    return row.ended_at or row.started_at or datetime.min.replace(tzinfo=UTC)
+    return row.ended_at or datetime.min.replace(tzinfo=UTC)
 
 
 def _failure_words(row: StatRow) -> str:
@@ -129,7 +124,7 @@ def parse_instant(text: str, now: datetime, tz: ZoneInfo, option: str) -> dateti
 def row_of(run: RunRecord) -> StatRow:
     """The stats columns of `run`."""
     result = run.result.value if run.result is not None else None
-    return StatRow(run.job, run.run_id, run.state, result, run.started_at, run.ended_at)
+    return StatRow(run.job, run.run_id, run.state, result, run.duration, run.ended_at)
 
 
 def stats_of_runs(runs: Iterable[RunRecord], query: StatsQuery) -> HistoryStats:

@@ -16,6 +16,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
+    case,
     create_engine,
     event,
     func,
@@ -553,24 +554,30 @@ class HistoryStore:
     # --- history stats and retention (issue 16) -----------------------------------------
 
     def stat_rows(self, query: StatsQuery) -> list[StatRow]:
-        """The counted runs (see `JobStats`) queued in the query's window, narrow rows only."""
-        columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result, runs.c.started_at,
-                   runs.c.ended_at)  # fmt: skip
+        """The counted runs (see `JobStats`) queued in the query's window, narrow rows only:
+        the database works out each duration, and the end only of failures."""
+        failed = runs.c.state != RunState.SUCCESS.value
+        columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result,
+                   self._seconds().label("took"),
+                   case((failed, runs.c.ended_at), else_=None).label("ended"))  # fmt: skip
         select_rows = _in_window(select(*columns), query).where(runs.c.state.in_(_COUNTED))
         with self._begin() as connection:
             return [
-                StatRow(job, run_id, RunState(state), result, started, ended)
-                for job, run_id, state, result, started, ended in connection.execute(select_rows)
+                StatRow(job, run_id, RunState(state), result, _seconds_of(took), ended)
+                for job, run_id, state, result, took, ended in connection.execute(select_rows)
             ]
+
+    def _seconds(self) -> Any:
+        """How long a run took, in seconds (None until it ended), as the database says it."""
+        if self._engine.dialect.name == "sqlite":
+            return (func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)) * 86_400.0
+        return func.extract("epoch", runs.c.ended_at - runs.c.started_at)
 
     def slowest(self, query: StatsQuery) -> list[RunRecord]:
         """The `query.slowest` longest counted runs of the window, longest first."""
         if query.slowest < 1:
             return []
-        if self._engine.dialect.name == "sqlite":
-            took = func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)
-        else:
-            took = runs.c.ended_at - runs.c.started_at
+        took = self._seconds()
         select_runs = (
             _in_window(select(runs), query)
             .where(runs.c.state.in_(_COUNTED), runs.c.started_at.is_not(None),
@@ -585,20 +592,65 @@ class HistoryStore:
 
         Never forgets a run that is not finished, nor a missed slot whose
         decision is pending (MISSED with an empty status, see `domain.ledger`).
-        Call it again while it returns `batch` runs.
+        Call it again while it returns `batch` runs. Each job's cut-off is
+        found on the (job, queued_at) index, so a batch costs about the same
+        however long the history is.
 
         Returns:
-            (job, run_id) of each run forgotten, so its output file can go too.
+            (job, run_id) of each run forgotten, oldest first within a job.
         """
-        doomed = _prunable(now, retention)
-        if doomed is None:
-            return []
+        found: list[tuple[str, str]] = []
         with self._begin() as connection:
-            found = [(job, run_id) for job, run_id in connection.execute(doomed.limit(batch))]
+            if retention.days is not None:
+                cutoff = now - timedelta(days=retention.days)
+                found += self._doomed(connection, runs.c.queued_at < cutoff, batch)
+            if retention.runs_per_job is not None:
+                for job in self._crowded(connection, retention.runs_per_job):
+                    if len(found) >= batch:
+                        break
+                    older = self._beyond(connection, job, retention.runs_per_job)
+                    if older is not None:
+                        found += self._doomed(connection, older, batch - len(found))
+            found = list(dict.fromkeys(found))[:batch]
             if found:
                 gone = [run_id for _, run_id in found]
                 connection.execute(runs.delete().where(runs.c.run_id.in_(gone)))
         return found
+
+    def _doomed(self, connection: Connection, where: Any, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` (job, run_id) matching `where` that retention may forget, oldest first."""
+        if limit < 1:
+            return []
+        query = (
+            select(runs.c.job, runs.c.run_id)
+            .where(where, ~_KEPT_ALWAYS)
+            .order_by(runs.c.queued_at, runs.c.run_id)
+            .limit(limit)
+        )
+        return [(job, run_id) for job, run_id in connection.execute(query)]
+
+    def _crowded(self, connection: Connection, keep: int) -> list[str]:
+        """The jobs with more than `keep` runs (counted on the job index)."""
+        query = select(runs.c.job).group_by(runs.c.job).having(func.count() > keep)
+        return list(connection.scalars(query))
+
+    def _beyond(self, connection: Connection, job: str, keep: int) -> Any:
+        """The condition "a run of `job` older than its newest `keep`", or None."""
+        newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
+        last_kept = connection.execute(
+            select(runs.c.queued_at, runs.c.run_id)
+            .where(runs.c.job == job)
+            .order_by(*newest_first)
+            .offset(keep - 1)
+            .limit(1)
+        ).first()
+        if last_kept is None:
+            return None
+        queued, run_id = last_kept
+        older = (runs.c.queued_at < queued) | (
+            (runs.c.queued_at == queued) & (runs.c.run_id < run_id)
+        )
+        return (runs.c.job == job) & older
 
 
 def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
@@ -628,25 +680,15 @@ def _in_window(query: Select[Any], stats: StatsQuery) -> Select[Any]:
     return query
 
 
-def _prunable(now: datetime, retention: Retention) -> Select[Any] | None:
-    """(job, run_id) of the runs `retention` lets go, oldest first; None when it keeps all."""
-    keep = runs.c.state.in_(_UNFINISHED) | (
-        (runs.c.state == RunState.MISSED.value) & (runs.c.status == "")
-    )
-    old = []
-    if retention.days is not None:
-        old.append(runs.c.queued_at < now - timedelta(days=retention.days))
-    if retention.runs_per_job is not None:
-        # Rank each job's runs, newest first (the unfinished too: they are the newest).
-        newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
-        rank = func.row_number().over(partition_by=runs.c.job, order_by=newest_first)
-        ranked = select(runs.c.run_id, rank.label("rank")).subquery()
-        beyond = select(ranked.c.run_id).where(ranked.c.rank > retention.runs_per_job)
-        old.append(runs.c.run_id.in_(beyond))
-    if not old:
+_KEPT_ALWAYS = runs.c.state.in_(_UNFINISHED) | (
+    (runs.c.state == RunState.MISSED.value) & (runs.c.status == "")
+)
+"""Runs retention never forgets: not finished, or a missed slot waiting for a decision."""
+
+
+def _seconds_of(took: object) -> timedelta | None:
+    """A duration the database gave in seconds (never negative: clocks were set back)."""
+    if took is None:
         return None
-    return (
-        select(runs.c.job, runs.c.run_id)
-        .where(or_(*old), ~keep)
-        .order_by(runs.c.queued_at, runs.c.run_id)
-    )
+    # SQLite's julianday keeps about a millisecond: round it away.
+    return timedelta(seconds=max(0.0, round(float(took), 3)))  # type: ignore[arg-type]
