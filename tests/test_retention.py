@@ -330,3 +330,12 @@ async def test_one_node_prunes_the_cluster_table_at_a_time(cluster: list[Cluster
         await connection.execute("SELECT pg_advisory_xact_lock(%s)", (PRUNE_LOCK,))
         assert await second.prune(datetime.now(UTC), None, batch=10) is None
     assert await second.prune(datetime.now(UTC), None, batch=10) == [("backup", "old")]
+
+
+def test_an_output_file_that_cannot_go_is_left_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "backup" / "stuck.log"
+    blocked.mkdir(parents=True)  # a folder where the file should be: unlink refuses
+    assert remove_output_files(tmp_path, [("backup", "stuck")]) == 0
+    assert "could not remove the output of run stuck" in caplog.text

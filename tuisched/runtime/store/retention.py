@@ -8,7 +8,6 @@ forgotten. It runs at start and then every `PRUNE_EVERY_SECONDS`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
@@ -32,9 +31,14 @@ def remove_output_files(output_dir: Path, runs: Sequence[tuple[str, str]]) -> in
     """Remove `output_dir/JOB/RUN_ID.log` of each (job, run_id); how many were there."""
     removed = 0
     for job, run_id in runs:
-        with contextlib.suppress(FileNotFoundError):
+        try:
             (output_dir / job / f"{run_id}.log").unlink()
-            removed += 1
+        except FileNotFoundError:  # the run printed nothing, or its file was pruned already
+            continue
+        except OSError as error:  # the row is gone: a file left behind is only disk space
+            log.warning("could not remove the output of run %s: %s", run_id, error)
+            continue
+        removed += 1
     return removed
 
 
@@ -97,6 +101,8 @@ async def keep_pruning(
                 forgotten = await prune_history(history, wanted, clock.now(), output_dir)
             except HistoryError as error:  # an outage: the next pass tries again
                 log.warning("history retention skipped this pass: %s", error)
+            except Exception:  # a bug must not end retention for the scheduler's life
+                log.exception("history retention failed this pass")
             if shared is not None:
                 forgotten += await _prune_cluster(shared, wanted, clock.now(), output_dir)
             if forgotten:
