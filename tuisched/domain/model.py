@@ -334,6 +334,8 @@ class Settings:
     beyond it one line says the output was cut, and the rest is dropped."""
     metrics: MetricsSettings | None = None
     """`settings.metrics`: Prometheus metrics and a health check over HTTP (None: off)."""
+    history_retention: Retention | None = None
+    """How long finished runs stay in the history (None: for ever)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -391,3 +393,22 @@ class WebhookSettings:
     """Attempts after the first; each waits twice as long as the one before."""
     line: int = 0
     """Line of the webhook's name in the configuration file."""
+
+
+# --- history retention (issue 16) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Retention:
+    """`settings.history_retention`: which finished runs the history forgets.
+
+    A run is forgotten when it is older than `days` or beyond the newest
+    `runs_per_job` runs of its job, whichever comes first; unset limits keep
+    everything. Runs not finished, and missed slots still waiting for an
+    operator's decision, are always kept.
+    """
+
+    days: int | None = None
+    """Runs queued more than this many days ago are forgotten."""
+    runs_per_job: int | None = None
+    """Each job keeps at most this many of its newest runs."""

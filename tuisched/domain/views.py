@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from tuisched.domain.runs import RunRecord, RunState, Trigger
@@ -517,3 +517,60 @@ class BackfillPlan:
     """How the runs go: one after another, or a few at a time (`overlap: allow`)."""
     dry_run: bool = False
     """True when nothing was queued: the plan only lists."""
+
+
+# --- history stats (issue 16) -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatsQuery:
+    """Which runs `stats` sums up: those queued in [since, until), of `job` or of every job."""
+
+    job: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    slowest: int = 0
+    """Also list this many of the window's slowest runs (0: none)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStats:
+    """One job's runs over a window: how many, how they ended, how long they took.
+
+    A run counts once it has ended after starting: SUCCESS, FAILED or
+    ABANDONED. Runs that never started (NOT_STARTED, MISSED) and runs still
+    in progress are not counted.
+    """
+
+    job: str
+    runs: int
+    successes: int
+    failures: int
+    """FAILED and ABANDONED runs."""
+    p50: timedelta | None = None
+    """Median duration of the counted runs that have one."""
+    p95: timedelta | None = None
+    slowest_run: str | None = None
+    """The run id of the longest run."""
+    slowest: timedelta | None = None
+    last_failure_at: datetime | None = None
+    """When the newest failure ended."""
+    last_failure: str = ""
+    """Its state and result, e.g. `FAILED (timed_out)`."""
+
+    @property
+    def success_rate(self) -> float | None:
+        """Successes per counted run (None when there was none)."""
+        return self.successes / self.runs if self.runs else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryStats:
+    """The answer to a `StatsQuery`: each job's stats, and the slowest runs asked for."""
+
+    since: datetime | None = None
+    until: datetime | None = None
+    jobs: tuple[JobStats, ...] = ()
+    """Jobs with at least one counted run, by name."""
+    slowest: tuple[RunRecord, ...] = ()
+    """The window's longest runs, longest first."""

@@ -33,6 +33,7 @@ from tuisched.frontends.lookup import find_config, user_config_file
 from tuisched.frontends.service import add_service
 from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.starter import add_init
+from tuisched.frontends.stats import BadOption, add_history_filters, add_stats, window
 from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import (
     OfflineControl,
@@ -122,10 +123,16 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("--json", action="store_true", help="print a JSON array")
     jobs.set_defaults(func=_jobs)
 
-    history = commands.add_parser("history", parents=[config], help="print the newest runs")
+    history = commands.add_parser(
+        "history", parents=[config], help="print the newest runs",
+        description="Print the newest runs from the history, newest first, filtered by "
+        "job, time, state and trigger (every node's runs in cluster mode). "
+        "Example: tuisched history backup --since 7d --state failed",
+    )  # fmt: skip
     history.add_argument("job", metavar="JOB", nargs="?", help="only this job's runs")
     history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")
     history.add_argument("--json", action="store_true", help="print a JSON array")
+    add_history_filters(history)
     history.set_defaults(func=_history)
 
     nodes = commands.add_parser(
@@ -154,6 +161,7 @@ def _parser() -> argparse.ArgumentParser:
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
     add_simulate(commands, config)
+    add_stats(commands, config)
     # Service and packaging (issue 16, items 6-7): setting up, running as a service.
     add_init(commands, config)
     add_service(commands, config)
@@ -312,7 +320,11 @@ def _history(args: argparse.Namespace) -> int:
     config, control = _offline(args)
     if args.job is not None:
         _find_job(config, args.job)
-    query = HistoryQuery(job=args.job, limit=args.n)
+    since, until = _window(args, config)
+    query = HistoryQuery(
+        job=args.job, limit=args.n, states=tuple(dict.fromkeys(args.state)),
+        triggers=tuple(dict.fromkeys(args.trigger)), since=since, until=until,
+    )  # fmt: skip
     if config.settings.cluster is not None:  # every node's runs, from the shared database
         runs = asyncio.run(cluster_history(config, query))
     else:
@@ -367,3 +379,14 @@ def _print_table(rows: list[dict[str, object]], out: TextIO) -> None:
     for line in table:
         cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
         out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+
+
+# --- history filters (issue 16) -----------------------------------------------------------
+
+
+def _window(args: argparse.Namespace, config: Config) -> tuple[datetime | None, datetime | None]:
+    """`history`'s --since and --until (a usage error, exit 2, when one does not parse)."""
+    try:
+        return window(args, config.settings.timezone, datetime.now(UTC), None)
+    except BadOption as error:
+        raise UsageError(str(error)) from None

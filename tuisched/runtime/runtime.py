@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -57,6 +58,7 @@ from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
+from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
@@ -195,6 +197,8 @@ class Runtime:
         """`/metrics` and `/healthz` (with `settings.metrics`, once started)."""
         self._webhooks: WebhookHandler | None = None
         """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
+        self._pruning: asyncio.Task[None] | None = None
+        """History retention's background pass (when `settings.history_retention` is set)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -291,6 +295,7 @@ class Runtime:
             self.cluster = None
         if self._following is not None:
             self._following.cancel()
+        await self._stop_retention()
         await close_warm_pool()
         await self._drain_alerts(0)
         if self._history is not None:
@@ -355,6 +360,7 @@ class Runtime:
         if role.fires_slots:
             await self._mark_alive()
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+            self._start_retention()
         self.state = SchedulerState.RUNNING
         self.started_at = now
         self.bus.publish(
@@ -404,6 +410,7 @@ class Runtime:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
+        await self._stop_retention()
         if self.role.fires_slots:  # firing stops now: the next start records later slots MISSED
             await self._mark_alive()
         if self._triggers is not None:
@@ -625,3 +632,25 @@ class Runtime:
             )  # fmt: skip
             self._backfills = (engine, made)
         return self._backfills[1]
+
+    # --- history retention (issue 16) ---------------------------------------------------
+
+    def _start_retention(self) -> None:
+        """Prune the history in the background, now and every hour (whatever the
+        configuration says then: a reload may set or change `history_retention`)."""
+        assert self._history is not None  # noqa: S101  (called from _start_parts)
+        cluster = self.cluster
+        shared: SharedPrune | None = None
+        if cluster is not None:  # the shared table too, one node at a time
+            shared = functools.partial(cluster.store.prune, batch=PRUNE_BATCH)
+        self._pruning = asyncio.get_running_loop().create_task(keep_pruning(
+            self._history, lambda: self.config.settings.history_retention, self._clock,
+            self.config.settings.state_dir / "output", shared=shared,
+        ))  # fmt: skip
+
+    async def _stop_retention(self) -> None:
+        if self._pruning is not None:
+            self._pruning.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pruning
+            self._pruning = None

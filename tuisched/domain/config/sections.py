@@ -21,6 +21,7 @@ from tuisched.domain.model import (
     ClusterSettings,
     EmailSettings,
     MetricsSettings,
+    Retention,
     Security,
     Settings,
     SmtpSettings,
@@ -34,8 +35,7 @@ if TYPE_CHECKING:
 
 SETTINGS_KEYS = frozenset(
     {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload",
-     "output_max",
-     "metrics"}
+     "output_max", "metrics", "history_retention"}
 )  # fmt: skip
 OUTPUT_MAX_RANGE = (1024**2, 1024**4)
 """`settings.output_max` from 1 MiB to 1 TiB."""
@@ -89,6 +89,7 @@ class Sections:
         v.put(kwargs, fields, "output_max", lambda x, w: v.size(x, w, minimum=low, maximum=high))
         v.put(kwargs, fields, "cluster", self._cluster)
         v.put(kwargs, fields, "metrics", self._metrics)
+        v.put(kwargs, fields, "history_retention", lambda x, w: read_retention(v, x, w))
         if len(self.values.problems) > before:
             return None
         cluster, name = kwargs.get("cluster"), self.host.node_name()
@@ -445,3 +446,26 @@ class WebhookSections:
             self.values.problem(value.line, f"{what} must be more than 0s and at most 5m")
             return None
         return timeout
+
+
+# --- history retention (issue 16) ---------------------------------------------------------
+
+RETENTION_KEYS = frozenset({"days", "runs_per_job"})
+RETENTION_MAX_DAYS = 100 * 366
+"""`settings.history_retention.days` at most (a century)."""
+
+
+def read_retention(v: Values, value: Value, what: str) -> Retention | None:
+    """`settings.history_retention`: `days` and `runs_per_job`, each optional, each >= 1."""
+    what = f"settings.{what}"
+    fields = v.mapping(value, what, RETENTION_KEYS)
+    if fields is None:
+        return None
+    kwargs: dict[str, object] = {}
+    before = len(v.problems)
+    v.put(kwargs, fields, "days", lambda x, w: v.integer(x, w, minimum=1,
+          maximum=RETENTION_MAX_DAYS), prefix=what)  # fmt: skip
+    v.put(kwargs, fields, "runs_per_job", lambda x, w: v.integer(x, w, minimum=1), prefix=what)
+    if len(v.problems) > before:
+        return None
+    return Retention(**kwargs)  # type: ignore[arg-type]

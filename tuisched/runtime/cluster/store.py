@@ -587,3 +587,41 @@ class ClusterStore:
                 {"job": job},
             )
             return await cursor.fetchall()
+
+    # --- history retention (issue 16) -------------------------------------------------
+
+    async def prune(
+        self, before: datetime | None, runs_per_job: int | None, *, batch: int
+    ) -> list[tuple[str, str]] | None:
+        """Forget at most `batch` ended runs created before `before` or beyond each job's
+        newest `runs_per_job`, oldest first; never a due or running run, nor a missed
+        slot without a status. One node at a time: None when another node holds the
+        pruning lock now (it does the work; nothing was changed here).
+
+        Returns:
+            (job, run_id) of each run forgotten.
+        """
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute("SELECT pg_try_advisory_xact_lock(%s)", (PRUNE_LOCK,))
+            row = await cursor.fetchone()
+            if row is None or not row[0]:
+                return None
+            cursor = await connection.execute(_PRUNE, {
+                "before": before, "keep": runs_per_job, "batch": batch,
+            })  # fmt: skip
+            return [(str(job), str(run_id)) for job, run_id in await cursor.fetchall()]
+
+
+PRUNE_LOCK = 0x7475_6973_7072_756E
+"""The advisory lock a node holds while it prunes the shared table ("tuisprun")."""
+_PRUNE = (
+    "WITH ranked AS (SELECT run_id, created_at, state, status, row_number() OVER "
+    "(PARTITION BY job ORDER BY created_at DESC, run_id DESC) AS rank FROM tuisched_runs), "
+    "doomed AS (SELECT run_id FROM ranked WHERE state NOT IN ('due', 'running') "
+    "AND NOT (state = 'missed' AND coalesce(status, '') = '') "
+    "AND ((%(before)s::timestamptz IS NOT NULL AND created_at < %(before)s) "
+    "OR (%(keep)s::integer IS NOT NULL AND rank > %(keep)s)) "
+    "ORDER BY created_at, run_id LIMIT %(batch)s) "
+    "DELETE FROM tuisched_runs WHERE run_id IN (SELECT run_id FROM doomed) RETURNING job, run_id"
+)
+"""Forget one batch of the runs retention lets go (see `ClusterStore.prune`)."""

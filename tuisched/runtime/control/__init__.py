@@ -14,7 +14,7 @@ forbids them the runtime's insides.
 """
 
 from tuisched.domain.errors import AlreadyRunningError, SchedulerNotRunningError
-from tuisched.runtime.control.cluster import cluster_history, cluster_nodes
+from tuisched.runtime.control.cluster import cluster_history, cluster_nodes, cluster_stats
 from tuisched.runtime.control.files import control_socket, read_config
 from tuisched.runtime.control.host import LocalScheduler
 from tuisched.runtime.control.local import LocalControl
@@ -43,6 +43,7 @@ __all__ = [
     "Subscription",
     "cluster_history",
     "cluster_nodes",
+    "cluster_stats",
     "control_socket",
     "describe_client",
     "read_config",

@@ -14,9 +14,10 @@ from contextlib import asynccontextmanager
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.model import ClusterSettings, Config
 from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import HistoryQuery, NodeView
+from tuisched.domain.stats import stats_history_query, stats_of_runs
+from tuisched.domain.views import HistoryQuery, HistoryStats, NodeView, StatsQuery
 from tuisched.runtime.cluster.database import ClusterDatabase, read_password
-from tuisched.runtime.cluster.rules import node_views, run_of_row
+from tuisched.runtime.cluster.rules import DB_STATES, node_views, run_of_row
 from tuisched.runtime.cluster.store import ClusterStore
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -55,6 +56,23 @@ async def cluster_history(config: Config, query: HistoryQuery) -> tuple[RunRecor
     Raises:
         ClusterDatabaseError: the database cannot be used (the message says why).
     """
+    states = [state for run_state in query.states for state in DB_STATES[run_state]]
     async with _store(config) as store:
-        rows = await store.history(limit=query.limit, job=query.job)
+        rows = await store.history(
+            query.limit, query.job, offset=query.offset, states=states,
+            triggers=[str(trigger) for trigger in query.triggers], since=query.since,
+            until=query.until,
+        )  # fmt: skip
     return tuple(run_of_row(row) for row in reversed(rows))
+
+
+# --- history stats (issue 16) ---------------------------------------------------------------
+
+
+async def cluster_stats(config: Config, query: StatsQuery) -> HistoryStats:
+    """Each job's stats over the query's window, from every node's runs.
+
+    Raises:
+        ClusterDatabaseError: the database cannot be used (the message says why).
+    """
+    return stats_of_runs(await cluster_history(config, stats_history_query(query)), query)

@@ -30,6 +30,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import job_status, pause_views
 from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
+from tuisched.domain.stats import stats_history_query, stats_of_runs
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
@@ -39,6 +40,7 @@ from tuisched.domain.views import (
     EditTarget,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -54,6 +56,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
@@ -76,6 +79,7 @@ from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.standing import JobStanding
 from tuisched.runtime.engine.waiting import requirements_of
 from tuisched.runtime.runtime import Runtime
+from tuisched.runtime.store.stats import read_stats
 from tuisched.runtime.threads import Lane, in_thread
 
 _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
@@ -347,6 +351,17 @@ class LocalQueries:
             return None, tuple(str(problem) for problem in error.problems) or (str(error),)
         except (TuischedError, TypeError) as error:
             return None, (str(error),)
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        cluster = self._runtime.cluster
+        if cluster is not None:  # every node's runs; this node's own when the database is away
+            try:
+                return stats_of_runs(await cluster.history(stats_history_query(query)), query)
+            except ClusterDatabaseError as error:
+                log.warning("cluster stats not read (%s): this node's runs only", error)
+        return await self._runtime.history.call(lambda store: read_stats(store, query))
 
 
 class LocalControl(LocalQueries):

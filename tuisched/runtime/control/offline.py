@@ -32,6 +32,7 @@ from tuisched.domain.views import (
     EditImpact,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -46,6 +47,7 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 from tuisched.runtime.control.cluster import cluster_nodes
 from tuisched.runtime.control.reading import (
@@ -65,6 +67,7 @@ from tuisched.runtime.control.seam import (
 from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
+from tuisched.runtime.store.stats import read_stats
 from tuisched.runtime.threads import Lane, in_thread
 
 T = TypeVar("T")
@@ -236,6 +239,12 @@ class OfflineQueries:
 
     async def impact(self, edit: ConfigEdit) -> EditImpact:
         raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        empty = HistoryStats(since=query.since, until=query.until)
+        return await self._ask(lambda store: read_stats(store, query), empty)
 
 
 class OfflineControl(OfflineQueries):

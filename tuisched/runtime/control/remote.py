@@ -45,6 +45,7 @@ from tuisched.domain.views import (
     EditImpact,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -58,6 +59,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
@@ -356,3 +358,8 @@ class RemoteControl:
         return await self._call(  # type: ignore[no-any-return]
             "backfill", BackfillPlan, job=job, start=start, end=end, dry_run=dry_run
         )
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        return await self._call("stats", HistoryStats, query=query)  # type: ignore[no-any-return]

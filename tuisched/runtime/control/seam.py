@@ -35,6 +35,7 @@ from tuisched.domain.views import (
     EditImpact,
     GroupStatus,
     HistoryQuery,
+    HistoryStats,
     JobPlan,
     JobStatus,
     MissedChoice,
@@ -48,6 +49,7 @@ from tuisched.domain.views import (
     RunStatus,
     SchedulerStatus,
     Simulation,
+    StatsQuery,
 )
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
@@ -196,6 +198,14 @@ class SchedulerQueries(Protocol):
         """What a job edit would change, seen ahead: the job's next slots before and after,
         the clock changes its new schedule meets, the dependencies it touches, and the
         problems saving it would meet; nothing is written."""
+        ...
+
+    # --- history stats (issue 16) ---
+
+    async def stats(self, query: StatsQuery) -> HistoryStats:
+        """Each job's runs over the query's window: counts, success rate, p50/p95
+        durations, slowest run, last failure; and the window's slowest runs if asked.
+        Every node's runs in cluster mode."""
         ...
 
 

@@ -6,7 +6,7 @@ import contextlib
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -16,6 +16,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
+    case,
     create_engine,
     event,
     func,
@@ -35,8 +36,10 @@ from tuisched.domain.errors import (
     HistoryUnavailableError,
     UnknownRunError,
 )
+from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState
-from tuisched.domain.views import HistoryQuery
+from tuisched.domain.stats import COUNTED, StatRow
+from tuisched.domain.views import HistoryQuery, StatsQuery
 from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain
 from tuisched.runtime.store.schema import (
     _ABANDONABLE,
@@ -560,6 +563,107 @@ class HistoryStore:
         )  # fmt: skip
         return self._records(query.order_by(runs.c.slot, runs.c.run_id))
 
+    # --- history stats and retention (issue 16) -----------------------------------------
+
+    def stat_rows(self, query: StatsQuery) -> list[StatRow]:
+        """The counted runs (see `JobStats`) queued in the query's window, narrow rows only:
+        the database works out each duration, and the end only of failures."""
+        failed = runs.c.state != RunState.SUCCESS.value
+        columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result,
+                   self._seconds().label("took"),
+                   case((failed, runs.c.ended_at), else_=None).label("ended"))  # fmt: skip
+        select_rows = _in_window(select(*columns), query).where(runs.c.state.in_(_COUNTED))
+        with self._begin() as connection:
+            return [
+                StatRow(job, run_id, RunState(state), result, _seconds_of(took), ended)
+                for job, run_id, state, result, took, ended in connection.execute(select_rows)
+            ]
+
+    def _seconds(self) -> Any:
+        """How long a run took, in seconds (None until it ended), as the database says it."""
+        if self._engine.dialect.name == "sqlite":
+            return (func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)) * 86_400.0
+        return func.extract("epoch", runs.c.ended_at - runs.c.started_at)
+
+    def slowest(self, query: StatsQuery) -> list[RunRecord]:
+        """The `query.slowest` longest counted runs of the window, longest first."""
+        if query.slowest < 1:
+            return []
+        took = self._seconds()
+        select_runs = (
+            _in_window(select(runs), query)
+            .where(runs.c.state.in_(_COUNTED), runs.c.started_at.is_not(None),
+                   runs.c.ended_at.is_not(None))
+            .order_by(took.desc(), runs.c.run_id)
+            .limit(query.slowest)
+        )  # fmt: skip
+        return self._records(select_runs)
+
+    def prune(self, now: datetime, retention: Retention, *, batch: int) -> list[tuple[str, str]]:
+        """Forget at most `batch` runs that `retention` no longer keeps, in one transaction.
+
+        Never forgets a run that is not finished, nor a missed slot whose
+        decision is pending (MISSED with an empty status, see `domain.ledger`).
+        Call it again while it returns `batch` runs. Each job's cut-off is
+        found on the (job, queued_at) index, so a batch costs about the same
+        however long the history is.
+
+        Returns:
+            (job, run_id) of each run forgotten, oldest first within a job.
+        """
+        found: list[tuple[str, str]] = []
+        with self._begin() as connection:
+            if retention.days is not None:
+                cutoff = now - timedelta(days=retention.days)
+                found += self._doomed(connection, runs.c.queued_at < cutoff, batch)
+            if retention.runs_per_job is not None:
+                for job in self._crowded(connection, retention.runs_per_job):
+                    if len(found) >= batch:
+                        break
+                    older = self._beyond(connection, job, retention.runs_per_job)
+                    if older is not None:
+                        found += self._doomed(connection, older, batch - len(found))
+            found = list(dict.fromkeys(found))[:batch]
+            if found:
+                gone = [run_id for _, run_id in found]
+                connection.execute(runs.delete().where(runs.c.run_id.in_(gone)))
+        return found
+
+    def _doomed(self, connection: Connection, where: Any, limit: int) -> list[tuple[str, str]]:
+        """Up to `limit` (job, run_id) matching `where` that retention may forget, oldest first."""
+        if limit < 1:
+            return []
+        query = (
+            select(runs.c.job, runs.c.run_id)
+            .where(where, ~_KEPT_ALWAYS)
+            .order_by(runs.c.queued_at, runs.c.run_id)
+            .limit(limit)
+        )
+        return [(job, run_id) for job, run_id in connection.execute(query)]
+
+    def _crowded(self, connection: Connection, keep: int) -> list[str]:
+        """The jobs with more than `keep` runs (counted on the job index)."""
+        query = select(runs.c.job).group_by(runs.c.job).having(func.count() > keep)
+        return list(connection.scalars(query))
+
+    def _beyond(self, connection: Connection, job: str, keep: int) -> Any:
+        """The condition "a run of `job` older than its newest `keep`", or None."""
+        newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
+        last_kept = connection.execute(
+            select(runs.c.queued_at, runs.c.run_id)
+            .where(runs.c.job == job)
+            .order_by(*newest_first)
+            .offset(keep - 1)
+            .limit(1)
+        ).first()
+        if last_kept is None:
+            return None
+        queued, run_id = last_kept
+        older = (runs.c.queued_at < queued) | (
+            (runs.c.queued_at == queued) & (runs.c.run_id < run_id)
+        )
+        return (runs.c.job == job) & older
+
 
 def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
     """`run` closed as ABANDONED at `now`."""
@@ -570,3 +674,33 @@ def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
         ended_at=now,
         reason=ABANDONED_REASON,
     )
+
+
+# --- history stats and retention (issue 16) -------------------------------------------------
+
+_COUNTED = tuple(state.value for state in COUNTED)
+
+
+def _in_window(query: Select[Any], stats: StatsQuery) -> Select[Any]:
+    """`query` limited to the runs of `stats.job` queued in [since, until)."""
+    if stats.job is not None:
+        query = query.where(runs.c.job == stats.job)
+    if stats.since is not None:
+        query = query.where(runs.c.queued_at >= stats.since)
+    if stats.until is not None:
+        query = query.where(runs.c.queued_at < stats.until)
+    return query
+
+
+_KEPT_ALWAYS = runs.c.state.in_(_UNFINISHED) | (
+    (runs.c.state == RunState.MISSED.value) & (runs.c.status == "")
+)
+"""Runs retention never forgets: not finished, or a missed slot waiting for a decision."""
+
+
+def _seconds_of(took: object) -> timedelta | None:
+    """A duration the database gave in seconds (never negative: clocks were set back)."""
+    if took is None:
+        return None
+    # SQLite's julianday keeps about a millisecond: round it away.
+    return timedelta(seconds=max(0.0, round(float(took), 3)))  # type: ignore[arg-type]

@@ -26,8 +26,9 @@ from tuisched.domain.errors import TuischedError
 from tuisched.domain.events import Event, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.stats import DEFAULT_WINDOW
 from tuisched.domain.text import plain_text
-from tuisched.domain.views import HistoryQuery
+from tuisched.domain.views import HistoryQuery, JobStats, StatsQuery
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
 from tuisched.frontends.tui.yamltext import block_text
 from tuisched.runtime.control import Subscription
@@ -107,6 +108,7 @@ class JobDetailScreen(Screen[None]):
             with TabPane("Next runs", id="tab-next"), VerticalScroll():
                 yield Static(id="detail-next")
             with TabPane("History", id="tab-history"):
+                yield Static(id="detail-stats")
                 yield DataTable[Text](id="detail-history", cursor_type="row", zebra_stripes=True)
             with TabPane("Output", id="tab-output"):
                 yield Static(id="detail-output-source")
@@ -201,6 +203,7 @@ class JobDetailScreen(Screen[None]):
             table.add_row(*history_cells(run, self._tz), key=run.run_id)
         if self._live is None:
             await self._show_last_output(runs)
+        self._load_stats()
 
     # --- output -----------------------------------------------------------------------
 
@@ -310,3 +313,39 @@ class JobDetailScreen(Screen[None]):
         """Enter on a past run: the viewer on its output."""
         if event.row_key.value is not None:
             self.app.push_screen(OutputScreen(self.host, event.row_key.value))
+
+    # --- history stats (issue 16) -------------------------------------------------------
+
+    @work(exclusive=True, group="detail-stats")
+    async def _load_stats(self) -> None:
+        """The job's stats over the last STATS_WINDOW, above its history."""
+        query = StatsQuery(job=self.job_name, since=self.host.clock() - STATS_WINDOW)
+        try:
+            found = await self.control.stats(query)
+        except TuischedError:  # the scheduler is stopping
+            return
+        mine = next((stats for stats in found.jobs if stats.job == self.job_name), None)
+        self.query_one("#detail-stats", Static).update(Text(stats_block(mine, self._tz)))
+
+
+STATS_WINDOW = DEFAULT_WINDOW
+"""The window of the stats block on the History tab (as `tuisched stats`)."""
+
+
+def stats_block(stats: JobStats | None, tz: ZoneInfo) -> str:
+    """The History tab's stats block: two lines of plain text (job output never enters)."""
+    days = STATS_WINDOW.days
+    if stats is None or not stats.runs:
+        return f"last {days} days: no finished runs"
+    rate = f"{stats.success_rate:.0%}" if stats.success_rate is not None else "-"
+    took = [f"{name} {format_elapsed(value)}" for name, value in
+            (("p50", stats.p50), ("p95", stats.p95)) if value is not None]  # fmt: skip
+    head = (f"last {days} days: {stats.runs} runs, {stats.successes} ok, "
+            f"{stats.failures} failed ({rate})  " + "  ".join(took))  # fmt: skip
+    tail = []
+    if stats.slowest is not None:
+        tail.append(f"slowest {format_elapsed(stats.slowest)} ({stats.slowest_run})")
+    if stats.last_failure_at is not None:
+        when = stats.last_failure_at.astimezone(tz).strftime("%m-%d %H:%M")
+        tail.append(f"last failure {when} {stats.last_failure}")
+    return head.rstrip() + "\n" + "  ".join(tail)

@@ -1,0 +1,251 @@
+"""`tuisched stats`, and the window and state filters `tuisched history` shares with it.
+
+    tuisched stats [JOB] [--since T] [--until T] [--sort KEY] [--slowest N] [--json]
+
+T is ISO 8601 (without an offset: in `settings.timezone`) or a duration
+before now such as `7d` or `12h`. The window defaults to the last 7 days.
+Stats read the history the way `tuisched history` does: the database the
+configuration names (the cluster's shared table in cluster mode), whether a
+scheduler runs or not. Exit 0; 1 for an unknown job; 2 for a bad option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, TextIO
+from zoneinfo import ZoneInfo
+
+from tuisched.domain.config.values import nearest
+from tuisched.domain.errors import TuischedError, UnknownJobError, one_line
+from tuisched.domain.model import Config
+from tuisched.domain.runs import RunState, Trigger
+from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.stats import DEFAULT_WINDOW, parse_instant
+from tuisched.domain.views import HistoryStats, JobStats, StatsQuery
+from tuisched.frontends.history import run_as_json
+from tuisched.runtime.control import OfflineControl, cluster_stats, read_config
+
+EX_USAGE = 2
+SORTS: dict[str, Callable[[JobStats], Any]] = {
+    "job": lambda s: s.job,
+    "runs": lambda s: -s.runs,
+    "failures": lambda s: -s.failures,
+    "rate": lambda s: s.success_rate if s.success_rate is not None else 2.0,
+    "p50": lambda s: -(s.p50 or timedelta(0)),
+    "p95": lambda s: -(s.p95 or timedelta(0)),
+    "duration": lambda s: -(s.slowest or timedelta(0)),
+}
+"""`--sort` keys: most first, except `job` (by name) and `rate` (worst first)."""
+
+
+class BadOption(TuischedError):
+    """An option's value does not parse (exit 2)."""
+
+
+# --- the filters `history` shares ---------------------------------------------------------
+
+
+def _state(text: str) -> RunState:
+    try:
+        return RunState(text.upper())
+    except ValueError:
+        names = ", ".join(state.value.lower() for state in RunState)
+        raise argparse.ArgumentTypeError(f"unknown state '{text}' (one of {names})") from None
+
+
+def _trigger(text: str) -> Trigger:
+    try:
+        return Trigger(text.lower())
+    except ValueError:
+        names = ", ".join(trigger.value for trigger in Trigger)
+        raise argparse.ArgumentTypeError(f"unknown trigger '{text}' (one of {names})") from None
+
+
+def add_window(parser: argparse.ArgumentParser, *, default: str) -> None:
+    """Add `--since T` and `--until T` to `parser`."""
+    parser.add_argument(
+        "--since", metavar="T",
+        help=f"runs queued at or after T: ISO 8601, or a duration before now like 7d ({default})",
+    )  # fmt: skip
+    parser.add_argument("--until", metavar="T", help="runs queued before T (default: now)")
+
+
+def add_history_filters(parser: argparse.ArgumentParser) -> None:
+    """Add the filters of `tuisched history`: the window, `--state`, `--trigger` (repeatable)."""
+    add_window(parser, default="default: any time")
+    parser.add_argument(
+        "--state", type=_state, action="append", default=[], metavar="S",
+        help="only runs in state S (repeatable): success, failed, missed...",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trigger", type=_trigger, action="append", default=[], metavar="T",
+        help="only runs made by T (repeatable): schedule, dependency, manual, catchup",
+    )  # fmt: skip
+
+
+def window(args: argparse.Namespace, tz: ZoneInfo, now: datetime,
+           default: timedelta | None) -> tuple[datetime | None, datetime | None]:  # fmt: skip
+    """The [since, until) the options name; `since` defaults to `default` before now.
+
+    Raises:
+        BadOption: a time that does not parse, or a window that ends before it begins.
+    """
+    try:
+        since = parse_instant(args.since, now, tz, "--since") if args.since else None
+        until = parse_instant(args.until, now, tz, "--until") if args.until else None
+    except TuischedError as error:
+        raise BadOption(str(error)) from None
+    if since is None and default is not None:
+        since = (until or now) - default
+    if since is not None and until is not None and until <= since:
+        raise BadOption(
+            f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})"
+        )
+    return since, until
+
+
+# --- tuisched stats -------------------------------------------------------------------------
+
+
+def add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+              config: argparse.ArgumentParser) -> None:  # fmt: skip
+    """Add `stats` to the command line's subcommands."""
+    parser = commands.add_parser(
+        "stats", parents=[config], help="per job: runs, success rate, p50/p95 duration",
+        description="Sum up each job's runs over a window (default: the last 7 days): runs, "
+        "successes, failures, success rate, median and 95th percentile duration, the "
+        "slowest run and the last failure. It reads the history (every node's runs in "
+        "cluster mode), whether a scheduler runs or not. "
+        "Example: tuisched stats --since 7d --slowest 10",
+    )  # fmt: skip
+    parser.add_argument("job", metavar="JOB", nargs="?", help="only this job")
+    add_window(parser, default="default: 7d")
+    parser.add_argument(
+        "--sort", choices=tuple(SORTS), default="job",
+        help="order of the jobs: by name (default), or most first; rate: worst first",
+    )  # fmt: skip
+    parser.add_argument(
+        "--slowest", type=_count, default=0, metavar="N",
+        help="also list the window's N slowest runs",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.set_defaults(func=_stats)
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError(f"not a count from 1 to 10000: '{text}'")
+    return int(text)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from tuisched.frontends.cli import config_path  # noqa: PLC0415  (cli imports this module)
+
+    text, config = read_config(config_path(args))
+    if args.job is not None and args.job not in config.jobs:  # exit 1, as other commands do
+        hint = nearest(args.job, frozenset(config.jobs))
+        raise TuischedError(f"{UnknownJobError(args.job)} in {config.path}{hint}")
+    tz = config.settings.timezone
+    try:
+        since, until = window(args, tz, datetime.now(UTC), DEFAULT_WINDOW)
+    except BadOption as error:
+        print(f"tuisched: stats: {one_line(str(error))}", file=sys.stderr)
+        return EX_USAGE
+    query = StatsQuery(job=args.job, since=since, until=until, slowest=args.slowest)
+    found = asyncio.run(_read(config, text, query))
+    ordered = sorted(found.jobs, key=SORTS[args.sort])
+    if args.json:
+        json.dump(stats_json(found, ordered, tz), sys.stdout, indent=2)
+        print()
+    else:
+        print_stats(found, ordered, tz, sys.stdout)
+    return 0
+
+
+async def _read(config: Config, text: str, query: StatsQuery) -> HistoryStats:
+    if config.settings.cluster is not None:  # every node's runs, from the shared database
+        return await cluster_stats(config, query)
+    return await OfflineControl(config, text, clock=lambda: datetime.now(UTC)).stats(query)
+
+
+def _seconds(value: timedelta | None) -> float | None:
+    return value.total_seconds() if value is not None else None
+
+
+def _iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
+    return moment.astimezone(tz).isoformat() if moment is not None else None
+
+
+def job_json(stats: JobStats, tz: ZoneInfo) -> dict[str, object]:
+    """One job's stats as `tuisched stats --json` prints them (durations in seconds)."""
+    return {
+        "job": stats.job,
+        "runs": stats.runs,
+        "successes": stats.successes,
+        "failures": stats.failures,
+        "success_rate": stats.success_rate,
+        "p50": _seconds(stats.p50),
+        "p95": _seconds(stats.p95),
+        "slowest_run": stats.slowest_run,
+        "slowest": _seconds(stats.slowest),
+        "last_failure_at": _iso(stats.last_failure_at, tz),
+        "last_failure": stats.last_failure or None,
+    }
+
+
+def stats_json(found: HistoryStats, ordered: list[JobStats], tz: ZoneInfo) -> dict[str, object]:
+    """The whole answer as JSON: the window, each job, and the slowest runs asked for."""
+    return {
+        "since": _iso(found.since, tz),
+        "until": _iso(found.until, tz),
+        "jobs": [job_json(stats, tz) for stats in ordered],
+        "slowest": [run_as_json(run, tz) for run in found.slowest],
+    }
+
+
+def _took(value: timedelta | None) -> str:
+    return format_elapsed(value) if value is not None else "-"
+
+
+def _rate(stats: JobStats) -> str:
+    rate = stats.success_rate
+    return f"{rate:.1%}" if rate is not None else "-"
+
+
+def _when(moment: datetime | None, tz: ZoneInfo) -> str:
+    return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M") if moment is not None else "-"
+
+
+def print_stats(found: HistoryStats, ordered: list[JobStats], tz: ZoneInfo, out: TextIO) -> None:
+    """The stats as a table (and the slowest runs under it)."""
+    since, until = _when(found.since, tz), _when(found.until, tz) if found.until else "now"
+    out.write(f"runs queued from {since} to {until} ({tz.key})\n")
+    rows = [["JOB", "RUNS", "OK", "FAILED", "RATE", "P50", "P95", "SLOWEST", "LAST FAILURE"]]
+    for stats in ordered:
+        slowest = f"{_took(stats.slowest)} {stats.slowest_run}" if stats.slowest_run else "-"
+        failure = (f"{_when(stats.last_failure_at, tz)} {stats.last_failure}"
+                   if stats.last_failure else "-")  # fmt: skip
+        counts = [str(stats.runs), str(stats.successes), str(stats.failures), _rate(stats)]
+        rows.append([stats.job, *counts, _took(stats.p50), _took(stats.p95), slowest, failure])
+    if not ordered:
+        out.write("no finished runs in this window\n")
+    else:
+        _table(rows, out)
+    if found.slowest:
+        out.write("\nslowest runs\n")
+        table = [["RUN ID", "JOB", "STARTED", "TOOK", "STATE"]]
+        table += [[run.run_id, run.job, _when(run.started_at, tz), _took(run.duration),
+                   run.state.value] for run in found.slowest]  # fmt: skip
+        _table(table, out)
+
+
+def _table(rows: list[list[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
