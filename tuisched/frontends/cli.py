@@ -126,8 +126,7 @@ def _parser() -> argparse.ArgumentParser:
     history = commands.add_parser(
         "history", parents=[config], help="print the newest runs",
         description="Print the newest runs from the history, newest first, filtered by "
-        "job, time, state and trigger (every node's runs in cluster mode). "
-        "Example: tuisched history backup --since 7d --state failed",
+        "job, time, state and trigger (every node's runs in cluster mode).",
     )  # fmt: skip
     history.add_argument("job", metavar="JOB", nargs="?", help="only this job's runs")
     history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")

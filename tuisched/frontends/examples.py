@@ -16,7 +16,7 @@ EXAMPLES = {
     "next": "tuisched next backup -n 3 --now 2026-03-29T00:00",
     "upstream": "tuisched upstream daily-report --at 2026-05-07T06:00",
     "jobs": "tuisched jobs --json",
-    "history": "tuisched history backup -n 50 --json",
+    "history": "tuisched history backup --since 7d --state failed",
     "run": "tuisched run backup --fire-events",
     "attach": "tuisched attach --read-only",
     "status": "tuisched status --json",

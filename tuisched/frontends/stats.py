@@ -84,7 +84,7 @@ def add_history_filters(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--trigger", type=_trigger, action="append", default=[], metavar="T",
-        help="only runs made by T (repeatable): schedule, dependency, manual, catchup",
+        help="only runs made by T (repeatable): schedule, dependency, manual, catchup, backfill",
     )  # fmt: skip
 
 
