@@ -29,6 +29,7 @@ from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.frontends.crontabimport import add_import_crontab
 from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.verbs import add_verbs
 from tuisched.runtime.control import (
@@ -154,6 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
     add_simulate(commands, config)
+    add_import_crontab(commands, config)
     return parser
 
 
