@@ -231,21 +231,25 @@ class SlotFiring:
         try:
             now = self._clock.now()
             jobs = self._config().jobs
-            for name, run_times in batch:
+            for name, dues in batch:
                 job = jobs.get(name)
                 if job is None or not self._fires(job):
                     continue  # deleted, stopping, or paused since APScheduler fired it
                 try:
-                    self._fire(job, run_times, now)
+                    self._fire(job, [slot for slot, _ in dues], now, [f for _, f in dues])
                 except Exception:
-                    log.exception("could not fire %s at %s", name, run_times)
+                    log.exception("could not fire %s at %s", name, dues)
         finally:
             if more:
                 asyncio.get_running_loop().call_soon(self._take)
 
-    def _fire(self, job: Job, dues: list[Due], now: datetime) -> None:
-        """Run the slots less than `grace` late (counted from their fire time: a jitter
-        delay is not lateness); record the others as MISSED."""
+    def _fire(
+        self, job: Job, slots: list[datetime], now: datetime, fires: list[datetime] | None = None
+    ) -> None:
+        """Run the slots less than `grace` late, counted from their `fires` (fire times,
+        the slots themselves by default: a jitter delay is not lateness); record the
+        others as MISSED."""
+        dues = list(zip(slots, slots if fires is None else fires, strict=True))
         fired = self._fired.get(job.name)
         if fired is not None:  # held by the history already (the clock was set back)
             dues = [(slot, fire) for slot, fire in dues if slot > fired]
