@@ -76,10 +76,14 @@ def _read(name: str) -> str:
             fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
         except OSError as error:
             raise _Unreadable(f"cannot read {name}: {error.strerror}") from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise _Unreadable(f"{name} is not a regular file")
         with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise _Unreadable(f"{name} is not a regular file")
-            data = file.read(MAX_BYTES + 1)
+            try:
+                data = file.read(MAX_BYTES + 1)
+            except OSError as error:
+                raise _Unreadable(f"cannot read {name}: {error.strerror}") from None
     if len(data) > MAX_BYTES:
         raise _Unreadable(f"{name} is larger than {MAX_BYTES // 1024 // 1024} MiB")
     return data.decode("utf-8", errors="replace")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -52,6 +53,8 @@ _RUNNERS = frozenset(
      "java", "make", "docker", "systemctl", "curl", "wget", "rsync", "find", "ansible-playbook"}
 )  # fmt: skip
 """Programs whose first argument says more than they do: `run-parts-cron.daily`."""
+_VALUE_OPTIONS = {"sudo": {"-u", "-g", "-C", "-D"}, "su": {"-c", "-s", "-g"}}
+"""Wrapper options followed by a value (`sudo -u www-data php ...`)."""
 _SEPARATORS = re.compile(r"&&|\|\||[;|()&]")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.:-]+")
 _STDIN_END = "CRONTAB_STDIN"
@@ -333,7 +336,8 @@ def _unwrap(words: list[str]) -> list[str]:
     """The words after a wrapper and its options (`timeout 30s`, `flock -n FILE`)."""
     wrapper, rest = _base(words[0]), words[1:]
     while rest and (rest[0].startswith("-") or rest[0][:1] in "0123456789"):
-        rest = rest[1:]
+        takes_value = wrapper in _VALUE_OPTIONS and rest[0] in _VALUE_OPTIONS[wrapper]
+        rest = rest[2:] if takes_value else rest[1:]
     if wrapper in {"flock", "setlock"} and rest:
         rest = rest[1:]  # the lock file
     return rest
@@ -357,6 +361,7 @@ def _stem(word: str) -> str:
 
 
 def _clean(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()  # über: uber
     name = _NAME_BAD.sub("-", text).strip("-.")[:_MAX_NAME].strip("-.")
     return "" if name == SELF or not set(name) <= NAME_CHARS else name
 
