@@ -24,9 +24,11 @@ from tuisched.domain.events import RunFinished, SlotMissed
 from tuisched.domain.schedule.cron import CronExpr
 from tuisched.domain.schedule.jitter import fire_time, jitter_delay
 from tuisched.domain.schedule.slots import next_slot, next_slots
+from tuisched.frontends.tui.widgets.why import WhyStrip
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.engine.trigger import SlotTrigger
 
+from .console_fixtures import make_app, until
 from .runtime_fixtures import running, write_config
 from .schedule_builders import BERLIN, NEW_YORK, at, cron
 
@@ -442,3 +444,20 @@ def test_next_shows_slots_and_says_the_job_has_jitter(tmp_path: Path) -> None:
     assert started.stdout.split() == expected
     assert started.stdout.split() != shown.stdout.split()
     assert "has jitter" not in started.stderr
+
+
+async def test_the_console_shows_the_slot_and_says_runs_start_later(tmp_path: Path) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        spread: {command: [/bin/true], schedule: {cron: "0 5 * * 5#3"}, jitter: 30m}
+        """,
+    )
+    app, runtime = make_app(path)
+    async with app.run_test(size=(80, 24)) as pilot:
+        strip = app.screen.query_one(WhyStrip)
+        await until(pilot, lambda: strip.text.startswith("spread: next slot at "))
+        assert strip.text.endswith(" 05:00 +00:00, started up to 30m later (jitter)")
+        shown = runtime.engine.next_fire("spread")
+        assert shown is not None
+        assert (shown.hour, shown.minute, shown.second, shown.microsecond) == (5, 0, 0, 0)
