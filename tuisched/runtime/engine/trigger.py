@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from datetime import datetime, timedelta
 
 from apscheduler.triggers.base import BaseTrigger
@@ -31,7 +30,8 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 is untype
         self.schedule = schedule
         self.name = name
         self.jitter = jitter or timedelta(0)
-        self._slots: OrderedDict[datetime, datetime] = OrderedDict()
+        self._slots: dict[datetime, datetime] | None = None
+        """Fire time -> slot, kept only for a jittered job (100,000 plain jobs: no dicts)."""
 
     def get_next_fire_time(
         self, previous_fire_time: datetime | None, now: datetime
@@ -48,16 +48,18 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 is untype
         if not self.jitter:
             return slot
         fire = fire_time(self.schedule, self.name, self.jitter, slot)
+        if self._slots is None:
+            self._slots = {}
         self._slots[fire] = slot
-        while len(self._slots) > _REMEMBERED:
-            self._slots.popitem(last=False)
+        while len(self._slots) > _REMEMBERED:  # dicts keep insertion order: drop the oldest
+            del self._slots[next(iter(self._slots))]
         return fire
 
     def slot_of(self, fire: datetime) -> datetime:
         """The slot whose run starts at `fire` (a fire time this trigger gave)."""
         if not self.jitter:
             return fire
-        slot = self._slots.get(fire)
+        slot = self._slots.get(fire) if self._slots is not None else None
         if slot is None:  # forgotten: the last slot at or before it (jitter stays before the next)
             slot = previous_slot(self.schedule, fire + _TICK) or fire
         return slot
