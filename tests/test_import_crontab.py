@@ -252,3 +252,10 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
     done = _cli(str(fifo))
     assert done.returncode == 66
     assert done.stderr.strip() == f"tuisched: import-crontab: {fifo} is not a regular file"
+
+
+def test_nicknames_in_a_system_crontab_keep_their_user_apart() -> None:
+    (job,) = read_crontab("@daily root /usr/sbin/logrotate /etc/logrotate.conf\n").jobs
+    assert (job.cron, job.command, job.name) == (
+        "@daily", "/usr/sbin/logrotate /etc/logrotate.conf", "logrotate",
+    )  # fmt: skip

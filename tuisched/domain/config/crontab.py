@@ -157,7 +157,8 @@ def _names_root(text: str) -> bool:
         if not line or line.startswith("#") or _ENV_LINE.fullmatch(line):
             continue
         words = line.split()
-        users.append(words[1 if line.startswith("@") else 5] if len(words) > 6 else "")
+        at = 1 if line.startswith("@") else 5  # the user's place, a command after it
+        users.append(words[at] if len(words) > at + 1 else "")
     return bool(users) and all(user == "root" for user in users)
 
 
