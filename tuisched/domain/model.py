@@ -226,6 +226,8 @@ class Job:
     """Groups the job belongs to, from the `groups:` section."""
     line: int = 0
     """Line of the job's name in the configuration file."""
+    jitter: timedelta = timedelta(0)
+    """Most a run may start after its slot, spread per slot (`tuisched.domain.schedule.jitter`)."""
 
     @property
     def kind_name(self) -> str:

@@ -26,6 +26,7 @@ from tuisched.domain.model import (
     Overlap,
 )
 from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.views import Pause, PauseKind
 
 __all__ = ["JobFacts", "PauseNote", "why_not_running"]
@@ -149,7 +150,7 @@ def _trigger(job: Job, facts: JobFacts) -> str:
     if start is not None and start.astimezone(UTC) > facts.now.astimezone(UTC):
         return f"outside its window: starts at {_moment(start, job)}"
     if facts.next_fire is not None:  # no "in 5m": the line changes only when the facts do
-        return f"next slot at {_moment(facts.next_fire, job)}"
+        return f"next slot at {_moment(facts.next_fire, job)}{_jitter_words(job)}"
     return _ended(job, schedule)
 
 
@@ -177,3 +178,10 @@ def _wall_text(moment: datetime, tz: ZoneInfo) -> str:
 
 def _clock(moment: datetime, job: Job) -> str:
     return moment.astimezone(job.timezone).strftime("%H:%M:%S")
+
+
+def _jitter_words(job: Job) -> str:
+    """How much later than its slot a run of `job` may start, when it has jitter."""
+    if not job.jitter:
+        return ""
+    return f", started up to {format_duration(job.jitter)} later (jitter)"

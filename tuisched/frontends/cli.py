@@ -25,9 +25,12 @@ from tuisched.domain.config.dependencies import previous_own_slot, required_slot
 from tuisched.domain.config.values import nearest
 from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, one_line
 from tuisched.domain.model import Config, Job
+from tuisched.domain.schedule.duration import format_duration
+from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.views import HistoryQuery, JobStatus
 from tuisched.frontends.completion import add_completion
+from tuisched.frontends.crontabimport import add_import_crontab
 from tuisched.frontends.examples import describe_commands
 from tuisched.frontends.lookup import find_config, user_config_file
 from tuisched.frontends.service import add_service
@@ -108,6 +111,10 @@ def _parser() -> argparse.ArgumentParser:
     nxt.add_argument(
         "--now", metavar="ISO", help="count from this instant (read in the job's zone)"
     )
+    nxt.add_argument(
+        "--jitter", action="store_true",
+        help="print when each run starts (slot plus the job's jitter delay), not the slot",
+    )  # fmt: skip
     nxt.set_defaults(func=_next)
 
     upstream = commands.add_parser(
@@ -161,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     add_verbs(commands, config)
     add_simulate(commands, config)
     add_stats(commands, config)
+    add_import_crontab(commands, config)
     # Service and packaging (issue 16, items 6-7): setting up, running as a service.
     add_init(commands, config)
     add_service(commands, config)
@@ -248,7 +256,14 @@ def _next(args: argparse.Namespace) -> int:
         print(f"tuisched: job '{job.name}' {reason}; it has no scheduled runs", file=sys.stderr)
         return 0
     for slot in next_slots(job.schedule, now, args.n):
-        print(slot.isoformat())
+        shown = fire_time(job.schedule, job.name, job.jitter, slot) if args.jitter else slot
+        print(shown.isoformat())
+    if job.jitter and not args.jitter:
+        print(
+            f"tuisched: job '{job.name}' has jitter {format_duration(job.jitter)}: each run "
+            "starts up to that long after its slot (--jitter prints the start times)",
+            file=sys.stderr,
+        )
     return 0
 
 

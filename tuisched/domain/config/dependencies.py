@@ -131,8 +131,8 @@ def _cron_cycle(expr: CronExpr) -> Cycle:
     if expr.months != frozenset(range(1, 13)):
         return Cycle(CycleUnit.YEAR)
     every_day = _every_day(expr)
-    if not every_day and expr.days != frozenset(range(1, 32)):
-        return Cycle(CycleUnit.MONTH)
+    if not every_day and (expr.days != frozenset(range(1, 32)) or expr.calendar_days):
+        return Cycle(CycleUnit.MONTH)  # L, W and # pick days by the month's calendar
     if not every_day:
         return Cycle(CycleUnit.WEEK)
     if expr.hours != frozenset(range(24)):

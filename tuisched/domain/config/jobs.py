@@ -20,7 +20,10 @@ from tuisched.domain.config.triggers import TriggerReader
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value
 from tuisched.domain.model import (
+    AtSchedule,
     CommandSpec,
+    CronSchedule,
+    EverySchedule,
     Job,
     JobKind,
     Misfire,
@@ -104,12 +107,18 @@ class JobReader:
         if "requires" in fields:
             names = v.string_list(fields["requires"].value, "requires")
             kwargs["requires"] = tuple(n for n, _ in names) if names is not None else None
+        self.values.put(kwargs, fields, "jitter", v.duration)
 
     def _check_job(self, job: Job, fields: dict[str, Entry]) -> None:
         if isinstance(job.kind, WaitForSpec) and job.timeout is None:
             self.values.problem(job.line, "a wait_for job needs a timeout (how long to wait)")
         if job.timeout is not None and not job.timeout:
             self.values.problem(fields["timeout"].value.line, "timeout must be longer than 0s")
+        if job.jitter and not isinstance(job.schedule, CronSchedule | EverySchedule | AtSchedule):
+            self.values.problem(
+                fields["jitter"].key_line,
+                "jitter applies only to jobs with a schedule (every, cron or at)",
+            )
 
     def _kind(self, fields: dict[str, Entry], entry: Entry) -> JobKind | None:
         kinds = [key for key in KIND_KEYS if key in fields]

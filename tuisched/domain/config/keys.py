@@ -22,3 +22,7 @@ SELF = "self"
 """In `requires`, the job itself: its own previous slot must have succeeded."""
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
 """What job and group names are made of."""
+
+# --- cron compatibility (issue 16) ---
+JOB_KEYS = JOB_KEYS | frozenset({"jitter"})
+"""`jitter`: a delay added to each slot of the job, reproducible per slot."""

@@ -11,6 +11,12 @@ DST policy). Semantics are crontab(5)'s as Vixie/Debian cron implement them:
   starts with `*` or `?`) a day matches when either matches (OR), otherwise
   both must match (AND). `*/2` starts with `*`, so it ANDs (Vixie's rule).
 
+Quartz's day rules are accepted beside plain values, in lists too: in the
+day-of-month field `L` (last day), `L-N` (N days before it), `NW` (the weekday
+nearest to day N, never leaving the month) and `LW` (last weekday); in the
+day-of-week field `NL` (the last such weekday of the month) and `N#K` (the K-th).
+They count as restrictions for the OR rule like any other value.
+
 APScheduler's own crontab parser differs on both points, which is why user
 expressions never reach it.
 """
@@ -98,6 +104,28 @@ class CronExpr:
     """The expression names wall-clock times: its minute and hour fields (and
     seconds, in the 6-field form) do not start with `*` or `?`. Such schedules
     get the fixed-time DST policy (see `tuisched.domain.schedule.slots.localize`)."""
+    # --- Quartz day rules (L, W, #) ---
+    last_days: frozenset[int] = frozenset()
+    """Day-of-month `L` (0) and `L-N` (N): that many days before the month's last day."""
+    nearest_weekdays: frozenset[int] = frozenset()
+    """Day-of-month `NW`: the weekday (Monday-Friday) nearest to day N, within the month."""
+    last_weekday: bool = False
+    """Day-of-month `LW`: the month's last weekday (Monday-Friday)."""
+    last_weekdays: frozenset[int] = frozenset()
+    """Day-of-week `NL`: the last such weekday of the month (0 is Sunday)."""
+    nth_weekdays: frozenset[tuple[int, int]] = frozenset()
+    """Day-of-week `N#K`: (weekday, K), the K-th such weekday of the month (K is 1-5)."""
+
+    @property
+    def calendar_days(self) -> bool:
+        """Whether a day rule depends on the month's calendar (any of L, W, #)."""
+        return bool(
+            self.last_days
+            or self.nearest_weekdays
+            or self.last_weekday
+            or self.last_weekdays
+            or self.nth_weekdays
+        )
 
     @classmethod
     def parse(cls, text: str) -> CronExpr:
@@ -139,21 +167,34 @@ class CronExpr:
                     "day-of-month and day-of-week fields"
                 )
         free = [p.startswith(("*", "?")) for p in parts]
+        dom_rules = _DomRules.parse(dom)
+        dow_rules = _DowRules.parse(dow)
         return cls(
             text=text,
             has_seconds=has_seconds,
             seconds=_parse_field(sec, _SECOND),
             minutes=_parse_field(minute, _MINUTE),
             hours=_parse_field(hour, _HOUR),
-            days=_parse_field(dom, _DOM),
+            days=dom_rules.plain,
             months=_parse_field(month, _MONTH),
-            weekdays=frozenset(v % 7 for v in _parse_field(dow, _DOW)),
+            weekdays=frozenset(v % 7 for v in dow_rules.plain),
             dom_restricted=not free[3],
             dow_restricted=not free[5],
             fixed_time=not (free[1] or free[2] or (has_seconds and free[0])),
+            last_days=dom_rules.last_days,
+            nearest_weekdays=dom_rules.nearest,
+            last_weekday=dom_rules.last_weekday,
+            last_weekdays=dow_rules.last,
+            nth_weekdays=dow_rules.nth,
         )
 
     def _check_can_fire(self) -> None:
+        if self.calendar_days:
+            # Rules such as `30W` in February or `5#5` only fire on some calendars:
+            # search for a firing day (cheap: the parse is cached per text).
+            if self.next_match(datetime(1999, 12, 31, 23, 59, 59)) is None:  # noqa: DTZ001
+                raise CronError(f"cron: '{self.text}' never fires (no month has such a day)")
+            return
         # With OR every weekday matches some day of every month; with AND every
         # (month, day) pair that exists falls on each weekday within 28 years.
         if self.dom_restricted and self.dow_restricted:
@@ -167,11 +208,26 @@ class CronExpr:
         """Whether `day` is a firing day (day-of-month OR/AND day-of-week, and month)."""
         if day.month not in self.months:
             return False
-        dom = day.day in self.days
-        dow = (day.weekday() + 1) % 7 in self.weekdays
+        weekday = (day.weekday() + 1) % 7
+        dom = day.day in self.days or (self.calendar_days and self._dom_rule_matches(day))
+        dow = weekday in self.weekdays or (
+            self.calendar_days and _dow_rule_matches(self, day, weekday)
+        )
         if self.dom_restricted and self.dow_restricted:
             return dom or dow
         return dom and dow
+
+    def _dom_rule_matches(self, day: date) -> bool:
+        """Whether `day` is picked by `L`, `L-N`, `NW` or `LW`."""
+        last = calendar.monthrange(day.year, day.month)[1]
+        if last - day.day in self.last_days:
+            return True
+        if self.last_weekday and day.day == _nearest_weekday(day.replace(day=last), last):
+            return True
+        return any(
+            n <= last and day.day == _nearest_weekday(day.replace(day=n), last)
+            for n in self.nearest_weekdays
+        )
 
     def matches(self, wall: datetime) -> bool:
         """Whether the wall-clock time `wall` (naive; microseconds ignored) fires."""
@@ -294,6 +350,8 @@ class CronExpr:
         dom, month, dow = fields[3], fields[4], fields[5]
         if (dom, month, dow) == ("*", "*", "*"):
             return "every day"
+        if self.calendar_days:
+            return _describe_rule(self, dom, month, dow)
         if dom == "*" and month == "*" and self.dow_restricted:
             return f"on {_weekday_words(self.weekdays)}"
         if len(self.days) != 1 or self.dow_restricted or dow != "*":
@@ -370,14 +428,131 @@ def _parse_value(value: str, text: str, spec: _Field) -> int:
     if upper in spec.names:
         return spec.names.index(upper) + spec.name_base
     if not _digits(value):
-        hint = " (L, W and # are not supported)" if any(c in value for c in "LW#") else ""
-        raise CronError(f"cron: {spec.name} field '{text}': '{value}' is not a value{hint}")
+        raise CronError(f"cron: {spec.name} field '{text}': '{value}' is not a value")
     number = int(value)
     if not spec.low <= number <= spec.high:
         raise CronError(
             f"cron: {spec.name} field '{text}': value {number} out of range {spec.low}-{spec.high}"
         )
     return number
+
+
+# --- Quartz day rules ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _DomRules:
+    """The day-of-month field split into plain days and Quartz rules."""
+
+    plain: frozenset[int]
+    last_days: frozenset[int]
+    nearest: frozenset[int]
+    last_weekday: bool
+
+    @classmethod
+    def parse(cls, text: str) -> _DomRules:
+        """Read `L`, `L-N`, `NW`, `LW` items; the rest is an ordinary field."""
+        plain, rules = _split_rules(text, _DOM, "LW")
+        last_days: set[int] = set()
+        nearest: set[int] = set()
+        last_weekday = False
+        for item in rules:
+            if item == "LW":
+                last_weekday = True
+            elif item == "L":
+                last_days.add(0)
+            elif item.startswith("L-"):
+                last_days.add(_rule_number(item[2:], 0, 30, item=item, text=text, spec=_DOM))
+            elif item.endswith("W"):
+                nearest.add(_rule_number(item[:-1], 1, 31, item=item, text=text, spec=_DOM))
+            else:
+                raise _rule_error(item, text, _DOM, "use L, L-N, NW or LW")
+        return cls(plain, frozenset(last_days), frozenset(nearest), last_weekday)
+
+
+@dataclass(frozen=True, slots=True)
+class _DowRules:
+    """The day-of-week field split into plain weekdays and Quartz rules."""
+
+    plain: frozenset[int]
+    last: frozenset[int]
+    nth: frozenset[tuple[int, int]]
+
+    @classmethod
+    def parse(cls, text: str) -> _DowRules:
+        """Read `NL` and `N#K` items (N a number or a name); the rest is an ordinary field."""
+        plain, rules = _split_rules(text, _DOW, "L#")
+        last: set[int] = set()
+        nth: set[tuple[int, int]] = set()
+        for item in rules:
+            if item == "L":
+                raise _rule_error(
+                    item, text, _DOW, "say which weekday, e.g. 5L for the last Friday"
+                )
+            if "#" in item:
+                day_text, _, count = item.partition("#")
+                day = _parse_value(day_text, text, _DOW) % 7
+                nth.add((day, _rule_number(count, 1, 5, item=item, text=text, spec=_DOW)))
+            elif item.endswith("L"):
+                last.add(_parse_value(item[:-1], text, _DOW) % 7)
+            else:
+                raise _rule_error(item, text, _DOW, "use NL or N#K")
+        return cls(plain, frozenset(last), frozenset(nth))
+
+
+def _split_rules(text: str, spec: _Field, letters: str) -> tuple[frozenset[int], list[str]]:
+    """Plain values of the field, and its items holding one of `letters` (upper-cased).
+
+    Names are checked first, so `SAT` or `JUL` never reads as a rule.
+    """
+    if not text:
+        raise CronError(f"cron: {spec.name} field is empty")
+    plain: list[str] = []
+    rules: list[str] = []
+    for item in text.split(","):
+        upper = item.upper()
+        is_rule = any(c in upper for c in letters) and not _is_named(upper, spec)
+        (rules if is_rule else plain).append(upper if is_rule else item)
+    if rules and any("/" in rule for rule in rules):
+        bad = next(rule for rule in rules if "/" in rule)
+        raise _rule_error(bad, text, spec, "a rule takes no step")
+    values = _parse_field(",".join(plain), spec) if plain else frozenset()
+    return values, rules
+
+
+def _is_named(upper: str, spec: _Field) -> bool:
+    """Whether a list item is made of names only (`SAT`, `MON-FRI`, `SUN/2`)."""
+    words = upper.replace("/", "-").split("-")
+    return all(word in spec.names or _digits(word) for word in words)
+
+
+def _rule_number(value: str, low: int, high: int, *, item: str, text: str, spec: _Field) -> int:
+    if not _digits(value) or not low <= int(value) <= high:
+        raise _rule_error(item, text, spec, f"the number must be {low}-{high}")
+    return int(value)
+
+
+def _rule_error(item: str, text: str, spec: _Field, advice: str) -> CronError:
+    return CronError(f"cron: {spec.name} field '{text}': '{item}' is not a day rule ({advice})")
+
+
+def _nearest_weekday(day: date, last: int) -> int:
+    """The day of the month of the weekday nearest to `day`, never leaving its month
+    (Quartz: `1W` on a Saturday is Monday the 3rd)."""
+    weekday = day.weekday()
+    if weekday == 5:  # Saturday: Friday before, or Monday after on the 1st
+        return day.day - 1 if day.day > 1 else day.day + 2
+    if weekday == 6:  # Sunday: Monday after, or Friday before on the last day
+        return day.day + 1 if day.day < last else day.day - 2
+    return day.day
+
+
+def _dow_rule_matches(expr: CronExpr, day: date, weekday: int) -> bool:
+    """Whether `day` (whose weekday is `weekday`, 0 Sunday) is picked by `NL` or `N#K`."""
+    last = weekday in expr.last_weekdays
+    if last and day.day + 7 > calendar.monthrange(day.year, day.month)[1]:
+        return True
+    return (weekday, (day.day - 1) // 7 + 1) in expr.nth_weekdays
 
 
 # --- matching helpers ------------------------------------------------------------
@@ -419,6 +594,32 @@ def _every(field: str, unit: str) -> str | None:
         return None
     step = int(field[2:])
     return f"every {unit}" if step == 1 else f"every {step} {unit}s"
+
+
+_ORDINALS = ("first", "second", "third", "fourth", "fifth")
+
+
+def _describe_rule(expr: CronExpr, dom: str, month: str, dow: str) -> str | None:
+    """Words for one Quartz day rule alone in its field, every month: "on the last
+    day of the month", "on the third Friday of the month"; else None."""
+    if month != "*" or "," in dom or "," in dow:
+        return None
+    if dow == "*":
+        if expr.last_days == {0}:
+            return "on the last day of the month"
+        if expr.last_weekday:
+            return "on the last weekday of the month"
+        if len(expr.nearest_weekdays) == 1:
+            (day,) = expr.nearest_weekdays
+            return f"on the weekday nearest day {day} of the month"
+        return None
+    if dom != "*":
+        return None
+    if len(expr.last_weekdays) == 1:
+        (weekday,) = expr.last_weekdays
+        return f"on the last {_WEEKDAY_WORDS[weekday]} of the month"
+    (weekday, count), *_ = expr.nth_weekdays
+    return f"on the {_ORDINALS[count - 1]} {_WEEKDAY_WORDS[weekday]} of the month"
 
 
 def _weekday_words(weekdays: frozenset[int]) -> str:

@@ -25,7 +25,7 @@ from apscheduler.job import Job as ApsJob
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from tuisched.domain.config.config import collector_paused
-from tuisched.domain.model import Config, Job, ManualSchedule, Schedule
+from tuisched.domain.model import Config, Job, ManualSchedule
 from tuisched.domain.runs import Trigger
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.runtime.clock import Clock
@@ -43,6 +43,10 @@ LOADS_PER_STEP = 500
 """Jobs loaded per loop iteration at start and on a reload (40,000 jobs take about 1 s)."""
 
 
+Due = tuple[datetime, datetime]
+"""A slot and its fire time (later than the slot by the job's jitter delay)."""
+
+
 def _noop() -> None:
     """Stands in for APScheduler's job function; our executor never calls it."""
 
@@ -56,12 +60,13 @@ class _LoopExecutor(BaseExecutor):  # type: ignore[misc]  # APScheduler is untyp
     Bypasses APScheduler's instance counting: the engine applies `overlap`.
     """
 
-    def __init__(self, deliver: Callable[[str, list[datetime]], None]) -> None:
+    def __init__(self, deliver: Callable[[str, list[Due]], None]) -> None:
         super().__init__()
         self._deliver = deliver
 
     def submit_job(self, job: Any, run_times: list[datetime]) -> None:
-        self._deliver(job.id, list(run_times))
+        trigger: SlotTrigger = job.trigger
+        self._deliver(job.id, [(trigger.slot_of(fire), fire) for fire in run_times])
 
     def _do_submit_job(self, job: Any, run_times: list[datetime]) -> None:  # pragma: no cover
         raise NotImplementedError
@@ -73,11 +78,11 @@ class _Inbox:
 
     loop: asyncio.AbstractEventLoop
     take: Callable[[], None]
-    items: deque[tuple[str, list[datetime]]] = field(default_factory=deque)
+    items: deque[tuple[str, list[Due]]] = field(default_factory=deque)
     lock: threading.Lock = field(default_factory=threading.Lock)
     scheduled: bool = False
 
-    def put(self, job: str, run_times: list[datetime]) -> None:
+    def put(self, job: str, run_times: list[Due]) -> None:
         with self.lock:
             self.items.append((job, run_times))
             if self.scheduled:
@@ -85,7 +90,7 @@ class _Inbox:
             self.scheduled = True
         self.loop.call_soon_threadsafe(self.take)
 
-    def take_some(self, limit: int) -> tuple[list[tuple[str, list[datetime]]], bool]:
+    def take_some(self, limit: int) -> tuple[list[tuple[str, list[Due]]], bool]:
         """Up to `limit` items, and whether more remain."""
         with self.lock:
             batch = [self.items.popleft() for _ in range(min(limit, len(self.items)))]
@@ -159,29 +164,33 @@ class SlotFiring:
         due = self._first_slot(job, now)
         if due is None or self._scheduler is None:
             return
-        schedule, first = due
+        trigger, first = due
         self._scheduler.add_job(
-            _noop, trigger=SlotTrigger(schedule), id=job.name, name=job.name,
+            _noop, trigger=trigger, id=job.name, name=job.name,
             replace_existing=True, next_run_time=None if paused else first,
         )  # fmt: skip
 
-    def _first_slot(self, job: Job, now: datetime) -> tuple[Schedule, datetime] | None:
-        """`job`'s schedule and first slot after `now` and after what the history holds;
-        None when it has none to fire (disabled, manual, `after` a job, stop past)."""
+    def _first_slot(self, job: Job, now: datetime) -> tuple[SlotTrigger, datetime] | None:
+        """`job`'s trigger and the fire time of its first slot after `now` and after what
+        the history holds; None when it has none to fire (disabled, manual, `after` a
+        job, stop past)."""
         schedule = job.schedule
         if not job.enabled or schedule is None or isinstance(schedule, ManualSchedule):
             return None
         fired = self._fired.get(job.name)
         first = next_slot(schedule, now if fired is None else max(now, fired))
-        return None if first is None else (schedule, first)
+        if first is None:
+            return None
+        trigger = SlotTrigger(schedule, job.name, job.jitter)
+        return trigger, trigger.fire_at(first)
 
-    def _job_for(self, name: str, schedule: Schedule, first: datetime, *, paused: bool) -> ApsJob:
+    def _job_for(self, name: str, trigger: SlotTrigger, first: datetime, *, paused: bool) -> ApsJob:
         """The APScheduler job of `job`, built the way APScheduler's own job stores
         rebuild theirs (`__setstate__`): `add_job` checks the function's signature and
         every option of each of 100,000 jobs, more than half of loading them."""
         built: ApsJob = ApsJob.__new__(ApsJob)
         built.__setstate__({
-            "version": 1, "id": name, "func": _NOOP, "trigger": SlotTrigger(schedule),
+            "version": 1, "id": name, "func": _NOOP, "trigger": trigger,
             "executor": "default", "args": (), "kwargs": {}, "name": name,
             "misfire_grace_time": None, "coalesce": False, "max_instances": 1,
             "next_run_time": None if paused else first,
@@ -206,9 +215,15 @@ class SlotFiring:
             scheduler.resume_job(job.name)
 
     def next_fire(self, name: str) -> datetime | None:
-        """When `name` fires next; None when paused, finished, manual or `after` a job."""
+        """The slot `name` fires next (without its jitter delay: the slot is what the
+        console and `tuisched next` show); None when paused, finished, manual or
+        `after` a job."""
         job = self._scheduler.get_job(name) if self._scheduler is not None else None
-        return job.next_run_time if job is not None else None
+        if job is None or job.next_run_time is None:
+            return None
+        trigger: SlotTrigger = job.trigger
+        slot: datetime = trigger.slot_of(job.next_run_time)
+        return slot
 
     def _take(self) -> None:
         assert self._inbox is not None  # noqa: S101  (set in start before any fire)
@@ -216,26 +231,31 @@ class SlotFiring:
         try:
             now = self._clock.now()
             jobs = self._config().jobs
-            for name, run_times in batch:
+            for name, dues in batch:
                 job = jobs.get(name)
                 if job is None or not self._fires(job):
                     continue  # deleted, stopping, or paused since APScheduler fired it
                 try:
-                    self._fire(job, run_times, now)
+                    self._fire(job, [slot for slot, _ in dues], now, [f for _, f in dues])
                 except Exception:
-                    log.exception("could not fire %s at %s", name, run_times)
+                    log.exception("could not fire %s at %s", name, dues)
         finally:
             if more:
                 asyncio.get_running_loop().call_soon(self._take)
 
-    def _fire(self, job: Job, run_times: list[datetime], now: datetime) -> None:
-        """Run the slots less than `grace` late; record the others as MISSED."""
+    def _fire(
+        self, job: Job, slots: list[datetime], now: datetime, fires: list[datetime] | None = None
+    ) -> None:
+        """Run the slots less than `grace` late, counted from their `fires` (fire times,
+        the slots themselves by default: a jitter delay is not lateness); record the
+        others as MISSED."""
+        dues = list(zip(slots, slots if fires is None else fires, strict=True))
         fired = self._fired.get(job.name)
         if fired is not None:  # held by the history already (the clock was set back)
-            run_times = [slot for slot in run_times if slot > fired]
-        if run_times:
-            self._fired[job.name] = max(run_times)
-        late = [slot for slot in run_times if now - slot >= job.grace]
+            dues = [(slot, fire) for slot, fire in dues if slot > fired]
+        if dues:
+            self._fired[job.name] = max(slot for slot, _ in dues)
+        late = [slot for slot, fire in dues if now - fire >= job.grace]
         kept = late[-MAX_MISSED_RECORDED:]
         for slot in kept:
             seconds = int((now - slot).total_seconds())
@@ -243,6 +263,6 @@ class SlotFiring:
             if slot == kept[0] and len(late) > len(kept):
                 reason += f" (and {len(late) - MAX_MISSED_RECORDED} earlier slots)"
             self._outcomes.slot_missed(job, slot, now, reason)
-        for slot in run_times:
-            if now - slot < job.grace:
+        for slot, fire in dues:
+            if now - fire < job.grace:
                 self._submit(job, slot, Trigger.SCHEDULE)
