@@ -37,8 +37,10 @@ def add_import_crontab(commands: argparse._SubParsersAction[argparse.ArgumentPar
         "import-crontab", parents=[config], help="turn a crontab into YAML jobs",
         description="Read a crontab (FILE, or stdin when none or '-') and print its entries "
         "as tuisched jobs under 'jobs:' on stdout; each line that could not be mapped, and "
-        "what runs differently, goes to stderr. Exit 0, or 1 when nothing could be mapped. "
-        "Example: crontab -l | tuisched import-crontab >> tuisched.yaml",
+        "what runs differently, goes to stderr. Exit 0, 1 when nothing could be mapped, "
+        "66 when FILE cannot be read.",
+        epilog="Example: tuisched import-crontab /etc/crontab > jobs.yaml   "
+        "(or: crontab -l | tuisched import-crontab)",
     )  # fmt: skip
     parser.add_argument("file", metavar="FILE", nargs="?", default="-", help="the crontab")
     parser.add_argument(
