@@ -544,6 +544,8 @@ class Runtime:
         email_changed = config.email != self.config.email
         self._warn_metrics_changed(config)
         self.config = config
+        if self.role.fires_slots and self.state is SchedulerState.RUNNING:
+            self._start_retention()  # a reload that sets history_retention starts it
         if self._engine is not None:
             await self._engine.apply(config)
         if email_changed:
@@ -637,8 +639,14 @@ class Runtime:
 
     def _start_retention(self) -> None:
         """Prune the history in the background, now and every hour (whatever the
-        configuration says then: a reload may set or change `history_retention`)."""
-        assert self._history is not None  # noqa: S101  (called from _start_parts)
+        configuration says then: a reload may change or unset `history_retention`).
+
+        Only once the configuration asks for it (at start, or the first reload that
+        sets it): a scheduler that keeps everything arms no hourly timer for it.
+        """
+        wanted = self.config.settings.history_retention
+        if self._pruning is not None or wanted is None or self._history is None:
+            return
         cluster = self.cluster
         shared: SharedPrune | None = None
         if cluster is not None:  # the shared table too, one node at a time
