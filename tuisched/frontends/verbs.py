@@ -314,6 +314,14 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 async def _logs_async(args: argparse.Namespace) -> int:
+    return await _through_any_control(args, _print_logs)
+
+
+async def _through_any_control(
+    args: argparse.Namespace,
+    verb: Verb,
+) -> int:
+    """`verb` through the scheduler running here, else through the files it left."""
     remote = _remote(args)
     control: SchedulerControl = remote
     try:
@@ -321,7 +329,7 @@ async def _logs_async(args: argparse.Namespace) -> int:
             await remote.connect()
         except SchedulerNotRunningError:
             control = _offline(args)
-        return await _print_logs(control, args)
+        return await verb(control, args)
     finally:
         await remote.close()
 
@@ -457,16 +465,7 @@ def _backfill(args: argparse.Namespace) -> int:
 
 
 async def _backfill_anyhow(args: argparse.Namespace) -> int:
-    remote = _remote(args)
-    control: SchedulerControl = remote
-    try:
-        try:
-            await remote.connect()
-        except SchedulerNotRunningError:
-            control = _offline(args)
-        return await _backfill_verb(control, args)
-    finally:
-        await remote.close()
+    return await _through_any_control(args, _backfill_verb)
 
 
 async def _backfill_verb(control: SchedulerControl, args: argparse.Namespace) -> int:
