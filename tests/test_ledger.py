@@ -29,7 +29,6 @@ from tuisched.runtime.control import (
     RemoteControl,
     socket_path,
 )
-from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store import HistoryStore
 
@@ -308,22 +307,6 @@ def test_the_cli_exits_69_when_no_scheduler_runs(tmp_path: Path) -> None:
         assert "no scheduler is running" in err
 
 
-async def test_in_cluster_mode_the_ledger_says_it_is_not_there_yet(tmp_path: Path) -> None:
-    async with running(write_config(tmp_path, JOBS)) as (runtime, _):
-        clustered = Ledger(
-            config=lambda: runtime.config, history=runtime.history, bus=runtime.bus,
-            now=runtime.now, submit=lambda job, slot: runtime.engine.run_now(job.name),
-            clustered=True, since=runtime.now(),
-        )  # fmt: skip
-        try:
-            with pytest.raises(JobActionError, match="not in cluster mode yet"):
-                await clustered.entries()
-            with pytest.raises(JobActionError, match="not in cluster mode yet"):
-                await clustered.decide(None, MissedChoice.SKIP, actor=ACTOR)
-        finally:
-            clustered.close()
-
-
 async def test_slots_decided_while_others_are_made_up_join_the_line(tmp_path: Path) -> None:
     engine_jobs.GATES.clear()
     path = down_for_an_hour(tmp_path)
@@ -354,3 +337,25 @@ async def test_slots_decided_while_others_are_made_up_join_the_line(tmp_path: Pa
     assert slots[1:] == sorted(slots[1:])  # the line kept slot order after the first
     assert earlier.slot in slots
     assert "(second@test (console), " in rows["earlier00001"].status
+
+
+async def test_a_backfill_of_missed_slots_decides_them_and_leaves_the_others(
+    tmp_path: Path,
+) -> None:
+    async with after_downtime(tmp_path) as (runtime, events, control):
+        before = await missed_rows(runtime, "ten")
+        middle = before[len(before) // 2].slot
+        assert middle is not None
+        plan = await control.backfill("ten", before[0].slot or middle, middle)
+        for _ in plan.slots:
+            await events.wait_for(
+                RunConcluded, lambda e: e.run.job == "ten" and e.run.trigger is Trigger.BACKFILL
+            )
+        rows = await missed_rows(runtime, "ten")
+        ledger = by_job(await control.missed())
+    made_up = [row for row in rows if row.slot in plan.slots]
+    assert len(made_up) == len(plan.slots) == len(before) // 2
+    assert all(row.status.startswith(f"made up by backfill ({ACTOR}, ") for row in made_up)
+    assert all(not row.status for row in rows if row.slot not in plan.slots)
+    assert ledger["ten"].pending  # the slots after the window still wait
+    assert ledger["ten"].count == len(before) - len(plan.slots)

@@ -58,6 +58,11 @@ def to_be_made_up(actor: str, at: datetime, job: Job) -> str:
     return f"to be made up in slot order ({actor}, {_when(at, job)})"
 
 
+def backfilled(actor: str, at: datetime, job: Job) -> str:
+    """The status of a slot a backfill runs (`tuisched backfill`) before anyone decided."""
+    return f"made up by backfill ({actor}, {_when(at, job)})"
+
+
 def policy_made_up(run_id: str) -> str:
     """The status of the slot `misfire: once` made up at start."""
     return f"made up by run {run_id} ({POLICY})"

@@ -197,7 +197,7 @@ class Actions:
         backfills = self._runtime.backfills
         if dry_run:
             return await backfills.plan(job, start, end)
-        plan = await backfills.start(job, start, end)
+        plan = await backfills.start(job, start, end, actor=actor or self.actor)
         window = f"{start.isoformat()} to {end.isoformat()}"
         self._record("backfill", f"job {job} from {window}: {len(plan.slots)} slots", actor)
         return plan

@@ -43,7 +43,7 @@ from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.cluster.database import read_password
 from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.configsource import ConfigSource
-from tuisched.runtime.engine.backfill import Backfills, cluster_slot_runs
+from tuisched.runtime.engine.backfill import Backfills
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
@@ -568,8 +568,10 @@ class Runtime:
                 self._ledger[1].close()
             made = Ledger(
                 config=lambda: self.config, history=self.history, bus=self.bus, now=self.now,
-                submit=lambda job, slot: engine.submit(job, slot=slot, trigger=Trigger.CATCHUP),
-                clustered=self.cluster is not None, since=self.started_at or self.now(),
+                submit=lambda job, slot, run_id: engine.submit(
+                    job, slot=slot, trigger=Trigger.CATCHUP, run_id=run_id
+                ),
+                since=self.started_at or self.now(), cluster=self.cluster,
             )  # fmt: skip
             self._ledger = (engine, made)
         return self._ledger[1]
@@ -625,12 +627,10 @@ class Runtime:
         if self._backfills is None or self._backfills[0] is not engine:
             if self._backfills is not None:
                 self._backfills[1].close()
-            cluster = self.cluster
             made = Backfills(
                 config=lambda: self.config, history=self.history, bus=self.bus, now=self.now,
                 submit=lambda job, slot: engine.submit(job, slot=slot, trigger=Trigger.BACKFILL),
-                clustered=cluster is not None,
-                slot_runs=cluster_slot_runs(cluster) if cluster is not None else None,
+                cluster=self.cluster,
             )  # fmt: skip
             self._backfills = (engine, made)
         return self._backfills[1]

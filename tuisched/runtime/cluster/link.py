@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
@@ -44,6 +45,7 @@ from tuisched.runtime.cluster.rules import (
     config_hashes,
     drifted_jobs,
     elsewhere_run,
+    last_attempt,
     node_views,
     preferred_node,
     run_of_row,
@@ -98,6 +100,22 @@ class _Offer:
     due_at: datetime | None
 
 
+Ended = Callable[[RunRecord], None]
+"""Told the last attempt of a run followed with `ClusterLink.watch`."""
+
+
+@dataclass(slots=True)
+class _Watch:
+    run: RunRecord
+    ended: Ended
+    retries: int
+    """How many retries its job allows."""
+    retry_wait: timedelta
+    """How long after a failed attempt its retry may take to get a row."""
+    offered: bool = False
+    """Its row was written (so a row that is not there is gone)."""
+
+
 class ClusterLink:
     """This process as a node: its database, its membership, its claims (see the module)."""
 
@@ -120,6 +138,8 @@ class ClusterLink:
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
         self._offers: list[_Offer] = []
+        self._watches: dict[str, _Watch] = {}
+        """Runs followed to their end, by run id (see `watch`)."""
         self._finishes: list[tuple[RunRecord, int, datetime]] = []
         self._nodes: list[NodeRow] = []
         self._drifted: tuple[str, ...] = ()
@@ -397,6 +417,7 @@ class ClusterLink:
         if full:
             rows = await self.store.in_progress(exclude=self.node_id)
             self.elsewhere = tuple(elsewhere_run(row) for row in rows)
+            await self._check_watches()
 
     async def _flush_offers(self) -> None:
         """Slots in one statement (every node inserts them: one round trip a pass), then
@@ -404,18 +425,25 @@ class ClusterLink:
         now = self._now()
         slots: list[_Offer] = []
         others: list[_Offer] = []
+        backfills: list[_Offer] = []
         for offer in self._offers:
             run = offer.run
             late = now - run.slot if run.slot is not None else timedelta(0)
             if run.trigger is Trigger.SCHEDULE and late > offer.job.grace:
                 log.warning("cluster: slot %s of %s not offered: the database was away past "
                             "the job's grace", run.slot, run.job)  # fmt: skip
+            elif run.trigger is Trigger.BACKFILL:
+                backfills.append(offer)
             else:
                 (others if run.slot is None else slots).append(offer)
         self._offers = []  # offers made while this pass awaits wait for the next one
         try:
+            while backfills:
+                await self._offer_backfill(backfills[0])
+                backfills.pop(0)
             if slots:
                 await self.store.materialize_many([self._due(offer) for offer in slots])
+                self._offered(offer.run.run_id for offer in slots)
                 slots = []
             while others:  # run now, or a retry or dependant of one: here if this node
                 run, due_at = others[0].run, others[0].due_at  # has a worker free in time
@@ -423,9 +451,10 @@ class ClusterLink:
                     run.job, key=run.run_id, run_id=run.run_id, trigger=str(run.trigger),
                     attempt=run.attempt, due_at=due_at, preferred=self.node_id or None,
                 )  # fmt: skip
+                self._offered([run.run_id])
                 others.pop(0)
         finally:
-            self._offers = slots + others + self._offers
+            self._offers = backfills + slots + others + self._offers
 
     def _due(self, offer: _Offer) -> Due:
         run = offer.run
@@ -447,7 +476,8 @@ class ClusterLink:
                 continue
             if run.state is RunState.MISSED:
                 assert run.slot is not None  # noqa: S101  (a missed run is a slot's)
-                await self.store.record_missed(run.job, run.slot, run.reason)
+                await self.store.record_missed(run.job, run.slot, run.reason,
+                                               status=run.status, run_id=run.run_id)  # fmt: skip
                 self._finishes.pop(0)
                 continue
             if run.state is RunState.NOT_STARTED and run.result is Result.SHUTDOWN:
@@ -550,6 +580,86 @@ class ClusterLink:
         """This node's database state and each known node's state (alive, dead, left) as of
         the last pass. Safe from any thread: it reads two attributes the loop replaces."""
         return self._state, tuple(row.state for row in self._nodes)
+
+    # --- runs followed wherever they run: backfill and the ledger (issue 16) -------------
+
+    def watch(self, run: RunRecord, job: Job, ended: Ended) -> None:
+        """Call `ended` once with the last attempt of `run` (a run of a slot this node
+        offered) when it has ended on whichever node ran it, its retries too; or with
+        `run` itself, NOT_STARTED, when its row was refused or is gone. Checked every
+        poll (the other nodes' ends are not on this node's bus)."""
+        self._watches[run.run_id] = _Watch(
+            run=run, ended=ended, retries=job.retries,
+            retry_wait=job.retry_delay + self.settings.lease + 2 * self.settings.poll,
+        )  # fmt: skip
+
+    def unwatch(self, run_id: str) -> None:
+        """Stop following `run_id` (its end was heard here)."""
+        self._watches.pop(run_id, None)
+
+    def _offered(self, run_ids: Iterable[str]) -> None:
+        for run_id in run_ids:
+            watch = self._watches.get(run_id)
+            if watch is not None:
+                watch.offered = True
+
+    async def _offer_backfill(self, offer: _Offer) -> None:
+        """A backfill run's row, unless its slot is on its way already (some node's backfill
+        took it): then the run is over before it began."""
+        run = offer.run
+        if await self.store.offer_backfill(self._due(offer)):
+            self._offered([run.run_id])
+            return
+        log.info("cluster: backfill of %s at %s left out: another backfill runs that slot",
+                 run.job, run.slot)  # fmt: skip
+        self._gone(run.run_id, "left out: another backfill runs this slot")
+
+    def _gone(self, run_id: str, why: str) -> None:
+        watch = self._watches.pop(run_id, None)
+        if watch is not None:
+            watch.ended(dataclasses.replace(
+                watch.run, state=RunState.NOT_STARTED, result=Result.SKIPPED, status=why
+            ))  # fmt: skip
+
+    async def _check_watches(self) -> None:
+        if not self._watches:
+            return
+        watches = list(self._watches.values())
+        keys = {(w.run.job, w.run.slot, str(w.run.trigger)) for w in watches if w.run.slot}
+        now, rows = await self.store.slot_runs(sorted(keys))
+        for watch in watches:
+            run = watch.run
+            if self._watches.get(run.run_id) is not watch:
+                continue  # heard here meanwhile
+            found = [r for r in rows if (r["job"], r["slot"], r["trigger"]) == (
+                run.job, run.slot, str(run.trigger))]  # fmt: skip
+            last = last_attempt(run.run_id, found, retries=watch.retries,
+                                retry_wait=watch.retry_wait, now=now)  # fmt: skip
+            if last is not None:
+                del self._watches[run.run_id]
+                watch.ended(run_of_row(last))
+            elif watch.offered and not any(r["run_id"] == run.run_id for r in found):
+                self._gone(run.run_id, "its row is not in the cluster's table")
+
+    # --- the downtime ledger's rows (issue 16) ---------------------------------------------
+
+    async def decide_missed(
+        self, decisions: Sequence[tuple[str, str]], *, fenced: bool = True
+    ) -> bool:
+        """Write decisions on the cluster's MISSED rows (see `ClusterStore.decide_missed`).
+
+        Raises:
+            ClusterDatabaseError: the database did not take it.
+        """
+        return await self._call(self.store.decide_missed(decisions, fenced=fenced))
+
+    async def settle_missed(self, job: str, slots: Sequence[datetime], status: str) -> int:
+        """Write `status` on the undecided MISSED rows of `job`'s `slots`.
+
+        Raises:
+            ClusterDatabaseError: the database did not take it.
+        """
+        return await self._call(self.store.settle_missed(job, slots, status))
 
 
 def _job_index(config: Config) -> dict[str, int]:

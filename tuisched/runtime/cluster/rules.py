@@ -16,8 +16,9 @@ import hashlib
 from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
@@ -157,12 +158,38 @@ def run_of_row(row: dict[str, object]) -> RunRecord:
         trigger=Trigger(str(row["trigger"])),
         state=RUN_STATES.get(str(row["state"]), RunState.FAILED), queued_at=queued,
         result=Result(result) if result in Result._value2member_map_ else None,
-        status=str(row["status"] or ""),
+        status=str(row["status"] or ""), reason=str(row.get("reason") or ""),
         exit_code=int(str(row["exit_code"])) if row["exit_code"] is not None else None,
         started_at=when("started_at"), ended_at=when("ended_at"), node=str(row["node"] or ""),
         attempt=int(str(row["attempt"])),
         fence=int(str(row["fence"])) if row["fence"] is not None else None,
     )  # fmt: skip
+
+
+def last_attempt(
+    run_id: str, rows: Collection[dict[str, Any]], *, retries: int, retry_wait: timedelta,
+    now: datetime,
+) -> dict[str, Any] | None:  # fmt: skip
+    """The row that concludes run `run_id` among `rows` (the runs of its job, slot and
+    trigger, as `ClusterStore.slot_runs` gives them), or None while it goes on.
+
+    Its retries are attempts after it (a higher `attempt`, made no earlier). The newest of
+    them concludes once it has ended, unless it failed by itself with retries left and
+    its retry may still come (within `retry_wait` of its end, by the database's `now`).
+    """
+    mine = next((row for row in rows if row["run_id"] == run_id), None)
+    if mine is None:
+        return None
+    chain = [row for row in rows if row is mine or (
+        row["attempt"] > mine["attempt"] and row["created_at"] >= mine["created_at"])]  # fmt: skip
+    last = max(chain, key=lambda row: (row["attempt"], row["created_at"]))
+    if last["state"] in ("due", "running"):
+        return None
+    retrying = last["state"] == "failed" and last["result"] == "completed"
+    ended = last["ended_at"]
+    if retrying and last["attempt"] < retries and (ended is None or now - ended < retry_wait):
+        return None
+    return last
 
 
 def elsewhere_run(row: tuple[object, ...]) -> RunRecord:

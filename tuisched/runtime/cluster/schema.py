@@ -115,6 +115,24 @@ MIGRATIONS: tuple[Migration, ...] = (
             )""",
         ),
     ),
+    Migration(
+        4,
+        "backfill runs may repeat a slot (its earlier backfill failed); a missed slot's "
+        "reason apart from its decision",
+        (
+            # A backfill run of a slot is one of possibly several over time (each after the
+            # previous one failed); `ClusterStore.offer_backfill` keeps one at a time.
+            """CREATE UNIQUE INDEX tuisched_runs_one_per_slot_v4
+                ON tuisched_runs (job, slot, trigger, attempt)
+                WHERE slot IS NOT NULL AND trigger <> 'backfill'""",
+            "DROP INDEX tuisched_runs_one_per_slot",
+            "CREATE INDEX tuisched_runs_by_slot ON tuisched_runs (job, slot) "
+            "WHERE slot IS NOT NULL",
+            # The status of a MISSED row is the operator's decision ("" while none): why the
+            # slot was missed moves to its own column.
+            "ALTER TABLE tuisched_runs ADD COLUMN reason text",
+        ),
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

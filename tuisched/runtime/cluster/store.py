@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, Rollback
 from psycopg.types.json import Jsonb
 
 from tuisched.runtime.cluster.database import ClusterDatabase
@@ -131,7 +131,8 @@ async def _insert_due(
     cursor = await connection.execute(
         "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
         "preferred) VALUES (%s, %s, %s, %s, %s, 'due', coalesce(%s, now()), %s) "
-        "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
+        "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL "
+        "AND trigger <> 'backfill' DO NOTHING",
         (run_id, job, slot, trigger, attempt, due_at, preferred),
     )
     return run_id if cursor.rowcount == 1 else None
@@ -290,7 +291,8 @@ class ClusterStore:
                 "preferred) SELECT r, j, s, t, a, 'due', d, p FROM unnest(%s::text[], "
                 "%s::text[], %s::timestamptz[], %s::text[], %s::int[], %s::timestamptz[], "
                 "%s::text[]) AS u(r, j, s, t, a, d, p) "
-                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
+                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL "
+                "AND trigger <> 'backfill' DO NOTHING",
                 [list(column) for column in columns],
             )
             return cursor.rowcount
@@ -466,16 +468,20 @@ class ClusterStore:
             )
             return {(str(job), slot) for job, slot in await cursor.fetchall()}
 
-    async def record_missed(self, job: str, slot: datetime, reason: str) -> bool:
-        """Record that no node ran `job`'s `slot`; False when some node did (or it was
-        recorded already): the unique key keeps the run."""
+    async def record_missed(
+        self, job: str, slot: datetime, reason: str, *, status: str = "", run_id: str | None = None
+    ) -> bool:
+        """Record that no node ran `job`'s `slot` (why: `reason`; `status`: what its
+        `misfire` policy decided, "" when the operator is to decide); False when some node
+        ran it (or it was recorded already): the unique key keeps the run."""
         async with self._db.pool.connection() as connection:
             cursor = await connection.execute(
                 "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, result, "
-                "status, due_at, ended_at) VALUES (%s, %s, %s, 'schedule', 0, 'missed', "
-                "'missed', %s, %s, now()) "
-                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL DO NOTHING",
-                (new_run_id(), job, slot, reason, slot),
+                "status, reason, due_at, ended_at) VALUES (%s, %s, %s, 'schedule', 0, 'missed', "
+                "'missed', %s, %s, %s, now()) "
+                "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL "
+                "AND trigger <> 'backfill' DO NOTHING",
+                (run_id or new_run_id(), job, slot, status, reason, slot),
             )
             return cursor.rowcount == 1
 
@@ -550,7 +556,7 @@ class ClusterStore:
         async with self._db.pool.connection() as connection:
             cursor = await connection.execute(
                 "SELECT * FROM (SELECT run_id, job, slot, trigger, attempt, state, result, "
-                "status, exit_code, owner AS node, fence, due_at, started_at, ended_at, "
+                "status, reason, exit_code, owner AS node, fence, due_at, started_at, ended_at, "
                 "created_at FROM tuisched_runs WHERE (%(job)s::text IS NULL OR job = %(job)s) "
                 "AND (cardinality(%(states)s::text[]) = 0 OR state = ANY(%(states)s)) "
                 "AND (cardinality(%(triggers)s::text[]) = 0 OR trigger = ANY(%(triggers)s)) "
@@ -611,6 +617,94 @@ class ClusterStore:
             })  # fmt: skip
             return [(str(job), str(run_id)) for job, run_id in await cursor.fetchall()]
 
+    # --- backfill and the downtime ledger (issue 16) ---------------------------------------
+
+    async def offer_backfill(self, due: Due) -> bool:
+        """Make a backfill run of `due`'s slot a due run (due now), unless the slot has a run
+        due, running or successful by then: some backfill, on any node, took it (False).
+
+        One offer at a time per job (an advisory lock), so two backfills of a window, from
+        two nodes at once, run each slot once. A retry (attempt > 0) is made as asked. A
+        row already there with `due.run_id` (a COMMIT whose reply was lost) counts as made.
+        """
+        async with self._db.pool.connection() as connection, connection.transaction():
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (BACKFILL_LOCK, due.job)
+            )
+            cursor = await connection.execute(
+                "SELECT 1 FROM tuisched_runs WHERE run_id = %s", (due.run_id,)
+            )
+            if await cursor.fetchone() is not None:
+                return True
+            if due.attempt == 0:
+                cursor = await connection.execute(
+                    "SELECT 1 FROM tuisched_runs WHERE job = %s AND slot = %s "
+                    "AND state IN ('due', 'running', 'success') LIMIT 1",
+                    (due.job, due.slot),
+                )
+                if await cursor.fetchone() is not None:
+                    return False
+            await connection.execute(
+                "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, due_at, "
+                "preferred) VALUES (%s, %s, %s, %s, %s, 'due', coalesce(%s, now()), %s)",
+                (due.run_id, due.job, due.slot, due.trigger, due.attempt, due.due_at,
+                 due.preferred),
+            )  # fmt: skip
+        return True
+
+    async def slot_runs(
+        self, keys: Sequence[tuple[str, datetime, str]]
+    ) -> tuple[datetime, list[dict[str, Any]]]:
+        """The database's clock, and every run of each (job, slot, trigger) of `keys` (all
+        their attempts), as `history` gives them."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute("SELECT now()")
+            row = await cursor.fetchone()
+            assert row is not None  # noqa: S101  (SELECT now() has a row)
+            cursor = await connection.execute(
+                "SELECT run_id, job, slot, trigger, attempt, state, result, status, reason, "
+                "exit_code, owner AS node, fence, due_at, started_at, ended_at, created_at "
+                "FROM tuisched_runs WHERE (job, slot, trigger) IN "
+                "(SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[]))",
+                ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
+            )
+            names = [column.name for column in cursor.description or ()]
+            rows = [dict(zip(names, found, strict=True)) for found in await cursor.fetchall()]
+        return row[0], rows
+
+    async def decide_missed(
+        self, decisions: Sequence[tuple[str, str]], *, fenced: bool = True
+    ) -> bool:
+        """Write each (run_id, status) on its MISSED row, all or none. `fenced`: only while
+        every one of them waits for a decision; False (nothing written) when another node
+        decided one first."""
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs AS r SET status = u.s "
+                "FROM unnest(%s::text[], %s::text[]) AS u(i, s) "
+                "WHERE r.run_id = u.i AND r.state = 'missed' "
+                "AND (NOT %s OR coalesce(r.status, '') = '')",
+                ([run_id for run_id, _ in decisions], [text for _, text in decisions], fenced),
+            )
+            if fenced and cursor.rowcount != len(decisions):
+                raise Rollback()  # another node decided first: nothing of this decision
+            return True
+        return False  # rolled back
+
+    async def settle_missed(self, job: str, slots: Sequence[datetime], status: str) -> int:
+        """Write `status` on the undecided MISSED rows of `job`'s `slots` (a backfill runs
+        them); how many."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs SET status = %s WHERE job = %s AND slot = ANY(%s) "
+                "AND state = 'missed' AND coalesce(status, '') = ''",
+                (status, job, list(slots)),
+            )
+            return cursor.rowcount
+
+
+BACKFILL_LOCK = 0x626B_666C
+"""With a job's hash, the advisory lock a node holds while it offers a backfill run ("bkfl")."""
 
 PRUNE_LOCK = 0x7475_6973_7072_756E
 """The advisory lock a node holds while it prunes the shared table ("tuisprun")."""

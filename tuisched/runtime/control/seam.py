@@ -263,7 +263,7 @@ class SchedulerCommands(Protocol):
 
         Raises:
             UnknownJobError: no such job. JobActionError: the job cannot be backfilled,
-                nothing to run, or cluster mode (a dry run is served there).
+                or nothing to run.
             ScheduleError: the window is empty or holds more than 10,000 slots.
         """
         ...

@@ -13,33 +13,36 @@ one ends. A second backfill of a job whose backfill is under way joins it:
 its slots are merged in slot order, and a slot already on the way is not
 taken twice.
 
-Cluster mode is not served yet: a run there may end on another node, which
-this node does not hear of, so the sequence could stall; `plan` (a dry run)
-reads the cluster's table.
+In cluster mode the plan reads the cluster's table, the runs may be taken by
+any node (the end of each is read back from the table: `RunEnds`), and a
+slot is offered only while no run of it is due, running or successful
+(`ClusterStore.offer_backfill`), so two backfills of a window started on two
+nodes at once run each slot once; the node that started a backfill carries
+its sequence (if it stops, the slots not queued yet stay unrun).
+
+A slot waiting in the downtime ledger (a MISSED row nobody decided about)
+that a backfill runs is decided by it: "made up by backfill (who, when)".
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
-from tuisched.domain import backfill
+from tuisched.domain import backfill, ledger
 from tuisched.domain.bus import EventBus
 from tuisched.domain.errors import JobActionError
-from tuisched.domain.events import RunConcluded
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import BackfillPlan, HistoryQuery, LeftOutSlot
 from tuisched.runtime.cluster.link import ClusterLink
+from tuisched.runtime.engine.ends import RunEnds
+from tuisched.runtime.engine.ledger import LEDGER_ROWS
 from tuisched.runtime.store import AsyncHistory
 from tuisched.runtime.threads import Lane, in_thread
-
-NOT_IN_CLUSTER = (
-    "backfill is not in cluster mode yet: run the slots with `tuisched trigger`, "
-    "or list them with `tuisched backfill --dry-run`"
-)
 
 Submit = Callable[[Job, datetime], RunRecord]
 """Queues a backfill run of a job for a slot (the engine's `submit`, trigger `backfill`)."""
@@ -69,24 +72,23 @@ class Backfills:
         bus: EventBus,
         now: Callable[[], datetime],
         submit: Submit,
-        clustered: bool,
-        slot_runs: SlotRuns | None = None,
+        cluster: ClusterLink | None = None,
     ) -> None:
-        """`slot_runs` reads the runs that leave slots out (default: this node's history;
-        in cluster mode the cluster's table)."""
+        """In cluster mode (`cluster`) the runs that leave slots out, and the missed slots
+        a backfill decides, are the cluster's."""
         self._config = config
         self._history = history
         self._now = now
         self._submit = submit
-        self._clustered = clustered
-        self._slot_runs = slot_runs or self._local_runs
+        self._cluster = cluster
+        self._slot_runs = cluster_slot_runs(cluster) if cluster is not None else self._local_runs
         self._lock = asyncio.Lock()
         self._sequences: dict[str, _Sequence] = {}
-        self._subscription = bus.subscribe(RunConcluded, self._concluded)
+        self._ends = RunEnds(bus, cluster)
 
     def close(self) -> None:
         """Stop following backfill runs (the slots not queued yet stay unrun)."""
-        self._subscription.unsubscribe()
+        self._ends.close()
 
     async def _local_runs(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
         return await self._history.call(lambda store: store.runs_of_slots(job, start, end))
@@ -100,14 +102,15 @@ class Backfills:
         """
         return await self._plan(name, start, end, dry_run=True)
 
-    async def start(self, name: str, start: datetime, end: datetime) -> BackfillPlan:
-        """Queue the backfill of job `name` over the window; what it runs.
+    async def start(
+        self, name: str, start: datetime, end: datetime, *, actor: str = ""
+    ) -> BackfillPlan:
+        """Queue the backfill of job `name` over the window, as `actor` asked; what it runs.
 
         Raises:
-            JobActionError: cluster mode, or nothing to run; as `plan` besides.
+            JobActionError: nothing to run; as `plan` besides.
+            ClusterDatabaseError: in cluster mode, the database did not answer.
         """
-        if self._clustered:
-            raise JobActionError(NOT_IN_CLUSTER)
         async with self._lock:  # read and queue as one: a slot is never taken twice
             found = await self._plan(name, start, end, dry_run=False)
             going = self._sequences.get(name)
@@ -115,7 +118,9 @@ class Backfills:
             slots = [slot for slot in found.slots if slot.astimezone(UTC) not in taken]
             if not slots:
                 raise JobActionError(_nothing(found))
-            self._go(self._config().jobs[name], [slot.astimezone(UTC) for slot in slots])
+            job = self._config().jobs[name]
+            await self._settle_missed(job, slots, actor)
+            self._go(job, [slot.astimezone(UTC) for slot in slots])
             joined = [
                 LeftOutSlot(slot=slot, reason="on the way already (a backfill under way)")
                 for slot in found.slots if slot.astimezone(UTC) in taken
@@ -143,18 +148,37 @@ class Backfills:
         sequence.to_queue = sorted({*sequence.to_queue, *slots})
         self._fill(sequence, job)
 
+    async def _settle_missed(self, job: Job, slots: list[datetime], actor: str) -> None:
+        """The missed slots among `slots` that wait in the downtime ledger: decided, made up
+        by this backfill."""
+        status = ledger.backfilled(actor or "an operator", self._now(), job)
+        if self._cluster is not None:
+            await self._cluster.settle_missed(job.name, slots, status)
+            return
+        wanted = {slot.astimezone(UTC) for slot in slots}
+        query = HistoryQuery(job=job.name, states=(RunState.MISSED,), limit=LEDGER_ROWS)
+        rows = await self._history.call(lambda store: store.page(query))
+        settled = [
+            replace(row, status=status) for row in rows
+            if ledger.undecided(row) and row.slot and row.slot.astimezone(UTC) in wanted
+        ]  # fmt: skip
+        if settled:
+            await self._history.call(lambda store: store.write_many([], settled))
+
     def _fill(self, sequence: _Sequence, job: Job) -> None:
         width = backfill.in_flight(job, self._config().settings.max_workers)
         while sequence.to_queue and len(sequence.on_the_way) < width:
             slot = sequence.to_queue.pop(0)
             sequence.on_the_way.add(slot)
-            self._submit(job, slot.astimezone(job.timezone))
+            local = slot.astimezone(job.timezone)
+            submit = functools.partial(self._submit, job, local)
+            self._ends.follow(job, local, Trigger.BACKFILL, submit, self._concluded)
 
-    def _concluded(self, event: RunConcluded) -> None:
-        """A backfill run ended: the next slots of its job's sequence go."""
-        run = event.run
+    def _concluded(self, run: RunRecord) -> None:
+        """A backfill run ended (here or on another node): the next slots of its job's
+        sequence go."""
         sequence = self._sequences.get(run.job)
-        if sequence is None or run.trigger is not Trigger.BACKFILL or run.slot is None:
+        if sequence is None or run.slot is None:
             return
         sequence.on_the_way.discard(run.slot.astimezone(UTC))
         job = self._config().jobs.get(run.job)
@@ -163,7 +187,7 @@ class Backfills:
         else:
             self._fill(sequence, job)
         if not sequence.to_queue and not sequence.on_the_way:
-            del self._sequences[run.job]
+            self._sequences.pop(run.job, None)  # (a run that ended within `_fill` did already)
 
     def under_way(self) -> dict[str, int]:
         """Slots not run yet per job with a backfill under way (queued, on the way)."""

@@ -86,11 +86,9 @@ class Engine:
         self._pauses = Pauses(
             history=history, outcomes=outcomes, clock=clock, config=current,
             changed=self._firing.set_paused,
-            # In a cluster the other nodes share the pause: the ledger is one node's yet.
-            # Each job in a task of its own: resuming 10,000 jobs never stalls the loop.
-            resumed=None if cluster else lambda job, since, now: self._spawn(
-                record_paused(job, since, now, outcomes)
-            ),
+            # Each job in a task of its own: resuming 10,000 jobs never stalls the loop. In a
+            # cluster every node records them; the cluster's table keeps one row per slot.
+            resumed=lambda job, since, now: self._spawn(record_paused(job, since, now, outcomes)),
         )  # fmt: skip
         self._retries = Retries(
             clock=clock, config=current, outcomes=outcomes, accepting=lambda: self._accepting,
@@ -261,11 +259,13 @@ class Engine:
         return self.submit(self.config.job(name), slot=None, trigger=Trigger.MANUAL)
 
     def submit(
-        self, job: Job, *, slot: datetime | None, trigger: Trigger, attempt: int = 0
-    ) -> RunRecord:
-        """Create a run of `job` and queue it, or record why it cannot run."""
+        self, job: Job, *, slot: datetime | None, trigger: Trigger, attempt: int = 0,
+        run_id: str | None = None,
+    ) -> RunRecord:  # fmt: skip
+        """Create a run of `job` (called `run_id`, if given) and queue it, or record why it
+        cannot run."""
         run = RunRecord(
-            run_id=new_run_id(), job=job.name, slot=slot, trigger=trigger,
+            run_id=run_id or new_run_id(), job=job.name, slot=slot, trigger=trigger,
             state=RunState.QUEUED, queued_at=self._clock.now(), node=self.node, attempt=attempt,
         )  # fmt: skip
         if not self._accepting:
