@@ -200,6 +200,11 @@ def test_the_missed_slots_of_a_pause_are_decided_once_across_nodes_and_made_up_i
     assert sorted(process.returncode for process in asked) == [0, 1], answers
     refused = next(err for (_, err), p in zip(answers, asked, strict=True) if p.returncode)
     assert "decided" in refused, refused
+    for node in (a, b):  # both list tick as decided, whichever node decided
+        listed = {e["job"]: e for e in json.loads(node.cli("missed", "--json").stdout)}
+        assert "tick" in listed, listed
+        assert not listed["tick"]["pending"]
+        assert listed["tick"]["decided"], listed
     ticks = [slot for job, slot in missed if job == "tick"]
     since = paused
     _settled(cluster, "tick", "catchup", since, len(ticks))

@@ -122,7 +122,7 @@ async def test_the_console_shows_the_database_the_nodes_and_a_node_that_dies(
             await pilot.press("4")
             await until(pilot, lambda: isinstance(app.screen, NodesScreen))
             nodes = app.screen.query_one(DataTable)
-            await until(pilot, lambda: nodes.row_count == 2, within=5)
+            await until(pilot, lambda: nodes.row_count == 2, within=15)
             other.stop(signal.SIGKILL)
             dead_key = next(key for key in nodes.rows if key.value and
                             key.value.split(":")[1] == str(other.pid))  # fmt: skip

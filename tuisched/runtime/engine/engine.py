@@ -464,7 +464,12 @@ class _ClusterHost:
             await self._quietly(kind, name, paused=False)
 
     async def _quietly(self, kind: str, name: str, *, paused: bool) -> None:
+        cluster = self._engine.cluster
+        assert cluster is not None  # noqa: S101  (the cluster's pauses)
+        # Heard within a poll or two: the node that resumed fired that stretch's slots, and
+        # its rows are in the table once two polls have passed.
+        late = 2 * cluster.settings.poll
         try:
-            await self._pauses.set(kind, name, paused=paused)
+            await self._pauses.set(kind, name, paused=paused, heard_after=late)
         except TuischedError as error:  # e.g. a group this node's file does not have
             log.debug("cluster pause %s %s not applied here: %s", kind, name, error)

@@ -128,7 +128,13 @@ class Ledger:
             return self._decided[job.name]
         recent = [row for row in rows if (row.ended_at or row.queued_at) >= self._since]
         by_policy = [row for row in recent if ledger.POLICY in row.status]
-        return ledger.entry(job, by_policy) if by_policy else None
+        if by_policy:
+            return ledger.entry(job, by_policy)
+        elsewhere = [row for row in recent if row.status]  # by another node, or a backfill
+        if elsewhere:
+            newest = max(elsewhere, key=_slot)
+            return ledger.entry(job, elsewhere, decided=newest.status)
+        return None
 
     def _jobs(self) -> list[Job]:
         """The jobs whose missed slots can be decided: enabled, with a schedule."""

@@ -9,7 +9,7 @@ Runs in progress are untouched, and a run started by hand still runs.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from tuisched.domain.errors import JobActionError
 from tuisched.domain.events import PauseChanged
@@ -21,6 +21,9 @@ from tuisched.runtime.store import AsyncHistory
 
 Pause = tuple[str, str]
 """A pause as stored: ("job", name), ("group", name) or ("all", "")."""
+
+
+_AT_ONCE = timedelta(0)
 
 
 def is_paused(job: Job, pauses: Collection[Pause]) -> bool:
@@ -78,8 +81,15 @@ class Pauses:
         """Whether `job` is paused: itself, through one of its groups, or everything."""
         return is_paused(job, self._pauses)
 
-    async def set(self, kind: str, name: str, *, paused: bool, actor: str = "") -> None:
+    async def set(
+        self, kind: str, name: str, *, paused: bool, actor: str = "",
+        heard_after: timedelta = _AT_ONCE,
+    ) -> None:  # fmt: skip
         """Pause or resume a job, a group (`kind` "group") or everything (`kind` "all").
+
+        `heard_after`: how late this node may learn of it (a resume made on another node
+        of a cluster): the slots of that last stretch are not taken as missed, since the
+        node that resumed may have fired them.
 
         Raises:
             UnknownJobError: no such job.
@@ -99,7 +109,7 @@ class Pauses:
             now_paused = self.holds(job)
             if now_paused != (job.name in before):
                 self._changed(job, now_paused)
-                self._note(job, paused=now_paused, at=at)
+                self._note(job, paused=now_paused, at=at, missed_until=at - heard_after)
         self._outcomes.publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
 
     def check(self, kind: str, name: str, *, paused: bool) -> str:
@@ -128,11 +138,12 @@ class Pauses:
             if held:
                 raise JobActionError(f"job '{name}' is paused through group '{held[0]}'")
 
-    def _note(self, job: Job, *, paused: bool, at: datetime) -> None:
-        """Remember when `job` was paused; once resumed, hand over the time it was."""
+    def _note(self, job: Job, *, paused: bool, at: datetime, missed_until: datetime) -> None:
+        """Remember when `job` was paused; once resumed, hand over the time it was (up to
+        `missed_until`)."""
         if paused:
             self._held_since[job.name] = at
             return
         since = self._held_since.pop(job.name, None)
-        if since is not None and self._resumed is not None:
-            self._resumed(job, since, at)
+        if since is not None and self._resumed is not None and missed_until > since:
+            self._resumed(job, since, missed_until)
