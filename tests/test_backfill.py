@@ -363,9 +363,18 @@ def test_the_cli_says_what_is_wrong_in_one_line(config: Path) -> None:
     assert (status, out.count("  run  ")) == (0, 3)  # a listing needs no scheduler
     status, _, err = run("backfill", "tick", "--from", "yesterday", "--to", "2026-01-02",
                          "--dry-run", "-c", str(config))  # fmt: skip
-    assert (status, err) == (
-        2, "tuisched: backfill: --from: bad date-time 'yesterday'; write it like 2026-05-07T09:10\n"
-    )  # fmt: skip
+    assert (status, err) == (2, (
+        "tuisched: backfill: --from: bad time 'yesterday'; write a date-time like "
+        "2026-05-07T09:10 or a duration before now like 7d or 12h, or now\n"
+    ))  # fmt: skip
+    # Durations before now, and `now`: the last 2 hours of an every-minute job.
+    status, out, err = run("backfill", "tick", "--from", "2h", "--to", "now", "--dry-run",
+                           "--json", "-c", str(config))  # fmt: skip
+    assert status == 0, err
+    plan = json.loads(out)
+    start, end = (datetime.fromisoformat(plan[key]) for key in ("from", "to"))
+    assert end - start == timedelta(hours=2)
+    assert abs(end - datetime.now(UTC)) < timedelta(minutes=1)
     status, _, err = run("backfill", "tick", "--from", "2026-01-02", "--to", "2026-01-01",
                          "--dry-run", "-c", str(config))  # fmt: skip
     assert (status, err.count("\n")) == (2, 1)

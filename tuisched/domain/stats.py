@@ -96,13 +96,15 @@ _RELATIVE = re.compile(r"[0-9][0-9a-z]*")
 
 
 def parse_instant(text: str, now: datetime, tz: ZoneInfo, option: str) -> datetime:
-    """An ISO 8601 date-time (without offset: read in `tz`), or a duration such as
-    `7d` or `1h30m` meaning that long before `now`.
+    """An ISO 8601 date-time (without offset: read in `tz`), a duration such as `7d` or
+    `1h30m` meaning that long before `now`, or `now`.
 
     Raises:
-        TuischedError: neither (one line naming `option`).
+        TuischedError: none of these (one line naming `option`).
     """
     given = text.strip()
+    if given.lower() == "now":
+        return now
     if _RELATIVE.fullmatch(given) and not given.isdigit():
         try:
             return now - parse_duration(given)
@@ -113,7 +115,7 @@ def parse_instant(text: str, now: datetime, tz: ZoneInfo, option: str) -> dateti
     except ValueError:
         raise TuischedError(
             f"{option}: bad time '{text}'; write a date-time like 2026-05-07T09:10 "
-            "or a duration before now like 7d or 12h"
+            "or a duration before now like 7d or 12h, or now"
         ) from None
     return localize(moment, tz) if moment.tzinfo is None else moment
 

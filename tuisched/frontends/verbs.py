@@ -38,7 +38,7 @@ from tuisched.domain.errors import (
 from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
-from tuisched.domain.schedule.slots import localize
+from tuisched.domain.stats import parse_instant
 from tuisched.domain.views import (
     BackfillPlan,
     HistoryQuery,
@@ -442,17 +442,21 @@ def _add_backfill(commands: argparse._SubParsersAction[argparse.ArgumentParser],
         "(included) to --to (excluded) that have no successful run, oldest first, with "
         "trigger `backfill`: `requires`, `overlap` and `max_workers` hold as for any run; "
         "one run at a time, or up to max_workers at a time for an `overlap: allow` job. "
-        "At most 10,000 slots. A time without an offset is read in the job's zone. "
+        "At most 10,000 slots. T is ISO 8601 (without an offset: in the job's zone), a "
+        "duration before now such as 6h or 7d, or `now`. "
         "--dry-run lists the slots and why others are left out (it needs no running "
         "scheduler). Exit 0; 1 for an unknown job or nothing to run; 2 for a bad time or "
         "window; 69 when no scheduler runs. "
-        "Example: tuisched backfill nightly --from 2026-11-01 --to 2026-11-08 --dry-run",
+        "Example: tuisched backfill nightly --from 2026-11-01 --to 2026-11-08 --dry-run "
+        "(or: --from 7d --to now)",
     )  # fmt: skip
     backfill.add_argument("job", metavar="JOB")
     backfill.add_argument("--from", dest="start", required=True, metavar="T",
-                          help="window start, ISO 8601 (included)")  # fmt: skip
+                          help="window start (included): ISO 8601, or a duration before "
+                          "now like 6h")  # fmt: skip
     backfill.add_argument("--to", dest="end", required=True, metavar="T",
-                          help="window end, ISO 8601 (excluded)")  # fmt: skip
+                          help="window end (excluded): ISO 8601, a duration before now, "
+                          "or now")  # fmt: skip
     backfill.add_argument("--dry-run", action="store_true", help="list the slots; run nothing")
     backfill.add_argument("--json", action="store_true", help="print a JSON object")
     backfill.set_defaults(func=_backfill)
@@ -473,8 +477,9 @@ async def _backfill_verb(control: SchedulerControl, args: argparse.Namespace) ->
     if not found:
         raise UnknownJobError(args.job)
     zone = ZoneInfo(found[0].timezone)
+    now = datetime.now(UTC).replace(microsecond=0)
     try:
-        start, end = _moment(args.start, zone, "--from"), _moment(args.end, zone, "--to")
+        start, end = _moment(args.start, zone, now, "--from"), _moment(args.end, zone, now, "--to")
         plan = await control.backfill(args.job, start, end, dry_run=args.dry_run)
     except ScheduleError as error:
         print(f"tuisched: backfill: {one_line(str(error))}", file=sys.stderr)
@@ -486,14 +491,13 @@ async def _backfill_verb(control: SchedulerControl, args: argparse.Namespace) ->
     return 0
 
 
-def _moment(text: str, zone: ZoneInfo, option: str) -> datetime:
-    """An ISO 8601 option; a time without an offset is read in `zone` (DST: as slots are)."""
+def _moment(text: str, zone: ZoneInfo, now: datetime, option: str) -> datetime:
+    """A window's end: ISO 8601 (without an offset: in `zone`, DST as slots are), a duration
+    before `now`, or `now`."""
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        message = f"{option}: bad date-time '{text}'; write it like 2026-05-07T09:10"
-        raise ScheduleError(message) from None
-    return localize(moment, zone) if moment.tzinfo is None else moment
+        return parse_instant(text, now, zone, option)
+    except TuischedError as error:
+        raise ScheduleError(str(error)) from None
 
 
 def _print_backfill(plan: BackfillPlan, out: TextIO) -> None:
