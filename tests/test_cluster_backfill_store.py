@@ -8,10 +8,12 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.rules import last_attempt, run_of_row
+from tuisched.runtime.cluster.schema import MIGRATIONS, VERSION_TABLE
 from tuisched.runtime.cluster.store import ClusterStore, Due, new_node_id, new_run_id
 
 from .pg_fixtures import PASSWORD, PostgresServer
@@ -180,3 +182,33 @@ def test_a_followed_run_goes_on_while_it_or_its_retry_may_still_run() -> None:
     older = [_row("x", 0, "failed", created=-99), _row("y", 1, "failed", created=-50),
              _row("a", 0, "success", created=0)]  # fmt: skip
     assert last(older) == "a"
+
+
+async def test_missed_rows_of_a_schema_3_database_keep_their_reason_and_ask_nobody(
+    postgres: PostgresServer,
+) -> None:
+    name = postgres.create_database()
+    with psycopg.connect(postgres.url(name).replace("postgres@", f"postgres:{PASSWORD}@"),
+                         autocommit=True) as connection:  # fmt: skip
+        connection.execute(VERSION_TABLE)
+        for migration in MIGRATIONS[:3]:
+            for statement in migration.statements:
+                connection.execute(statement)  # type: ignore[arg-type]  (a literal)
+            connection.execute(
+                "INSERT INTO tuisched_schema (version, description, applied_by) "
+                "VALUES (%s, 'x', 'test')",
+                (migration.version,),
+            )
+        connection.execute(  # as schema 3's record_missed wrote it: the reason as status
+            "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, result, "
+            "status, due_at, ended_at) VALUES ('r1', 'etl', now(), 'schedule', 0, 'missed', "
+            "'missed', 'the scheduler was down', now(), now())"
+        )
+    database = ClusterDatabase(postgres.url(name), password=PASSWORD, node="n")
+    await database.open()
+    try:
+        (row,) = await ClusterStore(database).history(job="etl")
+    finally:
+        await database.close()
+    assert row["reason"] == "the scheduler was down"
+    assert row["status"] == "recorded before the cluster kept a downtime ledger"

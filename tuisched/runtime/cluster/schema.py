@@ -131,6 +131,10 @@ MIGRATIONS: tuple[Migration, ...] = (
             # The status of a MISSED row is the operator's decision ("" while none): why the
             # slot was missed moves to its own column.
             "ALTER TABLE tuisched_runs ADD COLUMN reason text",
+            # Rows recorded before: their status held the reason, and nobody was asked.
+            "UPDATE tuisched_runs SET reason = status, "
+            "status = 'recorded before the cluster kept a downtime ledger' "
+            "WHERE state = 'missed'",
         ),
     ),
 )
