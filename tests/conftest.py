@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .pg_fixtures import postgres  # noqa: F401  (one PostgreSQL server for the session)
+from .pg_fixtures import nodes, postgres  # noqa: F401  (one PostgreSQL server for the session)
 
 REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_config" / "tuisched.yaml"

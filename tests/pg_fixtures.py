@@ -12,6 +12,7 @@ check what a wrong one says.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import ctypes.util
@@ -23,11 +24,14 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tuisched.runtime.cluster.database import ClusterDatabase
+from tuisched.runtime.cluster.store import ClusterStore
 
 PASSWORD = "tuisched-test-secret"  # noqa: S105  (a throwaway server's)
 """The superuser's password (tests pass it through the environment, never the YAML)."""
@@ -183,6 +187,18 @@ def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresServe
     finally:
         with contextlib.suppress(subprocess.SubprocessError):
             server.stop("immediate")
+
+
+@pytest.fixture
+async def nodes(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
+    """Three nodes' stores on one fresh database (each its own pool, as processes have)."""
+    url = postgres.url(postgres.create_database())
+    databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(3)]
+    await asyncio.gather(*(database.open() for database in databases))
+    try:
+        yield [ClusterStore(database) for database in databases]
+    finally:
+        await asyncio.gather(*(database.close() for database in databases))
 
 
 def wait_until(condition: object, within: float = 20) -> None:

@@ -4,12 +4,10 @@ nodes race them (issue 16: everything works in cluster mode too)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-import pytest
 
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.rules import last_attempt, run_of_row
@@ -20,18 +18,6 @@ from .pg_fixtures import PASSWORD, PostgresServer
 
 LEASE = timedelta(seconds=30)
 NOW = timedelta(0)
-
-
-@pytest.fixture
-async def nodes(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
-    """Three nodes' stores on one fresh database (each its own pool, as processes have)."""
-    url = postgres.url(postgres.create_database())
-    databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(3)]
-    await asyncio.gather(*(database.open() for database in databases))
-    try:
-        yield [ClusterStore(database) for database in databases]
-    finally:
-        await asyncio.gather(*(database.close() for database in databases))
 
 
 def _backfill(job: str, slot: datetime, attempt: int = 0) -> Due:

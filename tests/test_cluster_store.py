@@ -8,31 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
-import pytest
-
-from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.store import ClusterStore, new_node_id
-
-from .pg_fixtures import PASSWORD, PostgresServer
 
 LEASE = timedelta(seconds=30)
 NOW = timedelta(0)
 JOBS = [f"job{i:03d}" for i in range(100)]
-
-
-@pytest.fixture
-async def nodes(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
-    """Three nodes' stores on one fresh database (each its own pool, as processes have)."""
-    url = postgres.url(postgres.create_database())
-    databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(3)]
-    await asyncio.gather(*(database.open() for database in databases))
-    try:
-        yield [ClusterStore(database) for database in databases]
-    finally:
-        await asyncio.gather(*(database.close() for database in databases))
 
 
 async def _join(store: ClusterStore, pid: int, capacity: int = 8) -> str:

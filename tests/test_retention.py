@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,7 +17,6 @@ from tuisched.domain.errors import ConfigError
 from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
-from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.store import PRUNE_LOCK, ClusterStore
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.store import AsyncHistory, HistoryStore
@@ -288,22 +287,10 @@ async def _cluster_rows(store: ClusterStore, rows: list[tuple[str, str, str, int
             )
 
 
-@pytest.fixture
-async def cluster(postgres: PostgresServer) -> AsyncIterator[list[ClusterStore]]:
-    """Two nodes' stores on one fresh cluster database."""
-    url = postgres.url(postgres.create_database())
-    databases = [ClusterDatabase(url, password=PASSWORD, node=f"n{i}") for i in range(2)]
-    await asyncio.gather(*(database.open() for database in databases))
-    try:
-        yield [ClusterStore(database) for database in databases]
-    finally:
-        await asyncio.gather(*(database.close() for database in databases))
-
-
 async def test_the_cluster_table_forgets_what_retention_lets_go(
-    cluster: list[ClusterStore], tmp_path: Path
+    nodes: list[ClusterStore], tmp_path: Path
 ) -> None:
-    store = cluster[0]
+    store = nodes[0]
     await _cluster_rows(store, [
         ("old-ok", "backup", "success", 40), ("old-failed", "backup", "failed", 35),
         ("old-due", "backup", "due", 40), ("old-running", "backup", "running", 40),
@@ -323,8 +310,8 @@ async def test_the_cluster_table_forgets_what_retention_lets_go(
     assert not here.exists()
 
 
-async def test_one_node_prunes_the_cluster_table_at_a_time(cluster: list[ClusterStore]) -> None:
-    first, second = cluster
+async def test_one_node_prunes_the_cluster_table_at_a_time(nodes: list[ClusterStore]) -> None:
+    first, second, _ = nodes
     await _cluster_rows(first, [("old", "backup", "success", 40)])
     async with first._db.pool.connection() as connection, connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock(%s)", (PRUNE_LOCK,))
