@@ -308,3 +308,11 @@ def test_only_the_cluster_modules_name_psycopg_in_an_import() -> None:
                 importing.add(path.relative_to(REPO / "tuisched").as_posix())
     assert importing == {"runtime/cluster/database.py", "runtime/cluster/link.py",
                          "runtime/cluster/store.py"}  # fmt: skip
+
+
+def test_the_container_image_has_the_postgres_extra() -> None:
+    """A container is a usual cluster node: its image installs the driver."""
+    runs = [
+        line for line in (REPO / "Dockerfile").read_text().splitlines() if line.startswith("RUN ")
+    ]
+    assert any("pip install '.[postgres]'" in line for line in runs), runs
