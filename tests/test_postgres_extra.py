@@ -212,8 +212,8 @@ def _the_line(config: Path, stream: str, setting: str = "cluster", line: int = 5
 
 @pytest.mark.parametrize(
     "argv",
-    [["--no-ui"], ["nodes"], ["history"], ["stats"], []],
-    ids=["no-ui", "nodes", "history", "stats", "console"],
+    [["--no-ui"], ["nodes"], ["history"], ["stats"], [], ["service", "install", "--dry-run"]],
+    ids=["no-ui", "nodes", "history", "stats", "console", "service-install"],
 )
 def test_cluster_mode_without_psycopg_is_one_line_and_exit_78(
     tmp_path: Path, nopg: NoPsycopg, argv: list[str]
