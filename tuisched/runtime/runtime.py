@@ -556,6 +556,8 @@ class Runtime:
         self.config = config
         if self.role.fires_slots and self.state is SchedulerState.RUNNING:
             self._start_retention()  # a reload that sets history_retention starts it
+        if config.settings.history_retention is None:
+            await self._stop_retention()  # and the one that unsets it stops it (no hourly pass)
         if self._engine is not None:
             await self._engine.apply(config)
         if email_changed:
@@ -652,7 +654,9 @@ class Runtime:
         configuration says then: a reload may change or unset `history_retention`).
 
         Only once the configuration asks for it (at start, or the first reload that
-        sets it): a scheduler that keeps everything arms no hourly timer for it.
+        sets it): a scheduler that keeps everything arms no hourly timer for it. A
+        reload that unsets it stops the pass (`_apply_config`); one that sets it again
+        starts it again.
         """
         wanted = self.config.settings.history_retention
         if self._pruning is not None or wanted is None or self._history is None:
