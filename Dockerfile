@@ -12,6 +12,8 @@
 # so leave settings.state_dir out of the file (or set it to that folder). `docker stop` sends SIGTERM: the scheduler drains
 # (settings.shutdown_grace), so give it time: docker stop -t 40.
 # `docker kill -s HUP tuisched` reloads the configuration.
+# The image has the `postgres` extra (psycopg with libpq): a container is a usual cluster
+# node (settings.cluster), and a postgresql:// settings.history works too.
 
 FROM python:3.11-slim
 
@@ -24,7 +26,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY tuisched ./tuisched
-RUN pip install . && rm -rf /src
+RUN pip install '.[postgres]' && rm -rf /src
 
 # A fixed uid, so a bind-mounted state folder can be given to it (chown 10001).
 RUN useradd --system --uid 10001 --create-home --home-dir /home/tuisched tuisched \

@@ -47,6 +47,7 @@ from tuisched.runtime.control import (
     control_socket,
     describe_client,
     read_config,
+    require_driver,
     scheduler_answers,
 )
 
@@ -200,6 +201,7 @@ def _load(args: argparse.Namespace) -> Config:
 def _offline(args: argparse.Namespace) -> tuple[Config, OfflineControl]:
     """The configuration, and the seam over what its scheduler left (no scheduler started)."""
     text, config = read_config(config_path(args))
+    require_driver(config, cluster=False)  # a postgresql:// history is read with psycopg
     return config, OfflineControl(config, text, clock=lambda: datetime.now(UTC))
 
 
@@ -233,6 +235,7 @@ def _instant(text: str, job: Job, option: str) -> datetime:
 def _validate(args: argparse.Namespace) -> int:
     try:
         config = _load(args)
+        require_driver(config)  # cluster mode without the `postgres` extra is a problem too
     except ConfigError as error:
         for problem in error.problems:
             print(problem)

@@ -29,7 +29,13 @@ from tuisched.domain.events import SchedulerStopping
 from tuisched.frontends.eventlog import configure_logging
 from tuisched.frontends.notify import NOTIFY_VARIABLES, Notifier, notifying
 from tuisched.frontends.serving import Serving
-from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl, who
+from tuisched.runtime.control import (
+    AlreadyRunningError,
+    DriverMissingError,
+    LocalScheduler,
+    SchedulerControl,
+    who,
+)
 
 EX_SOFTWARE = 70
 EX_CANTCREAT = 73
@@ -48,7 +54,8 @@ def run_headless(config_path: Path, *, log_format: str = "human") -> int:
     except ConfigError as error:
         for problem in error.problems:
             log.error("%s", problem)  # noqa: TRY400  (a report, not a crash: no traceback)
-        log.error("not started: the configuration is not valid")  # noqa: TRY400
+        if not isinstance(error, DriverMissingError):  # its line says all: what to install
+            log.error("not started: the configuration is not valid")  # noqa: TRY400
         return EX_CONFIG
     configure_logging(log_format, tz=scheduler.timezone)
     return asyncio.run(_serve(scheduler))

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from tuisched.runtime.control import read_config
+from tuisched.runtime.control import read_config, require_driver
 
 UNIT_NAME = "tuisched.service"
 WATCHDOG = timedelta(seconds=30)
@@ -115,6 +115,7 @@ def _install(args: argparse.Namespace) -> int:
 
     config_file = config_path(args).absolute()
     config = read_config(config_file)[1]  # a ConfigError exits 78 with its problems
+    require_driver(config)  # a unit that could only exit 78 at each start helps nobody
     text = unit_text(
         executable=tuisched_command(), config=config_file, user=args.user,
         run_as=None if args.user else _owner(config_file),

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
@@ -40,8 +41,6 @@ from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
-from tuisched.runtime.cluster.database import read_password
-from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.backfill import Backfills
 from tuisched.runtime.engine.engine import Engine
@@ -56,6 +55,7 @@ from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.handlers.webhooks import WebhookHandler
 from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.metrics import MetricsEndpoint, Probes
+from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
 from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
@@ -63,6 +63,9 @@ from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
 from tuisched.runtime.webhook import HttpPoster
+
+if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.link import ClusterLink
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +205,11 @@ class Runtime:
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
-        """A runtime for the configuration at `path` (ConfigError if it is not valid)."""
+        """A runtime for the configuration at `path` (ConfigError if it is not valid, or
+        if it uses PostgreSQL and the `postgres` extra is not installed)."""
         text, config = ConfigSource.read(path)
+        role = kwargs.get("role", SCHEDULER)
+        require_driver(config, cluster=not isinstance(role, Role) or role.fires_slots)
         return cls(config, text=text, **kwargs)  # type: ignore[arg-type]
 
     @property
@@ -372,6 +378,10 @@ class Runtime:
     async def _join_cluster(self, settings: ClusterSettings) -> ClusterLink:
         """Open the cluster's database (ClusterDatabaseError: what to fix); one that is
         only away now is waited for in the background."""
+        # Here, not at the top: a single node never imports psycopg (see pgdriver).
+        from tuisched.runtime.cluster.database import read_password  # noqa: PLC0415
+        from tuisched.runtime.cluster.link import ClusterLink  # noqa: PLC0415
+
         environ = dict(self._secrets)
         password = await in_thread(Lane.FILES, read_password, settings, environ)
         link = ClusterLink(settings, self.config, password=password, node_name=self.node,
@@ -546,6 +556,8 @@ class Runtime:
         self.config = config
         if self.role.fires_slots and self.state is SchedulerState.RUNNING:
             self._start_retention()  # a reload that sets history_retention starts it
+        if config.settings.history_retention is None:
+            await self._stop_retention()  # and the one that unsets it stops it (no hourly pass)
         if self._engine is not None:
             await self._engine.apply(config)
         if email_changed:
@@ -642,7 +654,9 @@ class Runtime:
         configuration says then: a reload may change or unset `history_retention`).
 
         Only once the configuration asks for it (at start, or the first reload that
-        sets it): a scheduler that keeps everything arms no hourly timer for it.
+        sets it): a scheduler that keeps everything arms no hourly timer for it. A
+        reload that unsets it stops the pass (`_apply_config`); one that sets it again
+        starts it again.
         """
         wanted = self.config.settings.history_retention
         if self._pruning is not None or wanted is None or self._history is None:

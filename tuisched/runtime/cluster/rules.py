@@ -18,12 +18,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import NodeView
-from tuisched.runtime.cluster.store import NodeRow
+
+if TYPE_CHECKING:  # the store imports psycopg: rules serve single-node code too
+    from tuisched.runtime.cluster.store import NodeRow
 
 
 class DatabaseState(StrEnum):

@@ -28,12 +28,14 @@ from tuisched.runtime.control.seam import (
 )
 from tuisched.runtime.control.server import PROTOCOL, socket_path
 from tuisched.runtime.handlers.actions import who
+from tuisched.runtime.pgdriver import DriverMissingError, require_driver
 
 __all__ = [
     "AUDIT_LINES",
     "OUTPUT_CHUNK_BYTES",
     "PROTOCOL",
     "AlreadyRunningError",
+    "DriverMissingError",
     "LocalControl",
     "LocalScheduler",
     "OfflineControl",
@@ -47,6 +49,7 @@ __all__ = [
     "control_socket",
     "describe_client",
     "read_config",
+    "require_driver",
     "scheduler_answers",
     "socket_path",
     "who",

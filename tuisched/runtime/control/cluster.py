@@ -10,16 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.model import ClusterSettings, Config
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.stats import stats_history_query, stats_of_runs
 from tuisched.domain.views import HistoryQuery, HistoryStats, NodeView, StatsQuery
-from tuisched.runtime.cluster.database import ClusterDatabase, read_password
 from tuisched.runtime.cluster.rules import DB_STATES, node_views, run_of_row
-from tuisched.runtime.cluster.store import ClusterStore
+from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.threads import Lane, in_thread
+
+if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.store import ClusterStore
 
 
 def _settings(config: Config) -> ClusterSettings:
@@ -30,7 +33,17 @@ def _settings(config: Config) -> ClusterSettings:
 
 @asynccontextmanager
 async def _store(config: Config) -> AsyncIterator[ClusterStore]:
+    """The cluster's store, open for the time of the block.
+
+    Raises:
+        ConfigError: psycopg is not installed (the `postgres` extra).
+        ClusterDatabaseError: the database cannot be used.
+    """
     settings = _settings(config)
+    await in_thread(Lane.FILES, require_driver, config)
+    from tuisched.runtime.cluster.database import ClusterDatabase, read_password  # noqa: PLC0415
+    from tuisched.runtime.cluster.store import ClusterStore  # noqa: PLC0415
+
     password = await in_thread(Lane.FILES, read_password, settings, os.environ)
     database = ClusterDatabase(settings.database, password=password, node="reader")
     await database.open()

@@ -31,6 +31,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from tuisched.domain import backfill, ledger
 from tuisched.domain.bus import EventBus
@@ -38,11 +39,13 @@ from tuisched.domain.errors import JobActionError
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import BackfillPlan, HistoryQuery, LeftOutSlot
-from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.engine.ends import RunEnds
 from tuisched.runtime.engine.ledger import LEDGER_ROWS
 from tuisched.runtime.store import AsyncHistory
 from tuisched.runtime.threads import Lane, in_thread
+
+if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.link import ClusterLink
 
 Submit = Callable[[Job, datetime], RunRecord]
 """Queues a backfill run of a job for a slot (the engine's `submit`, trigger `backfill`)."""

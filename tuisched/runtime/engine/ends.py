@@ -11,12 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.events import RunConcluded
 from tuisched.domain.model import Job
 from tuisched.domain.runs import RunRecord, RunState, Trigger
-from tuisched.runtime.cluster.link import ClusterLink
+
+if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.link import ClusterLink
 
 Ended = Callable[[RunRecord], None]
 """Told the run that concludes a followed one (its last attempt)."""

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Coroutine
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.errors import JobActionError, TuischedError
@@ -30,8 +30,6 @@ from tuisched.domain.model import Config, Job
 from tuisched.domain.reasons import PauseNote
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime.clock import Clock, SystemClock
-from tuisched.runtime.cluster.link import ClusterLink
-from tuisched.runtime.cluster.store import Claim
 from tuisched.runtime.engine.catchup import record_missed, record_paused
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
 from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
@@ -42,6 +40,10 @@ from tuisched.runtime.engine.running import Workers
 from tuisched.runtime.engine.waiting import WaitingRoom
 from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.store import AsyncHistory
+
+if TYPE_CHECKING:  # cluster mode only: they import psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.link import ClusterLink
+    from tuisched.runtime.cluster.store import Claim
 
 SHUTTING_DOWN = "the scheduler is shutting down"
 log = logging.getLogger(__name__)

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from tuisched.domain import ledger
 from tuisched.domain.bus import EventBus
@@ -39,9 +40,11 @@ from tuisched.domain.errors import JobActionError, TuischedError
 from tuisched.domain.model import Config, Job, Overlap
 from tuisched.domain.runs import RunRecord, RunState, Trigger, new_run_id
 from tuisched.domain.views import HistoryQuery, MissedChoice, MissedSlots
-from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.engine.ends import RunEnds
 from tuisched.runtime.store import AsyncHistory
+
+if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
+    from tuisched.runtime.cluster.link import ClusterLink
 
 log = logging.getLogger(__name__)
 

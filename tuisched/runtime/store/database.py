@@ -40,6 +40,7 @@ from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.stats import COUNTED, StatRow
 from tuisched.domain.views import HistoryQuery, StatsQuery
+from tuisched.runtime.pgdriver import POSTGRES_EXTRA
 from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain
 from tuisched.runtime.store.schema import (
     _ABANDONABLE,
@@ -82,7 +83,7 @@ SCHEMA_LOCK = 0x7475_6973_6869_7374
 """The advisory lock held while a PostgreSQL history's schema is created ("tuishist")."""
 PG_PASSWORD = "~/.pgpass, $PGPASSFILE or $PGPASSWORD"  # noqa: S105  (where it comes from)
 POSTGRES_DRIVER = "postgresql+psycopg"
-"""PostgreSQL through psycopg 3 (installed with tuisched); `postgresql://` means it."""
+"""PostgreSQL through psycopg 3 (the `postgres` extra); `postgresql://` means it."""
 
 
 def _create_engine(url: URL) -> Engine:
@@ -165,6 +166,8 @@ def _cannot_open(where: str, error: Exception) -> HistoryError:
         return damage
     if isinstance(error, ImportError):
         said = f"its driver is not installed ({error})"
+        if where.startswith("postgres"):
+            said += f": {POSTGRES_EXTRA}"
     elif isinstance(error, DBAPIError) and error.orig is not None:
         said = str(error.orig)
         if isinstance(error, OperationalError) and where.startswith("postgres"):
