@@ -198,3 +198,18 @@ async def test_missed_rows_of_a_schema_3_database_keep_their_reason_and_ask_nobo
         await database.close()
     assert row["reason"] == "the scheduler was down"
     assert row["status"] == "recorded before the cluster kept a downtime ledger"
+
+
+async def test_a_window_s_runs_are_read_by_slot_however_many_runs_came_after(
+    nodes: list[ClusterStore],
+) -> None:
+    now = (await nodes[0].now()).replace(microsecond=0)
+    window = (now - timedelta(days=30), now - timedelta(days=29))
+    made = [window[0] + timedelta(hours=hour) for hour in range(0, 30, 6)]  # 4 in, 1 out
+    later = [now - timedelta(seconds=second) for second in range(1, 200)]
+    for slot in made + later:
+        await nodes[0].materialize("etl", slot)
+    async with nodes[0]._db.pool.connection() as connection:  # every run of etl succeeded
+        await connection.execute("UPDATE tuisched_runs SET state = 'success'")
+    rows = await nodes[1].runs_of_slots("etl", *window)
+    assert [row["slot"] for row in rows] == made[:4]

@@ -643,6 +643,16 @@ class ClusterLink:
 
     # --- the downtime ledger's rows (issue 16) ---------------------------------------------
 
+    async def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
+        """The cluster's runs of `job` with a slot in [start, end) that are due, running or
+        successful (see `ClusterStore.runs_of_slots`).
+
+        Raises:
+            ClusterDatabaseError: the database did not answer.
+        """
+        rows = await self._call(self.store.runs_of_slots(job, start, end))
+        return [run_of_row(row) for row in rows]
+
     async def decide_missed(
         self, decisions: Sequence[tuple[str, str]], *, fenced: bool = True
     ) -> bool:

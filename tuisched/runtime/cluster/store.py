@@ -672,6 +672,21 @@ class ClusterStore:
             rows = [dict(zip(names, found, strict=True)) for found in await cursor.fetchall()]
         return row[0], rows
 
+    async def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
+        """The runs of `job` whose slot lies from `start` (included) to `end` (excluded)
+        that are due, running or successful (a backfill leaves their slots out), as
+        `history` gives them."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT run_id, job, slot, trigger, attempt, state, result, status, reason, "
+                "exit_code, owner AS node, fence, due_at, started_at, ended_at, created_at "
+                "FROM tuisched_runs WHERE job = %s AND slot >= %s AND slot < %s "
+                "AND state IN ('due', 'running', 'success') ORDER BY slot, run_id",
+                (job, start, end),
+            )
+            names = [column.name for column in cursor.description or ()]
+            return [dict(zip(names, row, strict=True)) for row in await cursor.fetchall()]
+
     async def decide_missed(
         self, decisions: Sequence[tuple[str, str]], *, fenced: bool = True
     ) -> bool:

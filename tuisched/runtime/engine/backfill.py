@@ -84,7 +84,7 @@ class Backfills:
         self._now = now
         self._submit = submit
         self._cluster = cluster
-        self._slot_runs = cluster_slot_runs(cluster) if cluster is not None else self._local_runs
+        self._slot_runs = cluster.runs_of_slots if cluster is not None else self._local_runs
         self._lock = asyncio.Lock()
         self._sequences: dict[str, _Sequence] = {}
         self._ends = RunEnds(bus, cluster)
@@ -198,19 +198,6 @@ class Backfills:
             name: len(sequence.to_queue) + len(sequence.on_the_way)
             for name, sequence in self._sequences.items()
         }
-
-
-def cluster_slot_runs(cluster: ClusterLink) -> SlotRuns:
-    """`SlotRuns` over the cluster's table: its newest runs of the job that succeeded or
-    are in progress (at most twice `MAX_SLOTS`), those with a slot in the window."""
-
-    async def read(job: str, start: datetime, end: datetime) -> list[RunRecord]:
-        states = (RunState.SUCCESS, RunState.QUEUED, RunState.RUNNING, RunState.WAITING)
-        query = HistoryQuery(job=job, states=states, limit=2 * backfill.MAX_SLOTS)
-        rows = await cluster.history(query)
-        return [run for run in rows if run.slot is not None and start <= run.slot < end]
-
-    return read
 
 
 def _nothing(found: BackfillPlan) -> str:
