@@ -17,11 +17,17 @@ from pathlib import Path
 import pytest
 
 import tuisched.runtime.control.remote
-from tuisched.domain.errors import ControlError, SchedulerNotRunningError, UnknownJobError
+from tuisched.domain.errors import (
+    ControlError,
+    SchedulerNotRunningError,
+    UnknownJobError,
+    UnknownRunError,
+)
 from tuisched.domain.events import Event, RunFinished
 from tuisched.domain.views import Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, RemoteControl, control_socket, socket_path
+from tuisched.runtime.control.remote import _raise
 from tuisched.runtime.runtime import Runtime
 
 from .runtime_fixtures import write_config
@@ -187,3 +193,11 @@ def test_the_socket_is_found_from_a_file_that_does_not_validate(
     path.write_text(text)
     folder = Path.home() / "x" if expected == "HOME/x" else tmp_path / expected
     assert control_socket(path) == folder / "control.sock"
+
+
+def test_an_error_whose_class_builds_its_message_reaches_the_client_as_the_scheduler_said() -> None:
+    for cls, message in ((UnknownRunError, "no run with id 0a1b2c3d4e5f in the history"),
+                         (UnknownJobError, "no job named 'nightly'")):  # fmt: skip
+        with pytest.raises(cls) as raised:
+            _raise({"error": cls.__name__, "message": message}, 404)
+        assert str(raised.value) == message

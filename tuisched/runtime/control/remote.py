@@ -104,12 +104,26 @@ def _raise(body: object, status: int) -> None:
         raise ConfigError(problems)
     cls = getattr(error_classes, name, None)
     if isinstance(cls, type) and issubclass(cls, TuischedError):
-        try:
-            error = cls(message)
-        except TypeError:  # a class whose constructor wants more than a message
-            error = ControlError(message)
-        raise error
+        raise _same_error(cls, message)
     raise ControlError(message or f"the scheduler answered {status}")
+
+
+def _same_error(cls: type[TuischedError], message: str) -> TuischedError:
+    """The scheduler's error as its own class, saying exactly what the scheduler said.
+
+    A class whose constructor builds its message (UnknownRunError from run ids, say)
+    would say it twice over, or garbled: it is made around the message instead, with
+    the attributes its constructor sets."""
+    try:
+        error = cls(message)
+    except TypeError:  # a class whose constructor wants more than a message
+        return ControlError(message)
+    if str(error) == message:
+        return error
+    said = cls.__new__(cls)
+    said.__dict__.update(error.__dict__)
+    Exception.__init__(said, message)
+    return said
 
 
 class _Following:
