@@ -431,3 +431,11 @@ async def test_s_in_the_detail_view_stops_the_run_it_shows(tmp_path: Path) -> No
         await pilot.press("y")
         await until(pilot, lambda: not runtime.engine.running())
         assert isinstance(app.screen, JobDetailScreen)  # the view stays, showing the end
+
+
+async def test_a_state_directory_it_cannot_use_exits_73_as_headless_does(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file where the state folder should be\n")
+    app, _ = make_app(write_config(tmp_path, JOBS, settings="state_dir: taken"))
+    async with app.run_test() as pilot:
+        await pilot.pause()
+    assert app.return_code == 73

@@ -19,16 +19,18 @@ import os
 from pathlib import Path
 
 from tuisched.domain.errors import (
-    ClusterDatabaseError,
     ConfigError,
-    MetricsListenError,
-    StateError,
     TuischedError,
 )
 from tuisched.domain.events import SchedulerStopping
 from tuisched.frontends.eventlog import configure_logging
 from tuisched.frontends.notify import NOTIFY_VARIABLES, Notifier, notifying
-from tuisched.frontends.serving import Serving
+from tuisched.frontends.serving import (
+    EX_CONFIG,
+    EX_TEMPFAIL,
+    Serving,
+    start_failure_code,
+)
 from tuisched.runtime.control import (
     AlreadyRunningError,
     DriverMissingError,
@@ -36,12 +38,6 @@ from tuisched.runtime.control import (
     SchedulerControl,
     who,
 )
-
-EX_SOFTWARE = 70
-EX_CANTCREAT = 73
-"""The state directory (or a file in it) cannot be created or used."""
-EX_TEMPFAIL = 75
-EX_CONFIG = 78
 
 log = logging.getLogger(__name__)
 
@@ -75,18 +71,9 @@ async def _serve(scheduler: LocalScheduler) -> int:
             )
         log.error("%s%s", error, hint)  # noqa: TRY400  (expected; no traceback)
         return EX_TEMPFAIL
-    except ClusterDatabaseError as error:
-        log.error("not started: %s", error)  # noqa: TRY400  (what to fix is in the line)
-        return EX_CONFIG
-    except MetricsListenError as error:  # settings.metrics.listen is what to change
-        log.error("not started: %s", error)  # noqa: TRY400  (what to fix is in the line)
-        return EX_CONFIG
-    except StateError as error:
-        log.error("not started: %s", error)  # noqa: TRY400  (a report, not a crash)
-        return EX_CANTCREAT
-    except TuischedError as error:
+    except TuischedError as error:  # what to fix is in the line: a report, not a crash
         log.error("not started: %s", error)  # noqa: TRY400
-        return EX_SOFTWARE
+        return start_failure_code(error)
     return await _serve_notifying(scheduler, serving, notifier)
 
 

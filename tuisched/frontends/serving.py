@@ -10,7 +10,13 @@ import asyncio
 import logging
 import signal
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import (
+    AlreadyRunningError,
+    ClusterDatabaseError,
+    MetricsListenError,
+    StateError,
+    TuischedError,
+)
 from tuisched.domain.events import Event, SchedulerStopping
 from tuisched.frontends.eventlog import EventLog
 from tuisched.runtime.control import LocalScheduler, SchedulerControl, who
@@ -18,6 +24,24 @@ from tuisched.runtime.control import LocalScheduler, SchedulerControl, who
 log = logging.getLogger(__name__)
 
 EX_OK = 0
+EX_SOFTWARE = 70
+EX_CANTCREAT = 73
+"""The state directory (or a file in it) cannot be created or used."""
+EX_TEMPFAIL = 75
+EX_CONFIG = 78
+
+
+def start_failure_code(error: TuischedError) -> int:
+    """The exit code of a scheduler that could not start, headless or in a console: 75
+    another one holds the state directory, 78 what to fix is in the configuration (its
+    cluster database, its metrics address), 73 the state directory is unusable, 70 else."""
+    if isinstance(error, AlreadyRunningError):
+        return EX_TEMPFAIL
+    if isinstance(error, ClusterDatabaseError | MetricsListenError):
+        return EX_CONFIG
+    if isinstance(error, StateError):
+        return EX_CANTCREAT
+    return EX_SOFTWARE
 
 
 class Serving:

@@ -23,11 +23,11 @@ from textual.driver import Driver
 
 from tuisched.domain.errors import (
     ControlError,
-    MetricsListenError,
     SchedulerNotRunningError,
     TuischedError,
 )
 from tuisched.domain.views import ConfigEdit
+from tuisched.frontends.serving import start_failure_code
 from tuisched.frontends.tui.commands import JobCommands
 from tuisched.frontends.tui.operator import Operator
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
@@ -46,7 +46,7 @@ from tuisched.frontends.tui.theme import TUISCHED_THEME
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
-from tuisched.runtime.control import AlreadyRunningError, LocalScheduler, SchedulerControl
+from tuisched.runtime.control import LocalScheduler, SchedulerControl
 
 DRAIN_FOREVER = 24 * 3600.0
 """The grace of "wait for the runs in progress": as long as they take."""
@@ -119,14 +119,9 @@ class TuischedApp(App[int]):
         if self.scheduler is not None:
             try:
                 await self.scheduler.start()
-            except AlreadyRunningError as error:
-                self.exit(75, return_code=75, message=str(error))
-                return
-            except MetricsListenError as error:  # as headless: settings.metrics is to change
-                self.exit(78, return_code=78, message=str(error))
-                return
-            except TuischedError as error:
-                self.exit(1, return_code=1, message=str(error))
+            except TuischedError as error:  # the same exit code as headless
+                code = start_failure_code(error)
+                self.exit(code, return_code=code, message=str(error))
                 return
         self.started = True
         try:
