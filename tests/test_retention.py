@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -326,3 +327,22 @@ def test_an_output_file_that_cannot_go_is_left_and_said(
     blocked.mkdir(parents=True)  # a folder where the file should be: unlink refuses
     assert remove_output_files(tmp_path, [("backup", "stuck")]) == 0
     assert "could not remove the output of run stuck" in caplog.text
+
+
+def test_a_history_written_before_the_queued_at_index_gets_it_and_retention_walks_it(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "history.db"
+    HistoryStore.open_sqlite(path).close()
+    with sqlite3.connect(path) as connection:  # as a file from before the index
+        connection.execute("DROP INDEX ix_runs_queued_at")
+    HistoryStore.open_sqlite(path).close()
+    with sqlite3.connect(path) as connection:
+        names = {row[1] for row in connection.execute("PRAGMA index_list(runs)")}
+        plan = " ".join(str(row[3]) for row in connection.execute(
+            "EXPLAIN QUERY PLAN SELECT job, run_id FROM runs WHERE queued_at < '2026' "
+            "ORDER BY queued_at, run_id LIMIT 500"
+        ))  # fmt: skip
+    assert "ix_runs_queued_at" in names
+    assert "USING INDEX ix_runs_queued_at" in plan
+    assert "TEMP B-TREE" not in plan  # the oldest first, without sorting the table

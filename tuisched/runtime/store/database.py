@@ -208,6 +208,8 @@ def _create_schema(engine: Engine, where: str) -> None:
             connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
         known = _check_schema(connection, where)
         metadata.create_all(connection)  # also adds tables newer than the file (no-op else)
+        for index in runs.indexes:  # and indexes newer than the file (create_all does not)
+            index.create(connection, checkfirst=True)
         if not known:
             connection.execute(
                 meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
