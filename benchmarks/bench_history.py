@@ -28,7 +28,7 @@ FAILED, durations from 0.1 s to 2 min; no output files. An every-minute job
    the files) and through the running scheduler of part 2.
 
     .venv/bin/python -m benchmarks.bench_history [--jobs 10000] [--runs 1000000] [--small]
-        [--keep days|runs] [--index-queued-at]
+        [--keep days|runs]
 """
 
 from __future__ import annotations
@@ -106,13 +106,8 @@ def _minutely_rows(end: datetime, start_id: int) -> list[tuple[object, ...]]:
 
 def fill(
     state: Path, jobs: int, runs: int, now: datetime, window_end: datetime,
-    *, index_queued_at: bool = False,
 ) -> float:  # fmt: skip
-    """Create `state/history.db` with the store's schema and fill it; seconds taken.
-
-    `index_queued_at` adds an index the schema does not have (an experiment: what
-    retention by `days` and the stats window would gain from it).
-    """
+    """Create `state/history.db` with the store's schema and fill it; seconds taken."""
     from tuisched.runtime.store.database import HistoryStore
 
     began = time.perf_counter()
@@ -130,8 +125,6 @@ def fill(
                 batch = []
         batch += _minutely_rows(window_end, 0)
         db.executemany(insert, batch)
-        if index_queued_at:
-            db.execute("CREATE INDEX ix_bench_queued_at ON runs (queued_at, run_id)")
         db.commit()
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     return time.perf_counter() - began
@@ -379,10 +372,6 @@ def main() -> None:
         "--keep", choices=("days", "runs"), default="days",
         help=f"retention by age ({KEEP_DAYS} of {HISTORY_DAYS} days) or runs per job (half)",
     )  # fmt: skip
-    parser.add_argument(
-        "--index-queued-at", action="store_true",
-        help="experiment: add an index on runs (queued_at, run_id) to the history first",
-    )  # fmt: skip
     parser.add_argument("--tickers", type=int, default=5, help="every-second jobs")
     parser.add_argument("--scrapes", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each CLI command")
@@ -398,10 +387,7 @@ def main() -> None:
     WINDOW = (f"{window_start:%Y-%m-%dT%H:%M}", f"{window_end:%Y-%m-%dT%H:%M}")
     with tempfile.TemporaryDirectory(prefix="tuisched-history-") as tmp:
         folder = Path(tmp)
-        filled = fill(
-            folder / "state", args.jobs, args.runs, now, window_end,
-            index_queued_at=args.index_queued_at,
-        )  # fmt: skip
+        filled = fill(folder / "state", args.jobs, args.runs, now, window_end)
         size_mb = (folder / "state" / "history.db").stat().st_size / 2**20
         print(f"filled {args.runs:,} runs of {args.jobs:,} jobs in {filled:.1f} s "
               f"({size_mb:.0f} MB)")  # fmt: skip
@@ -415,10 +401,7 @@ def main() -> None:
         backfill = _backfill_times(offline, args.repeat)
         keep = (f"{{days: {KEEP_DAYS}}}" if args.keep == "days"
                 else f"{{runs_per_job: {args.runs // args.jobs // 2}}}")  # fmt: skip
-        print(
-            f"history_retention: {keep}"
-            + (", with an index on runs (queued_at, run_id)" if args.index_queued_at else "")
-        )
+        print(f"history_retention: {keep}")
         kept = retention(folder, args.jobs, keep, args.tickers, args.prune_timeout)
     with tempfile.TemporaryDirectory(prefix="tuisched-scrape-") as tmp:
         scraped = scrape(Path(tmp), args.jobs, args.scrapes)

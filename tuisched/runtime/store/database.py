@@ -609,9 +609,10 @@ class HistoryStore:
 
         Never forgets a run that is not finished, nor a missed slot whose
         decision is pending (MISSED with an empty status, see `domain.ledger`).
-        Call it again while it returns `batch` runs. Each job's cut-off is
-        found on the (job, queued_at) index, so a batch costs about the same
-        however long the history is.
+        Call it again while it returns `batch` runs. The oldest runs are walked on
+        the (queued_at, run_id) index, and each job's cut-off is found on the
+        (job, queued_at) index, so a batch costs about the same however long the
+        history is (docs/benchmarks.md, `bench_history`).
 
         Returns:
             (job, run_id) of each run forgotten, oldest first within a job.
