@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from .pg_fixtures import nodes, postgres  # noqa: F401  (one PostgreSQL server for the session)
+from .runtime_fixtures import REPO, schedulers  # noqa: F401  (headless processes, stopped at the end)
 
-REPO = Path(__file__).resolve().parent.parent
 SAMPLE = REPO / "sample_config" / "tuisched.yaml"
 
 

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import queue
+import subprocess
+import sys
 import textwrap
-from collections.abc import AsyncIterator, Callable
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+
+import pytest
 
 from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.runtime import Runtime
 
 from .recorder import Recorder
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def write_config(folder: Path, jobs_yaml: str, *, settings: str = "") -> Path:
@@ -52,3 +61,69 @@ async def _stop(runtime: Runtime, clock: object) -> None:
 
 
 Factory = Callable[[str], Path]
+
+
+# --- a headless scheduler as a real process -----------------------------------------
+
+
+class Scheduler:
+    """A headless tuisched subprocess whose stderr lines are read by a thread."""
+
+    def __init__(
+        self, config: Path, *, argv: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
+        """`argv` and `env`: another way to start it (default: this Python, this env)."""
+        self.config = config
+        self.process = subprocess.Popen(
+            argv or [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+            env=env,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+        )
+        self.lines: list[str] = []
+        self._incoming: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self._incoming.put(line)
+        self._incoming.put(None)
+
+    def wait_for_line(self, fragment: str, within: float = 15) -> str:
+        """The first new stderr line containing `fragment`, waiting up to `within` seconds."""
+        deadline = time.monotonic() + within
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._incoming.get(timeout=left)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            self.lines.append(line)
+            if fragment in line:
+                return line
+        raise AssertionError(f"no line with {fragment!r}; got:\n{''.join(self.lines)}")
+
+    def finish(self, within: float = 20) -> int:
+        status = self.process.wait(within)
+        while (line := self._incoming.get(timeout=within)) is not None:
+            self.lines.append(line)
+        assert self.process.stderr is not None
+        self.process.stderr.close()
+        return status
+
+
+@pytest.fixture
+def schedulers() -> Iterator[list[Scheduler]]:
+    started: list[Scheduler] = []
+    yield started
+    for scheduler in started:
+        if scheduler.process.poll() is None:
+            scheduler.process.kill()
+            scheduler.process.wait(10)
+        if scheduler.process.stderr is not None:
+            scheduler.process.stderr.close()

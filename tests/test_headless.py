@@ -3,84 +3,20 @@
 from __future__ import annotations
 
 import json
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from .conftest import REPO
-from .runtime_fixtures import write_config
+from .runtime_fixtures import Scheduler, write_config
 
 LONG_JOB = """
 long:
   command: "echo begun; sleep 60"
   schedule: {every: 1 second, start: 2026-01-01T00:00}
 """
-
-
-class Scheduler:
-    """A headless tuisched subprocess whose stderr lines are read by a thread."""
-
-    def __init__(self, config: Path) -> None:
-        self.config = config
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-        )
-        self.lines: list[str] = []
-        self._incoming: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._incoming.put(line)
-        self._incoming.put(None)
-
-    def wait_for_line(self, fragment: str, within: float = 15) -> str:
-        """The first new stderr line containing `fragment`, waiting up to `within` seconds."""
-        deadline = time.monotonic() + within
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._incoming.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.lines.append(line)
-            if fragment in line:
-                return line
-        raise AssertionError(f"no line with {fragment!r}; got:\n{''.join(self.lines)}")
-
-    def finish(self, within: float = 20) -> int:
-        status = self.process.wait(within)
-        while (line := self._incoming.get(timeout=within)) is not None:
-            self.lines.append(line)
-        assert self.process.stderr is not None
-        self.process.stderr.close()
-        return status
-
-
-@pytest.fixture
-def schedulers() -> Iterator[list[Scheduler]]:
-    started: list[Scheduler] = []
-    yield started
-    for scheduler in started:
-        if scheduler.process.poll() is None:
-            scheduler.process.kill()
-            scheduler.process.wait(10)
-        if scheduler.process.stderr is not None:
-            scheduler.process.stderr.close()
 
 
 def history(config: Path) -> list[dict[str, object]]:

@@ -12,23 +12,18 @@ from __future__ import annotations
 
 import ast
 import os
-import queue
-import re
 import signal
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
 from .conftest import REPO
-from .runtime_fixtures import write_config
+from .runtime_fixtures import Scheduler, write_config
 
 BLOCKED = ("psycopg", "psycopg_pool", "psycopg_binary")
 INSTALL = "pip install 'tuisched[postgres]'"
@@ -118,59 +113,14 @@ def test_a_single_node_validates_and_reads_its_files_without_psycopg(
     assert nopg.tried() == []
 
 
-class Headless:
-    """`tuisched --no-ui` whose stderr lines a thread reads."""
-
-    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
-        self.process = subprocess.Popen(
-            argv, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
-            text=True, cwd=REPO, env=env,
-        )  # fmt: skip
-        self.lines: list[str] = []
-        self._incoming: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self._incoming.put(line)
-        self._incoming.put(None)
-
-    def wait_for_line(self, pattern: str, within: float = 20) -> str:
-        deadline = time.monotonic() + within
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._incoming.get(timeout=left)
-            except queue.Empty:
-                break
-            if line is None:
-                break
-            self.lines.append(line)
-            if re.search(pattern, line):
-                return line
-        raise AssertionError(f"no line like {pattern!r}; got:\n{''.join(self.lines)}")
-
-
-@pytest.fixture
-def headless() -> Iterator[list[Headless]]:
-    started: list[Headless] = []
-    yield started
-    for one in started:
-        if one.process.poll() is None:
-            one.process.kill()
-            one.process.wait(10)
-        if one.process.stderr is not None:
-            one.process.stderr.close()
-
-
 def test_a_single_node_runs_headless_without_psycopg(
-    tmp_path: Path, nopg: NoPsycopg, headless: list[Headless]
+    tmp_path: Path, nopg: NoPsycopg, schedulers: list[Scheduler]
 ) -> None:
     config = write_config(tmp_path, JOB, settings="shutdown_grace: 1s")
-    scheduler = Headless(nopg.argv("--no-ui", "-c", str(config)), nopg.env)
-    headless.append(scheduler)
+    scheduler = Scheduler(config, argv=nopg.argv("--no-ui", "-c", str(config)), env=nopg.env)
+    schedulers.append(scheduler)
     scheduler.wait_for_line("scheduler started")
-    scheduler.wait_for_line(r"hello#\w+ SUCCESS")
+    assert "hello#" in scheduler.wait_for_line(" SUCCESS")
     scheduler.process.send_signal(signal.SIGTERM)
     assert scheduler.process.wait(20) == 0
     scheduler.wait_for_line("scheduler stopped")

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import secrets
 import socket
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import AsyncConnection, Rollback
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from tuisched.runtime.cluster.database import ClusterDatabase
@@ -136,6 +137,15 @@ async def _insert_due(
         (run_id, job, slot, trigger, attempt, due_at, preferred),
     )
     return run_id if cursor.rowcount == 1 else None
+
+
+async def _dicts(
+    connection: AsyncConnection[Any], query: str, params: Sequence[object] | Mapping[str, object]
+) -> list[dict[str, Any]]:
+    """The rows of `query`, each a dict by column name."""
+    async with connection.cursor(row_factory=dict_row) as cursor:
+        await cursor.execute(query, params)
+        return await cursor.fetchall()
 
 
 def _claims(rows: Sequence[tuple[Any, ...]]) -> list[Claim]:
@@ -554,7 +564,8 @@ class ClusterStore:
         in [since, until)), skipping `offset`, oldest first, as `history --json` shows
         them (with the node that ran each one and its fence)."""
         async with self._db.pool.connection() as connection:
-            cursor = await connection.execute(
+            return await _dicts(
+                connection,
                 "SELECT * FROM (SELECT run_id, job, slot, trigger, attempt, state, result, "
                 "status, reason, exit_code, owner AS node, fence, due_at, started_at, ended_at, "
                 "created_at FROM tuisched_runs WHERE (%(job)s::text IS NULL OR job = %(job)s) "
@@ -567,8 +578,6 @@ class ClusterStore:
                 {"job": job, "limit": limit, "offset": offset, "states": list(states),
                  "triggers": list(triggers), "since": since, "until": until},
             )  # fmt: skip
-            names = [column.name for column in cursor.description or ()]
-            return [dict(zip(names, row, strict=True)) for row in await cursor.fetchall()]
 
     async def in_progress(self, *, exclude: str, limit: int = 200) -> list[tuple[Any, ...]]:
         """Runs due now or running, but not on node `exclude` (run_id, job, slot, trigger,
@@ -661,15 +670,14 @@ class ClusterStore:
             cursor = await connection.execute("SELECT now()")
             row = await cursor.fetchone()
             assert row is not None  # noqa: S101  (SELECT now() has a row)
-            cursor = await connection.execute(
+            rows = await _dicts(
+                connection,
                 "SELECT run_id, job, slot, trigger, attempt, state, result, status, reason, "
                 "exit_code, owner AS node, fence, due_at, started_at, ended_at, created_at "
                 "FROM tuisched_runs WHERE (job, slot, trigger) IN "
                 "(SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::text[]))",
                 ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys]),
             )
-            names = [column.name for column in cursor.description or ()]
-            rows = [dict(zip(names, found, strict=True)) for found in await cursor.fetchall()]
         return row[0], rows
 
     async def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[dict[str, Any]]:
@@ -677,15 +685,14 @@ class ClusterStore:
         that are due, running or successful (a backfill leaves their slots out), as
         `history` gives them."""
         async with self._db.pool.connection() as connection:
-            cursor = await connection.execute(
+            return await _dicts(
+                connection,
                 "SELECT run_id, job, slot, trigger, attempt, state, result, status, reason, "
                 "exit_code, owner AS node, fence, due_at, started_at, ended_at, created_at "
                 "FROM tuisched_runs WHERE job = %s AND slot >= %s AND slot < %s "
                 "AND state IN ('due', 'running', 'success') ORDER BY slot, run_id",
                 (job, start, end),
             )
-            names = [column.name for column in cursor.description or ()]
-            return [dict(zip(names, row, strict=True)) for row in await cursor.fetchall()]
 
     async def decide_missed(
         self, decisions: Sequence[tuple[str, str]], *, fenced: bool = True
