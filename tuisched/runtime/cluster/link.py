@@ -641,7 +641,7 @@ class ClusterLink:
             elif watch.offered and not any(r["run_id"] == run.run_id for r in found):
                 self._gone(run.run_id, "its row is not in the cluster's table")
 
-    # --- the downtime ledger's rows (issue 16) ---------------------------------------------
+    # --- the rows backfill and the downtime ledger read and decide (issue 16) -------------
 
     async def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
         """The cluster's runs of `job` with a slot in [start, end) that are due, running or
