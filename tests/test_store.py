@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
@@ -759,3 +760,27 @@ def test_last_runs_and_failures_for_the_console(db_path: Path) -> None:
                               ended_at=base + timedelta(minutes=5)))  # fmt: skip
         assert store.failures_since(base) == [base, base + timedelta(minutes=2)]
         assert store.failures_since(base + timedelta(minutes=1)) == [base + timedelta(minutes=2)]
+
+
+def test_a_committed_write_is_told_before_a_slow_call_queued_after_it_runs() -> None:
+    """A run waits for its row; a prune batch queued behind that row must not hold it."""
+
+    async def scenario() -> None:
+        history = AsyncHistory(HistoryStore.open("sqlite://"))
+        history.start()
+        busy, slow = threading.Event(), threading.Event()
+        first = asyncio.ensure_future(history.call(lambda store: busy.wait(10)))
+        await asyncio.sleep(0.05)  # the writer is in the first call
+        written = asyncio.ensure_future(history.insert(make_run("r1")))
+        later = asyncio.ensure_future(history.call(lambda store: slow.wait(10)))
+        await asyncio.sleep(0)  # both queued: the writer takes them as one batch
+        busy.set()
+        try:
+            await asyncio.wait_for(written, 5)  # while the slow call still runs
+            assert not later.done()
+        finally:
+            slow.set()
+            await asyncio.gather(first, later)
+            await history.close()
+
+    asyncio.run(scenario())

@@ -130,8 +130,10 @@ class AsyncHistory:
 
     Operations are queued in call order; the thread takes every pending one at
     once, commits the writes in one transaction and then settles the futures
-    on their loop. A write that fails is logged and fails its own future (the
-    batch is retried one write at a time to find it); the thread carries on.
+    on their loop (those committed before a call before the call runs: a run
+    waiting for its row never waits for a slow call queued after it). A write
+    that fails is logged and fails its own future (the batch is retried one
+    write at a time to find it); the thread carries on.
     Cancelling a task that awaits a write does not cancel the write.
 
     When the database cannot take writes for a passing reason (another
@@ -326,6 +328,9 @@ class AsyncHistory:
                 continue
             self._commit(writes, settlements)
             writes = []
+            if settlements:  # told now, not after the call (a prune batch may take a while)
+                _settle(settlements)
+                settlements = []
             if isinstance(op, _Call):
                 settlements.append(self._run_call(op))
             else:
