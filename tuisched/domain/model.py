@@ -338,6 +338,9 @@ class Settings:
     """`settings.metrics`: Prometheus metrics and a health check over HTTP (None: off)."""
     history_retention: Retention | None = None
     """How long finished runs stay in the history (None: for ever)."""
+    lines: Mapping[str, int] = field(default_factory=dict, compare=False)
+    """The line of each key given under `settings:` (for a problem found later, such as
+    a driver that is not installed)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

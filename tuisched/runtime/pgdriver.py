@@ -14,8 +14,6 @@ this module: it and the cluster's database, store and link import psycopg.
 
 from __future__ import annotations
 
-import re
-
 from tuisched.domain.errors import ConfigError, Problem
 from tuisched.domain.model import Config
 
@@ -75,24 +73,7 @@ def _missing(config: Config, setting: str, error: ImportError) -> Problem:
     what = "cluster mode" if setting == "cluster" else "a PostgreSQL history"
     return Problem(
         file=config.path,
-        line=_line_of(config, setting),
+        line=config.settings.lines.get(setting, 1),
         message=f"settings.{setting}: {what} needs PostgreSQL's driver (psycopg), which "
         f"is not installed ({said}): {POSTGRES_EXTRA}",
     )
-
-
-def _line_of(config: Config, key: str) -> int:
-    """The line of `key:` under `settings:` in the file (1 when it cannot be told)."""
-    try:
-        lines = config.path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return 1
-    in_settings = False
-    for number, line in enumerate(lines, start=1):
-        if re.match(r"settings\s*:", line):
-            in_settings = True
-        elif line[:1] not in ("", " ", "\t", "#"):  # another top-level key
-            in_settings = False
-        elif in_settings and re.match(rf"\s+{key}\s*:", line):
-            return number
-    return 1

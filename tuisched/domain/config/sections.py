@@ -101,6 +101,7 @@ class Sections:
                 return None
             kwargs["cluster"] = replace(cluster, name=name)
             kwargs["state_dir"] = Path(str(kwargs["state_dir"])) / "nodes" / name
+        kwargs["lines"] = {key: given.key_line for key, given in fields.items()}
         return Settings(**kwargs)  # type: ignore[arg-type]
 
     def _cluster(self, value: Value, what: str) -> ClusterSettings | None:
