@@ -10,7 +10,7 @@ import textwrap
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import pytest
@@ -127,3 +127,23 @@ def schedulers() -> Iterator[list[Scheduler]]:
             scheduler.process.wait(10)
         if scheduler.process.stderr is not None:
             scheduler.process.stderr.close()
+
+
+@contextmanager
+def listening(config: Path) -> Iterator[subprocess.Popen[str]]:
+    """`tuisched --no-ui` on `config`, once its control socket listens; stopped after."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    sock = config.parent / "state" / "control.sock"
+    deadline = time.monotonic() + 20
+    while not sock.exists():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the scheduler never listened"
+        time.sleep(0.05)  # a process we do not own: nothing to await
+    try:
+        yield process
+    finally:
+        process.terminate()
+        process.communicate(timeout=20)

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -28,9 +26,8 @@ from tuisched.runtime.control import LocalControl, OfflineControl
 from tuisched.runtime.runtime import Runtime
 
 from . import engine_jobs
-from .conftest import REPO
 from .recorder import Recorder
-from .runtime_fixtures import running, write_config
+from .runtime_fixtures import listening, running, write_config
 from .test_cli import run
 
 NOW = datetime(2026, 5, 7, 9, 5, tzinfo=UTC)
@@ -300,19 +297,8 @@ def config(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def headless(config: Path) -> Iterator[Path]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    sock = config.parent / "state" / "control.sock"
-    deadline = time.monotonic() + 20
-    while not sock.exists():
-        assert process.poll() is None, process.communicate()[1]
-        assert time.monotonic() < deadline, "the scheduler never listened"
-        time.sleep(0.05)  # a process we do not own: nothing to await
-    yield config
-    process.terminate()
-    process.communicate(timeout=20)
+    with listening(config):
+        yield config
 
 
 WINDOW = ("--from", "2026-01-01T00:00", "--to", "2026-01-01T03:00")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import REPO
-from .runtime_fixtures import write_config
+from .runtime_fixtures import listening, write_config
 from .test_cli import run
 
 JOBS = """
@@ -34,19 +34,8 @@ def config(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def scheduler(config: Path) -> Iterator[subprocess.Popen[str]]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    sock = config.parent / "state" / "control.sock"
-    deadline = time.monotonic() + 20
-    while not sock.exists():
-        assert process.poll() is None, process.communicate()[1]
-        assert time.monotonic() < deadline, "the scheduler never listened"
-        time.sleep(0.05)  # a process we do not own: nothing to await
-    yield process
-    process.terminate()
-    process.communicate(timeout=20)
+    with listening(config) as process:
+        yield process
 
 
 def test_status_says_what_runs(config: Path, scheduler: subprocess.Popen[str]) -> None:
