@@ -768,9 +768,14 @@ def test_a_committed_write_is_told_before_a_slow_call_queued_after_it_runs() -> 
     async def scenario() -> None:
         history = AsyncHistory(HistoryStore.open("sqlite://"))
         history.start()
-        busy, slow = threading.Event(), threading.Event()
-        first = asyncio.ensure_future(history.call(lambda store: busy.wait(10)))
-        await asyncio.sleep(0.05)  # the writer is in the first call
+        entered, busy, slow = threading.Event(), threading.Event(), threading.Event()
+
+        def hold(event: threading.Event) -> bool:
+            entered.set()
+            return event.wait(10)
+
+        first = asyncio.ensure_future(history.call(lambda store: hold(busy)))
+        assert await asyncio.to_thread(entered.wait, 5)  # the writer is in the first call
         written = asyncio.ensure_future(history.insert(make_run("r1")))
         later = asyncio.ensure_future(history.call(lambda store: slow.wait(10)))
         await asyncio.sleep(0)  # both queued: the writer takes them as one batch
