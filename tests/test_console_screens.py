@@ -389,3 +389,25 @@ async def test_keys_of_the_detail_act_on_its_job(tmp_path: Path) -> None:
         await _until(
             pilot, lambda: "paused" in _static_text(screen, "#detail-next"), "paused shown"
         )
+
+
+async def test_stats_that_come_after_the_detail_view_lost_its_panes_are_dropped(
+    tmp_path: Path,
+) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        screen = await _open_detail(pilot, "heartbeat")
+        released = asyncio.Event()
+        answer = screen.control.stats
+
+        async def slow(query: object) -> object:
+            await released.wait()
+            return await answer(query)  # type: ignore[arg-type]
+
+        screen.control.stats = slow  # type: ignore[method-assign]
+        screen._load_stats()
+        await pilot.pause()
+        await screen.query_one("#detail-stats").remove()  # as when the app closes
+        released.set()
+        await pilot.pause()
+        await pilot.pause()
+        assert not screen.query("#detail-stats")

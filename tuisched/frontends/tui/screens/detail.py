@@ -197,7 +197,9 @@ class JobDetailScreen(Screen[None]):
         """The last runs; then, when nothing runs, the newest one's output."""
         query = HistoryQuery(job=self.job_name, limit=HISTORY_RUNS)
         runs = await self.control.history(query)
-        table = self.query_one("#detail-history", DataTable)
+        table = next(self.query("#detail-history").results(DataTable), None)
+        if table is None:  # the screen went (or the app is closing) meanwhile
+            return
         table.clear()
         for run in runs:
             table.add_row(*history_cells(run, self._tz), key=run.run_id)
@@ -325,7 +327,8 @@ class JobDetailScreen(Screen[None]):
         except TuischedError:  # the scheduler is stopping
             return
         mine = next((stats for stats in found.jobs if stats.job == self.job_name), None)
-        self.query_one("#detail-stats", Static).update(Text(stats_block(mine, self._tz)))
+        for shown in self.query("#detail-stats").results(Static):  # none once the screen goes
+            shown.update(Text(stats_block(mine, self._tz)))
 
 
 STATS_WINDOW = DEFAULT_WINDOW
