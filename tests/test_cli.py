@@ -271,3 +271,25 @@ async def test_jobs_shows_pauses_from_the_history(tmp_path: Path) -> None:
     rows = {row["name"]: row for row in json.loads(out)}
     assert (rows["tick"]["state"], rows["tick"]["next_run"]) == ("paused", None)
     assert rows["tock"]["state"] == "active"
+
+
+def test_the_console_without_a_terminal_says_so_and_starts_nothing(tmp_path: Path) -> None:
+    from .runtime_fixtures import listening, write_config
+
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    needs = "tuisched: the console needs a terminal, and {} not one; run it in a terminal, "
+    needs += "or `tuisched --no-ui` to run the scheduler headless\n"
+    assert run("-c", str(config)) == (2, "", needs.format("stdin and stderr are"))
+    assert not (tmp_path / "state" / "tuisched.lock").exists()  # no scheduler was started
+    far, near = os.openpty()  # stderr a terminal, stdin not one
+    with subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "-c", str(config)], cwd=REPO,
+        stdin=subprocess.DEVNULL, stderr=near,
+    ) as console:  # fmt: skip
+        os.close(near)
+        assert console.wait(timeout=30) == 2
+    said = os.read(far, 4096).replace(b"\r\n", b"\n").decode()
+    os.close(far)
+    assert said == needs.format("stdin is")
+    with listening(config):  # attaching needs a terminal as much
+        assert run("attach", "-c", str(config)) == (2, "", needs.format("stdin and stderr are"))

@@ -26,6 +26,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -45,6 +46,7 @@ from tuisched.runtime.control import (
 
 log = logging.getLogger(__name__)
 
+EX_USAGE = 2
 EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
 EX_CONFIG = 78
@@ -69,6 +71,8 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
         )
         return EX_UNAVAILABLE
     read_config(config_path)  # a file that does not validate is reported here, at once
+    if not _has_terminal():
+        return EX_USAGE
     return _host_in_child(config_path)
 
 
@@ -89,11 +93,29 @@ async def _attach(socket: Path, *, read_only: bool, notice: str | None) -> int:
         except ControlError as error:  # another protocol version: the line names both
             print(f"tuisched: {error}", file=sys.stderr)
             return 1
+        if not _has_terminal():
+            return EX_USAGE
         app = TuischedApp(control, read_only=read_only, notice=notice)
         await app.run_async()
         return app.return_code or 0
     finally:
         await control.close()
+
+
+def _has_terminal() -> bool:
+    """Whether the console has a terminal to read keys from and draw on (stdin and
+    stderr, as Textual uses them); says why not otherwise. Without one, the first read
+    would find its end and the console would close as if the terminal had gone."""
+    streams = {"stdin": sys.stdin, "stderr": sys.stderr}
+    missing = [name for name, stream in streams.items() if stream is None or not stream.isatty()]
+    if missing:
+        print(
+            f"tuisched: the console needs a terminal, and {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not one; run it in a terminal, "
+            "or `tuisched --no-ui` to run the scheduler headless",
+            file=sys.stderr,
+        )
+    return not missing
 
 
 # --- hosting -------------------------------------------------------------------------
@@ -123,15 +145,22 @@ def _host_in_child(config_path: Path) -> int:
 
 def _wait_for(child: int, pipe: int) -> int:
     """The parent: its status is the child's, or 0 once the child says it detached."""
-    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the child has the same terminal: it decides
+    # The parent may be its session's leader (`ssh -t host tuisched`, `tmux new "tuisched"`),
+    # the only process the kernel tells when the terminal hangs up: tell the child, who decides.
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, lambda number, _frame: _tell(child, number))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, lambda _sig, _frame: os.kill(child, signal.SIGTERM))
     with os.fdopen(pipe, "rb") as said:
         if said.read() == DETACHED:
             return 0
     _, status = os.waitpid(child, 0)
     code = os.waitstatus_to_exitcode(status)
     return code if code >= 0 else 128 - code  # killed by a signal: as a shell says it
+
+
+def _tell(child: int, signal_number: int) -> None:
+    with contextlib.suppress(ProcessLookupError):  # it has ended meanwhile
+        os.kill(child, signal_number)
 
 
 async def _host(config_path: Path, detached_to: int) -> int:
@@ -156,9 +185,7 @@ async def _host(config_path: Path, detached_to: int) -> int:
         await app.run_async()
         if app.detached is None:
             return app.return_code or 0
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
-        serving = Serving(scheduler, log_events=False)
+        serving = Serving(scheduler, log_events=False)  # its signal handlers replace ours
         if app.detached != HUNG_UP:
             print(
                 f"tuisched: detached; the scheduler runs on headless as pid {os.getpid()}, "
@@ -168,6 +195,8 @@ async def _host(config_path: Path, detached_to: int) -> int:
             )
             _leave_terminal()
         log.info("console closed (%s): the scheduler runs on headless", app.detached)
+        if left := _terminal_threads():  # they poll a terminal that may be gone: a bug
+            log.warning("the console's terminal threads still run after it closed: %s", left)
         os.write(detached_to, DETACHED)
         os.close(detached_to)
         notify = None  # closed: its number may be another file's from now on
@@ -178,9 +207,15 @@ async def _host(config_path: Path, detached_to: int) -> int:
         stop_logging()
 
 
+def _terminal_threads() -> str:
+    """The console driver's threads still alive (Textual names them), comma-separated."""
+    names = (thread.name for thread in threading.enumerate())
+    return ", ".join(name for name in names if name in ("textual-input", "textual-output"))
+
+
 def _hung_up(app: TuischedApp) -> None:
-    """The terminal is gone (SIGHUP, or a read error first): stop using it at once, and
-    keep the scheduler."""
+    """The terminal is gone (SIGHUP, or the driver saw it end first): stop using it at
+    once, and keep the scheduler."""
     if app.detached is None:
         _leave_terminal()
         app.detach(HUNG_UP)
