@@ -168,13 +168,13 @@ def test_the_missed_slots_of_a_pause_are_decided_once_across_nodes_and_made_up_i
     jobs = _job("tick", "sleep 0.3", every="1s") + _job("tock", "true", every="1s")
     a, b = cluster.node(jobs, name="a"), cluster.node(jobs, name="b")
     cluster.alive(2)
+    paused = cluster.rows("SELECT now()")[0][0]  # the pause begins once `pause` is asked
     for job in ("tick", "tock"):
         assert a.cli("pause", job).returncode == 0
-    paused = cluster.rows("SELECT now()")[0][0]
     time.sleep(3.5)
-    resumed = cluster.rows("SELECT now()")[0][0]
     for job in ("tick", "tock"):
         assert b.cli("resume", job).returncode == 0
+    resumed = cluster.rows("SELECT now()")[0][0]  # the pause ends once `resume` has answered
 
     def pending(node: Node) -> dict[str, int]:
         listed = node.cli("missed", "--json")
