@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 from weakref import WeakKeyDictionary
 
 from textual.pilot import Pilot
@@ -15,6 +17,7 @@ from tuisched.runtime.control import LocalScheduler
 from tuisched.runtime.runtime import Runtime
 
 _RUNTIMES: WeakKeyDictionary[TuischedApp, Runtime] = WeakKeyDictionary()
+T = TypeVar("T")
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
 """The clock the console shows in tests (the engine keeps real time)."""
@@ -37,6 +40,28 @@ def make_app(path: Path, *, read_only: bool = False) -> tuple[TuischedApp, Runti
 def runtime_of(app: TuischedApp) -> Runtime:
     """The runtime `make_app` made for `app`."""
     return _RUNTIMES[app]
+
+
+def hosted(app: TuischedApp) -> LocalScheduler:
+    """The scheduler `make_app` made `app` host."""
+    assert app.scheduler is not None
+    return app.scheduler
+
+
+async def on_lane(app: TuischedApp, act: Callable[[Runtime], T | Awaitable[T]]) -> T:
+    """`act(runtime)` done on the runtime's own thread and loop, where the scheduler does
+    everything (a run started elsewhere, a pause from the command line), and its result.
+
+    The console's runtime runs on a lane of its own (SPEC R26): acting on it from the
+    test's loop would run engine code on the wrong thread.
+    """
+    assert app.scheduler is not None
+
+    async def acting() -> T:
+        done = act(_RUNTIMES[app])
+        return await done if inspect.isawaitable(done) else done
+
+    return await app.scheduler.lane.run(acting())
 
 
 async def until(pilot: Pilot[int], condition: Callable[[], object], within: float = 10) -> None:

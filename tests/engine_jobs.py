@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -64,3 +65,12 @@ def wait_for_gate() -> None:
     """A plain function that blocks until GATES["plain"] opens (10 s at most); it cannot
     be stopped, like any plain callable."""
     GATES["plain"].wait(10)
+
+
+TICKS: list[float] = []
+"""When each `tick` ran (time.monotonic), in order."""
+
+
+def tick() -> None:
+    """Notes when it ran, in TICKS."""
+    TICKS.append(time.monotonic())

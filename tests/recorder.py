@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -22,9 +23,18 @@ class Recorder:
     def __init__(self, bus: EventBus) -> None:
         self.events: list[Event] = []
         self._changed = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
         self.subscription = bus.subscribe(Event, self._record)
 
     def _record(self, event: Event) -> None:
+        """Keep `event`, on the test's loop: a hosted runtime delivers on its own lane."""
+        if threading.get_ident() == self._thread:
+            self._keep(event)
+        else:
+            self._loop.call_soon_threadsafe(self._keep, event)
+
+    def _keep(self, event: Event) -> None:
         self.events.append(event)
         self._changed.set()
 

@@ -20,7 +20,7 @@ from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 
 from . import engine_jobs
-from .console_fixtures import make_app, until
+from .console_fixtures import make_app, on_lane, until
 from .runtime_fixtures import write_config
 
 JOBS = """
@@ -60,7 +60,7 @@ async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
 
 
 async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         _select(app, "hello")
@@ -68,7 +68,7 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
         assert isinstance(app.screen, ConfirmScreen)
         await pilot.press("enter")  # the default button is Cancel
         assert not isinstance(app.screen, ConfirmScreen)
-        assert runtime.engine.running() == []
+        assert (await on_lane(app, lambda rt: rt.engine.running())) == []
         await pilot.press("r", "y")
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
@@ -79,10 +79,10 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
 
 
 async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = runtime.actions.run_now("blocker")
+        run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         assert str(running.get_row(run.run_id)[0]) == "blocker"
@@ -90,7 +90,7 @@ async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
         await until(pilot, lambda: app.state.jobs["blocker"].last is not None)
         assert app.state.jobs["blocker"].last.result is Result.STOPPED
         await until(pilot, lambda: running.row_count == 0)
-        second = runtime.actions.run_now("blocker")
+        second = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: running.row_count == 1)
         await pilot.press("2", "ctrl+k", "y")
         await until(pilot, lambda: app.state.jobs["blocker"].last.run_id == second.run_id)
@@ -181,14 +181,14 @@ async def test_filter_sort_and_focus_keys(tmp_path: Path) -> None:
 
 
 async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
         _select(app, "tick")
         await pilot.press("o")  # sorted by name: tick moves
         assert table.selected_job() == "tick"
-        runtime.actions.run_now("hello")
+        await on_lane(app, lambda rt: rt.actions.run_now("hello"))
         await until(pilot, lambda: str(table.get_cell("hello", "last")) == "✔ ok")
         assert table.selected_job() == "tick"
 
@@ -207,7 +207,7 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("q")
         assert isinstance(app.screen, LeaveScreen)
@@ -243,12 +243,14 @@ async def test_detach_leaves_the_scheduler_running(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await pilot.press("q", "d")
         await until(pilot, lambda: not app.is_running)
     assert (app.return_code, app.detached) == (0, "detached by the operator")
     assert runtime.state is SchedulerState.RUNNING
-    assert [run.job for run in runtime.engine.running()] == ["blocker"]  # not stopped
+    assert [run.job for run in (await on_lane(app, lambda rt: rt.engine.running()))] == [
+        "blocker"
+    ]  # not stopped
     engine_jobs.GATES["blocker"].set()
     assert app.scheduler is not None
     await app.scheduler.stop()
@@ -256,10 +258,10 @@ async def test_detach_leaves_the_scheduler_running(tmp_path: Path) -> None:
 
 async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_path: Path) -> None:
     jobs = JOBS + "bad: {command: \"echo '[bold]x[/bold] [/oops]'; exit 1\", schedule: manual}\n"
-    app, runtime = make_app(write_config(tmp_path, jobs))
+    app, _runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
-        runtime.actions.run_now("bad")
+        await on_lane(app, lambda rt: rt.actions.run_now("bad"))
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("bad", "last")) == "✘ failed")
         said = "bad failed: exit 1: [bold]x[/bold] [/oops]"
@@ -272,12 +274,12 @@ async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -
     jobs = (
         JOBS + 'other: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}\n'
     )
-    app, runtime = make_app(write_config(tmp_path, jobs))
+    app, _runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 4)
-        blocker = runtime.actions.run_now("blocker")
-        other = runtime.actions.run_now("other")
+        blocker = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        other = await on_lane(app, lambda rt: rt.actions.run_now("other"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
         _select(app, "other")  # the jobs pane has the focus: its job's run is meant
         await pilot.press("s")
@@ -287,7 +289,9 @@ async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -
         await until(pilot, lambda: app.state.jobs["other"].last is not None)
         assert str(table.get_cell("other", "last")) == "■ stopped"  # stopped, not failed
         assert "failed/24h 0" in str(app.query_one("#status").render())
-        assert [run.run_id for run in runtime.engine.running()] == [blocker.run_id]
+        assert [run.run_id for run in (await on_lane(app, lambda rt: rt.engine.running()))] == [
+            blocker.run_id
+        ]
 
 
 async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None:
@@ -304,10 +308,10 @@ async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None
 
 
 async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("ctrl+q", "s")
         await until(pilot, lambda: isinstance(app.screen, QuitScreen))
@@ -322,13 +326,13 @@ async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Pat
 
 
 async def test_a_state_filter_follows_the_states(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 3)
         await pilot.press("slash", *"running", "enter")
         await until(pilot, lambda: table.row_count == 0)
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: [key.value for key in table.rows] == ["blocker"])
         engine_jobs.GATES["blocker"].set()
         await until(pilot, lambda: table.row_count == 0)
@@ -373,10 +377,10 @@ async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
 
 
 async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
-        run = runtime.actions.run_now("blocker")
+        run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
         await until(pilot, lambda: str(running.get_cell(run.run_id, "last_line")) == "blocking")
@@ -395,10 +399,11 @@ async def test_closing_with_events_still_to_show_does_not_fail(
         await asyncio.sleep(REFRESH_SECONDS * 3)
 
     monkeypatch.setattr(TuischedApp, "_close_all", slow_close_all)
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.started)
-        runtime.actions.run_now("hello")  # its events wait for the next refresh
+        # its events wait for the next refresh
+        await on_lane(app, lambda rt: rt.actions.run_now("hello"))
     assert not app.started  # closed cleanly, and the runtime was stopped
 
 
@@ -416,12 +421,12 @@ async def test_edit_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: P
 
 
 async def test_s_in_the_detail_view_stops_the_run_it_shows(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
         await pilot.press("s")  # nothing runs: nothing to confirm
         assert not isinstance(app.screen, ConfirmScreen)
-        run = runtime.actions.run_now("blocker")
+        run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         app.show_job("blocker")
         await until(pilot, lambda: isinstance(app.screen, JobDetailScreen))
@@ -429,7 +434,8 @@ async def test_s_in_the_detail_view_stops_the_run_it_shows(tmp_path: Path) -> No
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         assert app.screen.question == f"Stop blocker (run {run.run_id})?"
         await pilot.press("y")
-        await until(pilot, lambda: not runtime.engine.running())
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 0)
+        assert await on_lane(app, lambda rt: rt.engine.running()) == []
         assert isinstance(app.screen, JobDetailScreen)  # the view stays, showing the end
 
 

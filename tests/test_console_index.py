@@ -13,7 +13,7 @@ from tuisched.frontends.tui.commands import MATCHES
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 
 from . import engine_jobs
-from .console_fixtures import make_app, runtime_of, until
+from .console_fixtures import make_app, on_lane, runtime_of, until
 from .runtime_fixtures import write_config
 from .snapshots import screen_text
 
@@ -63,13 +63,13 @@ def _many(folder: Path, n: int) -> Path:
 async def test_a_job_that_starts_running_moves_to_its_place_and_the_cursor_follows(
     tmp_path: Path,
 ) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await _sort_by(pilot, app, "state")
         assert _shown(app) == ["alpha", "charlie", "delta", "blocker"]  # active, then manual
         _select(app, "blocker")
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: _shown(app)[0] == "blocker")  # running comes first
         assert app.query_one(JobsTable).selected_job() == "blocker"
         engine_jobs.GATES["blocker"].set()
@@ -85,7 +85,7 @@ def _by_next_run(app: TuischedApp) -> list[str]:
 
 
 async def test_pausing_moves_a_job_in_the_next_run_order(tmp_path: Path) -> None:
-    app, runtime = make_app(write_config(tmp_path, JOBS))
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await _sort_by(pilot, app, "next run")
@@ -93,18 +93,18 @@ async def test_pausing_moves_a_job_in_the_next_run_order(tmp_path: Path) -> None
         first = _shown(app)[0]
         assert _shown(app) == _by_next_run(app)
         assert _shown(app)[-1] == "blocker"  # manual: no next run
-        await runtime.actions.pause_job(first)
+        await on_lane(app, lambda rt: rt.actions.pause_job(first))
         await until(pilot, lambda: app.state.jobs[first].next_fire is None)
         await until(pilot, lambda: _shown(app) == _by_next_run(app))
         assert _shown(app).index(first) >= 2  # among the jobs without a next run
         assert str(app.query_one(JobsTable).get_cell(first, "state")) == "paused"
-        await runtime.actions.pause_job(first, paused=False)
+        await on_lane(app, lambda rt: rt.actions.pause_job(first, paused=False))
         await until(pilot, lambda: _shown(app)[0] == first)
 
 
 async def test_a_reload_adds_and_deletes_jobs_in_their_sorted_places(tmp_path: Path) -> None:
     path = write_config(tmp_path, JOBS)
-    app, runtime = make_app(path)
+    app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 4)
@@ -114,7 +114,7 @@ async def test_a_reload_adds_and_deletes_jobs_in_their_sorted_places(tmp_path: P
         lines.insert(lines.index("jobs:") + 1, "  bravo: {command: [/bin/true], schedule: manual}")
         lines.append("  zulu: {command: [/bin/true], schedule: manual}")
         path.write_text("\n".join(lines) + "\n")
-        assert await runtime.actions.reload()
+        assert await on_lane(app, lambda rt: rt.actions.reload())
         await until(pilot, lambda: "zulu" in table.rows)
         assert _shown(app) == ["alpha", "blocker", "bravo", "charlie", "zulu"]
         assert "delta" not in table.rows
@@ -159,11 +159,11 @@ async def test_the_cursor_stays_in_view_on_a_long_list(tmp_path: Path) -> None:
 async def test_filtering_over_the_index_shows_what_a_filter_of_every_row_did(
     tmp_path: Path,
 ) -> None:
-    app, runtime = make_app(_many(tmp_path, 300))
+    app, _runtime = make_app(_many(tmp_path, 300))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
         await until(pilot, lambda: table.row_count == 300)
-        await runtime.actions.pause_group("g3")
+        await on_lane(app, lambda rt: rt.actions.pause_group("g3"))
         await until(pilot, lambda: str(table.get_cell("j00003", "state")) == "paused")
         await pilot.press("o")  # by name
         for text in ("j0001", "G3", "paused", "manual", "command", "g5", "zzz"):
@@ -231,11 +231,11 @@ async def test_the_palette_finds_a_job_among_thousands_and_follows_a_reload(
         assert sum(hit.startswith(("show j", "run j", "pause j")) for hit in hits) == MATCHES
         newcomer = "  newcomer: {command: [/bin/true], schedule: manual}\ngroups:\n"
         path.write_text(path.read_text().replace("groups:\n", newcomer))
-        assert await runtime.actions.reload()
+        assert await on_lane(app, lambda rt: rt.actions.reload())
         await until(pilot, lambda: "newcomer" in app.state.jobs)
         hits = await _search(pilot, app, "newcomer")
         assert hits[0].split("\n")[0] in {"show newcomer", "run newcomer", "pause newcomer"}
-        await runtime.actions.pause_job("newcomer")
+        await on_lane(app, lambda rt: rt.actions.pause_job("newcomer"))
         await until(pilot, lambda: app.state.jobs["newcomer"].paused)
         hits = await _search(pilot, app, "resume newcomer")
         assert hits[0].split("\n")[0] == "resume newcomer"

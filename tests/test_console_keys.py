@@ -26,7 +26,7 @@ from tuisched.frontends.tui.widgets.jobs import JobsTable, header_line
 from tuisched.frontends.tui.widgets.running import RunningTable
 
 from . import engine_jobs
-from .console_fixtures import FIXED, make_app, until
+from .console_fixtures import FIXED, make_app, on_lane, until
 from .runtime_fixtures import write_config
 from .snapshots import screen_text
 
@@ -78,14 +78,14 @@ def _shown(table: JobsTable) -> list[str]:
 
 
 async def test_g_and_G_and_home_and_end_go_to_the_first_and_last_row(config: Path) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         table = await _started(pilot, app)
         for key, row in (("G", 4), ("g", 0), ("end", 4), ("home", 0)):
             await pilot.press(key)
             assert table.cursor_row == row, key
-        runtime.actions.run_now("blocker")
-        runtime.actions.run_now("alpha")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await on_lane(app, lambda rt: rt.actions.run_now("alpha"))
         engine_jobs.GATES["alpha"].set()
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count >= 1)
@@ -223,7 +223,7 @@ async def test_escape_clears_the_marks_and_cancel_keeps_them(config: Path) -> No
 
 
 async def test_r_runs_and_s_stops_every_marked_job(config: Path) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         table = await _started(pilot, app)
         table.move_cursor(row=table.get_row_index("blocker"))
@@ -232,7 +232,7 @@ async def test_r_runs_and_s_stops_every_marked_job(config: Path) -> None:
         await until(pilot, lambda: app.state.jobs["gamma"].last is not None)
         assert table.marked == []
         assert any(text.startswith("2 jobs started: blocker, gamma") for text in _notices(app))
-        slow = runtime.actions.run_now("slow")
+        slow = await on_lane(app, lambda rt: rt.actions.run_now("slow"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
         table.move_cursor(row=table.get_row_index("blocker"))
         await pilot.press("space")
@@ -258,13 +258,13 @@ def test_what_y_copies_of_a_job() -> None:
 
 
 async def test_y_copies_a_jobs_command_or_a_runs_id_and_says_so(config: Path) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         await _started(pilot, app)
         await pilot.press("y")
         await until(pilot, lambda: app.clipboard == "/bin/echo 'a b'")
         assert "copied alpha's command: /bin/echo 'a b'" in _notices(app)
-        run = runtime.actions.run_now("blocker")
+        run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("2", "y")
         assert app.clipboard == run.run_id
@@ -307,14 +307,14 @@ async def test_ctrl_c_asks_as_q_does(config: Path) -> None:
 
 
 async def test_the_legend_shows_the_keys_that_apply_where_the_cursor_is(config: Path) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         table = await _started(pilot, app)
         legend = _legend(app)
         assert {"Run", "Pause", "Edit", "Copy", "Zoom"} <= set(legend)
         assert "Stop" not in legend
         assert "Resume" not in legend
-        runtime.actions.run_now("blocker")
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         table.move_cursor(row=table.get_row_index("blocker"))
         await until(pilot, lambda: "Stop" in _legend(app))
         await pilot.press("p", "y")
@@ -348,10 +348,10 @@ async def test_stop_with_nothing_running_says_why_and_asks_nothing(config: Path)
 
 async def test_resume_of_a_job_paused_by_its_group_says_why(config: Path) -> None:
     config.write_text(config.read_text() + "groups:\n  nightly: {jobs: [alpha, gamma]}\n")
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         await _started(pilot, app)
-        await runtime.actions.pause_group("nightly", actor="tester")
+        await on_lane(app, lambda rt: rt.actions.pause_group("nightly", actor="tester"))
         await until(pilot, lambda: app.state.jobs["alpha"].paused)
         resume = app.screen.active_bindings["p"]
         assert (resume.binding.description, resume.enabled) == ("Resume", False)  # dimmed
@@ -425,11 +425,11 @@ def test_a_burst_of_failures_is_one_notice() -> None:
 
 async def test_many_failures_at_once_give_one_notice(tmp_path: Path) -> None:
     jobs = "".join(f'fail{n}: {{command: "exit {n + 1}", schedule: manual}}\n' for n in range(6))
-    app, runtime = make_app(write_config(tmp_path, jobs))
+    app, _runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         await _started(pilot, app, rows=6)
         for n in range(6):
-            runtime.actions.run_now(f"fail{n}")
+            await on_lane(app, lambda rt, n=n: rt.actions.run_now(f"fail{n}"))
         await until(pilot, lambda: any("runs failed" in text for text in _notices(app)))
         failed = [text for text in _notices(app) if "failed" in text]
         assert len(failed) == 1
@@ -457,11 +457,11 @@ def test_the_drain_screen_words_each_end() -> None:
 
 
 async def test_waiting_on_quit_shows_each_runs_real_state(config: Path) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:
         await _started(pilot, app)
-        blocker = runtime.actions.run_now("blocker")
-        slow = runtime.actions.run_now("slow")
+        blocker = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        slow = await on_lane(app, lambda rt: rt.actions.run_now("slow"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
         await pilot.press("q", "s")
         await until(pilot, lambda: isinstance(app.screen, QuitScreen))

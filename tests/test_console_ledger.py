@@ -15,7 +15,7 @@ from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.screens.ledger import LedgerScreen
 from tuisched.frontends.tui.widgets.banner import Banner
 
-from .console_fixtures import make_app, runtime_of, until
+from .console_fixtures import make_app, on_lane, runtime_of, until
 from .runtime_fixtures import write_config
 from .test_ledger import JOBS, down_for_an_hour
 
@@ -82,7 +82,7 @@ def note_of(app: TuischedApp) -> str:
 
 
 async def test_the_ledger_lists_each_job_and_decides_the_selected_one(tmp_path: Path) -> None:
-    app, runtime = make_app(down_for_an_hour(tmp_path))
+    app, _runtime = make_app(down_for_an_hour(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         screen = await open_ledger(pilot)
         table = screen.query_one(DataTable)
@@ -100,14 +100,14 @@ async def test_the_ledger_lists_each_job_and_decides_the_selected_one(tmp_path: 
         await pilot.pause(0.1)
         asked_again = isinstance(app.screen, ConfirmScreen)
         query = HistoryQuery(job="ten", triggers=(Trigger.CATCHUP,))
-        catch_ups = await runtime.history.call(lambda store: store.page(query))
+        catch_ups = await on_lane(app, lambda rt: rt.history.call(lambda store: store.page(query)))
     assert decided.startswith("ran the latest of 6 missed slots (run ")
     assert not asked_again
     assert len(catch_ups) == 1
 
 
 async def test_a_choice_for_every_job_is_one_confirmation(tmp_path: Path) -> None:
-    app, runtime = make_app(down_for_an_hour(tmp_path))
+    app, _runtime = make_app(down_for_an_hour(tmp_path))
     async with app.run_test(size=SIZE) as pilot:
         await open_ledger(pilot)
         await pilot.press("S")
@@ -116,7 +116,7 @@ async def test_a_choice_for_every_job_is_one_confirmation(tmp_path: Path) -> Non
         await pilot.press("y")
         await until(pilot, lambda: not any(e.pending for e in ledger_of(app).entries))
         query = HistoryQuery(states=(RunState.MISSED,), limit=100)
-        rows = await runtime.history.call(lambda store: store.page(query))
+        rows = await on_lane(app, lambda rt: rt.history.call(lambda store: store.page(query)))
     assert question == "Every job (2): skip the missed slots?"
     skipped = [row for row in rows if row.status.startswith("skipped by tester@test (console)")]
     assert {row.job for row in skipped} == {"ten", "other"}

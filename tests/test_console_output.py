@@ -13,7 +13,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
-from tuisched.domain.events import RunFinished, RunOutputWritten
+from tuisched.domain.events import Event, RunFinished, RunOutputWritten
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import OutputPage, OutputSource
 from tuisched.frontends.tui.app import TuischedApp
@@ -44,7 +44,7 @@ from tuisched.runtime.control.paging import (
 from tuisched.runtime.engine.running import OUTPUT_FILES_KEPT
 from tuisched.runtime.runtime import Runtime
 
-from .console_fixtures import make_app
+from .console_fixtures import hosted, make_app, on_lane
 from .recorder import Recorder
 from .runtime_fixtures import write_config
 
@@ -201,24 +201,39 @@ def test_the_window_grows_at_both_ends_and_lets_go_of_the_far_one() -> None:
 
 
 @asynccontextmanager
-async def serving(path: Path) -> AsyncIterator[tuple[Runtime, LocalControl, RemoteControl]]:
-    """A scheduler in this process serving its socket; its runtime, its seam, a client."""
-    runtime = Runtime(load_config(path), kill_grace=0.5)
-    scheduler = LocalScheduler(runtime)
+async def serving(path: Path) -> AsyncIterator[tuple[LocalScheduler, LocalControl, RemoteControl]]:
+    """A scheduler in this process serving its socket; the scheduler, its seam, a client."""
+    scheduler = LocalScheduler(Runtime(load_config(path), kill_grace=0.5))
     await scheduler.start()
     remote = RemoteControl(socket_path(path.parent / "state"), client="test")
     try:
         await remote.connect()
-        yield runtime, scheduler.control("test"), remote
+        yield scheduler, scheduler.control("test"), remote
     finally:
         await remote.close()
         await scheduler.stop(grace=1)
 
 
-async def _finished(runtime: Runtime, job: str) -> RunRecord:
-    events = Recorder(runtime.bus)
-    run = runtime.actions.run_now(job)
-    await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
+async def _finished(scheduler: LocalScheduler, job: str) -> RunRecord:
+    """A run of `job` started through the seam (on the scheduler's lane), once finished."""
+    control = scheduler.control("test")
+    ended: set[str] = set()
+    heard = asyncio.Event()
+
+    def hear(event: Event) -> None:
+        if isinstance(event, RunFinished):
+            ended.add(event.run.run_id)
+            heard.set()
+
+    subscription = control.subscribe(hear)  # heard on this loop
+    try:
+        run = await control.run_now(job)
+        async with asyncio.timeout(10):
+            while run.run_id not in ended:
+                heard.clear()
+                await heard.wait()
+    finally:
+        subscription.unsubscribe()
     return run
 
 
@@ -226,8 +241,8 @@ async def test_the_seam_pages_and_searches_alike_here_and_through_the_socket(
     tmp_path: Path,
 ) -> None:
     path = write_config(tmp_path, JOBS)
-    async with serving(path) as (runtime, local, remote):
-        run = await _finished(runtime, "rows")
+    async with serving(path) as (scheduler, local, remote):
+        run = await _finished(scheduler, "rows")
         tail = await remote.output_page(run.run_id, lines=2)
         assert tail == await local.output_page(run.run_id, lines=2)
         assert tail.lines == ("wide " + "-".join(map(str, range(1, 61))), "ERROR [bold]x[/bold]")
@@ -256,14 +271,14 @@ async def test_the_seam_pages_and_searches_alike_here_and_through_the_socket(
 async def test_a_pruned_file_gives_the_tail_the_history_kept(tmp_path: Path) -> None:
     assert KEPT_FILES == OUTPUT_FILES_KEPT  # the viewer says the scheduler's number
     path = write_config(tmp_path, JOBS)
-    async with serving(path) as (runtime, _local, remote):
-        run = await _finished(runtime, "rows")
+    async with serving(path) as (scheduler, _local, remote):
+        run = await _finished(scheduler, "rows")
         (tmp_path / "state" / "output" / "rows" / f"{run.run_id}.log").unlink()
         page = await remote.output_page(run.run_id, offset=0)
         assert page.source is OutputSource.TAIL
         assert page.lines[-1] == "ERROR [bold]x[/bold]"
         assert not (await remote.search_output(run.run_id, "ERROR")).found
-        quiet = await _finished(runtime, "quiet")
+        quiet = await _finished(scheduler, "quiet")
         assert (await remote.output_page(quiet.run_id)).source is OutputSource.NONE
 
 
@@ -323,10 +338,10 @@ def _note(viewer: OutputScreen) -> str:
 async def test_l_opens_the_selected_jobs_newest_run_at_its_end_as_plain_text(
     tmp_path: Path,
 ) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        run = await _finished(runtime, "rows")
+        run = await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         assert viewer.run_id == run.run_id
         assert _rows(viewer)[-1] == "ERROR [bold]x[/bold]"  # literally, never markup
@@ -349,10 +364,10 @@ async def test_l_on_a_job_that_never_ran_says_so(tmp_path: Path) -> None:
 
 
 async def test_top_bottom_and_pages_move_through_the_whole_file(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         await pilot.press("g")
         await _until(pilot, lambda: _rows(viewer)[0] == "row 1", "the top")
@@ -377,10 +392,10 @@ async def test_top_bottom_and_pages_move_through_the_whole_file(tmp_path: Path) 
 async def test_wrap_shows_a_long_line_on_the_next_rows_and_off_it_scrolls_sideways(
     tmp_path: Path,
 ) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         wide = "wide " + "-".join(map(str, range(1, 61)))
         assert _rows(viewer)[-2] == wide[:80]  # cut by the screen's edge only
@@ -398,10 +413,10 @@ async def test_wrap_shows_a_long_line_on_the_next_rows_and_off_it_scrolls_sidewa
 
 
 async def test_search_n_and_shift_n_highlight_matches_and_wrap_around(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         await pilot.press("g")
         await _until(pilot, lambda: _rows(viewer)[0] == "row 1", "the top")
@@ -430,10 +445,10 @@ async def test_search_n_and_shift_n_highlight_matches_and_wrap_around(tmp_path: 
 
 
 async def test_escape_closes_the_prompt_first_then_the_viewer(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         await pilot.press("slash", "q")  # q typed into the prompt, not leaving
         prompt = viewer.query_one("#output-search", Input)
@@ -446,11 +461,11 @@ async def test_escape_closes_the_prompt_first_then_the_viewer(tmp_path: Path) ->
 
 
 async def test_a_running_run_is_followed_and_f_stops_and_resumes(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, hosted_runtime = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        events = Recorder(runtime.bus)
-        run = runtime.actions.run_now("drip")
+        events = Recorder(hosted_runtime.bus)
+        run = await on_lane(app, lambda rt: rt.actions.run_now("drip"))
         await events.wait_for(RunOutputWritten, lambda e: e.run.run_id == run.run_id)
         running = app.query_one(RunningTable)
         await _until(pilot, lambda: running.selected_run() == run.run_id, "the running row")
@@ -466,17 +481,17 @@ async def test_a_running_run_is_followed_and_f_stops_and_resumes(tmp_path: Path)
         assert "follow off" in _status(viewer)
         await pilot.press("f")
         assert "follow on" in _status(viewer)
-        await runtime.actions.stop_run(run.run_id, actor="test")
+        await on_lane(app, lambda rt: rt.actions.stop_run(run.run_id, actor="test"))
         await _until(pilot, lambda: "follow off" in _status(viewer), "the end of the run")
         assert "running" not in _status(viewer)
 
 
 async def test_enter_on_a_past_run_in_the_history_opens_its_output(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        older = await _finished(runtime, "rows")
-        await _finished(runtime, "rows")
+        older = await _finished(hosted(app), "rows")
+        await _finished(hosted(app), "rows")
         table = app.query_one(JobsTable)
         table.focus()
         table.move_cursor(row=table.get_row_index("rows"))
@@ -500,11 +515,11 @@ async def test_enter_on_a_past_run_in_the_history_opens_its_output(tmp_path: Pat
 
 
 async def test_the_output_tab_opens_the_viewer_on_the_jobs_newest_run(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
-        newest = await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
+        newest = await _finished(hosted(app), "rows")
         app.show_job("rows")
         await _until(pilot, lambda: isinstance(app.screen, JobDetailScreen), "the detail")
         detail = app.screen
@@ -520,10 +535,10 @@ async def test_the_output_tab_opens_the_viewer_on_the_jobs_newest_run(tmp_path: 
 async def test_a_pruned_file_is_said_and_its_kept_tail_shown_and_searched(
     tmp_path: Path,
 ) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE, notifications=True) as pilot:
         await _ready(pilot, app)
-        run = await _finished(runtime, "rows")
+        run = await _finished(hosted(app), "rows")
         (tmp_path / "state" / "output" / "rows" / f"{run.run_id}.log").unlink()
         viewer = await _open(pilot, app, "rows")
         assert "is gone (only the newest 50 of each job are kept)" in _note(viewer)
@@ -536,10 +551,10 @@ async def test_a_pruned_file_is_said_and_its_kept_tail_shown_and_searched(
 
 
 async def test_o_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: Path) -> None:
-    app, runtime = _app(tmp_path)
+    app, _ = _app(tmp_path)
     async with app.run_test(size=SIZE, notifications=True) as pilot:  # headless: no suspend
         await _ready(pilot, app)
-        await _finished(runtime, "rows")
+        await _finished(hosted(app), "rows")
         viewer = await _open(pilot, app, "rows")
         await pilot.press("o")
         await _until(pilot, lambda: app._notifications, "a notice")

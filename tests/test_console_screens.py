@@ -36,7 +36,7 @@ from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.runtime.document import as_text
 from tuisched.runtime.execution.output import read_output
 
-from .console_fixtures import make_app, runtime_of
+from .console_fixtures import make_app, on_lane, runtime_of
 from .recorder import Recorder
 from .runtime_fixtures import write_config
 
@@ -139,7 +139,7 @@ async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)
         events = Recorder(runtime_of(app).bus)
-        run = runtime_of(app).actions.run_now("heartbeat")
+        run = await on_lane(app, lambda rt: rt.actions.run_now("heartbeat"))
         await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
         screen = await _open_detail(pilot, "heartbeat")
         history = screen.query_one("#detail-history", DataTable)
@@ -322,7 +322,7 @@ async def test_read_only_ignores_add_edit_delete_and_run(tmp_path: Path) -> None
             await app.workers.wait_for_complete()
             await pilot.pause()
             assert len(app.screen_stack) == 1, key
-        assert runtime_of(app).engine.running() == []
+        assert await on_lane(app, lambda rt: rt.engine.running()) == []
         assert runtime_of(app).config.path.read_text() == before
 
 

@@ -15,7 +15,7 @@ from textual.color import Color
 from tuisched.frontends.tui.screens.main import FOCUS_MARK
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 
-from .console_fixtures import make_app, until
+from .console_fixtures import make_app, on_lane, until
 from .runtime_fixtures import write_config
 from .snapshots import assert_snapshot, screen_text
 
@@ -70,14 +70,16 @@ async def test_help_screen(config: Path) -> None:
 async def test_running_and_audit_panes_give_their_rows_to_the_jobs_when_empty(
     config: Path,
 ) -> None:
-    app, runtime = make_app(config)
+    app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
         await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
         assert app.query_one("#running").size.height == 1  # its header line
         assert app.query_one("#audit").size.height == 1
         assert app.query_one(JobsTable).size.height >= 12  # 9 when those panes kept theirs
-        runtime.actions.run_now("backup")  # fails at once: a line in the audit log
+        (
+            await on_lane(app, lambda rt: rt.actions.run_now("backup"))
+        )  # fails at once: a line in the audit log
         await until(pilot, lambda: app.query_one("#audit").size.height == 3)
 
 

@@ -1,13 +1,20 @@
-"""The runtime: one start order and one stop order for everything a scheduler is.
+"""The runtime: one start order for everything a scheduler is; stopping is its reverse.
 
-    start: state dir -> instance lock -> bus -> history -> audit log -> alerts
-           -> close abandoned runs -> engine (pauses, waiting runs, missed slots,
-           then firing) -> dependency triggers -> config watcher -> heartbeat
-    stop:  config watcher -> heartbeat -> dependency triggers -> engine drain
-           -> alerts -> history flush -> audit log -> lock
+    start: state dir -> instance lock -> watchdog -> bus -> metrics -> audit log
+           -> history -> alerts -> close abandoned runs -> processes of runs
+           -> cluster -> engine (pauses, waiting runs, missed slots, then firing)
+           -> dependency triggers -> config watcher -> heartbeat -> retention
 
-The headless front end and the console both drive this object unchanged;
-nothing about scheduling or reloading lives in a front end.
+Each part says how it stops as it starts, on one `contextlib.AsyncExitStack`
+(`Runtime._parts`): `stop` drains the engine and closes everything in the
+reverse order, and a start that fails half-way closes what it had opened
+the same way. Before that, `stop` stops firing and says the scheduler is
+stopping; the history closes before "scheduler stopped" is said, and the
+audit log hears it before it closes.
+
+The headless front end and the console both drive this object unchanged, on
+the runtime's own lane (`loopthread`); nothing about scheduling or reloading
+lives in a front end.
 """
 
 from __future__ import annotations
@@ -192,6 +199,12 @@ class Runtime:
         self._descendants = Descendants()
         """The processes of runs (recorded in the state directory once started)."""
         self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._parts: contextlib.AsyncExitStack | None = None
+        """How each started part stops, last started first (set once started)."""
+        self._grace = 0.0
+        """The grace of the stop under way (0 when a failed start is undone)."""
+        self._draining_since = self._clock.now()
+        """When the stop under way began draining."""
         self._stopping: asyncio.Future[None] | None = None
         """The stop under way (or done)."""
         self._ledger: tuple[Engine, Ledger] | None = None
@@ -279,83 +292,66 @@ class Runtime:
     # --- start and stop ----------------------------------------------------------
 
     async def start(self) -> None:
-        """Start everything, in order. Raises AlreadyRunningError if the state dir is taken."""
-        settings = self.config.settings
+        """Start every part, in order. Each part says how it stops as it starts (`_parts`):
+        stopping is starting reversed, and a start that fails stops what had started.
+
+        Raises:
+            AlreadyRunningError: another scheduler holds the state directory.
+        """
         self._stopping = None
-        prepare_state_dir(settings.state_dir)
-        if self.role.exclusive:
-            self._lock.acquire()
+        self._grace, self._draining_since = 0.0, self._clock.now()
+        parts = contextlib.AsyncExitStack()
         try:
-            await self._start_parts()
+            await self._start_parts(parts)
         except BaseException:
-            await self._unwind()
+            await parts.aclose()  # with no grace: nothing had started to run
+            self._engine = self._history = self._audit = self.cluster = None
             raise
+        self._parts = parts
 
-    async def _unwind(self) -> None:
-        """Close whatever a failed start had opened, in reverse order."""
-        if self._engine is not None:
-            await self._engine.drain(0)
-            self._engine = None
-        if self.cluster is not None:
-            await self.cluster.stop(0)
-            self.cluster = None
-        if self._following is not None:
-            self._following.cancel()
-        await self._stop_retention()
-        await close_warm_pool()
-        await self._drain_alerts(0)
-        if self._history is not None:
-            await self._history.close()
-            self._history = None
-        if self._audit is not None:
-            await in_thread(Lane.AUDIT, self._audit.close)
-            self._audit = None
-        await self._stop_metrics()
-        self._lock.release()
-        self.watchdog.stop()
-
-    async def _start_parts(self) -> None:
-        settings = self.config.settings
+    async def _start_parts(self, parts: contextlib.AsyncExitStack) -> None:
+        settings, role = self.config.settings, self.role
+        prepare_state_dir(settings.state_dir)
+        if role.exclusive:
+            self._lock.acquire()
+            parts.callback(self._lock.release)
+        self.watchdog.start()
+        parts.callback(self.watchdog.stop)
         self._secrets.take(secret_names(self.config))  # before any job or thread can look
         hide_process()
         become_subreaper()  # orphans of runs are adopted here, not by init
-        record = settings.state_dir / PROCESSES_RECORD if self.role.exclusive else None
+        record = settings.state_dir / PROCESSES_RECORD if role.exclusive else None
         self._descendants = Descendants(record)
         install_child_watcher()
-        self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
         self.latest.subscribe(self.bus)
         self._start_metrics()  # early: a port in use stops the start before anything fires
-        # Off the loop: a SQLite file's damage check, or a silent PostgreSQL, takes seconds.
-        password = self._secrets.get("PGPASSWORD")
-        store = await in_thread(Lane.FILES, lambda: open_history(self.config, password=password))
-        self._history = AsyncHistory(store)
-        self._history.start()
-        self.latest.merge(await self._history.call(lambda store: store.last_runs()))
+        parts.push_async_callback(self._stop_metrics)  # late: /healthz says 503 while runs drain
+        parts.push_async_callback(self._close_at_stop)  # after the drain (the control socket)
+        parts.push_async_callback(in_thread, Lane.AUDIT, self._actions_log.close)
         self._audit = AuditLog(settings.state_dir / "audit.log", settings.timezone)
         self._audit.subscribe(self.bus)
-        role = self.role
+        parts.push_async_callback(self._close_audit)
+        parts.callback(self._told_stopped)  # once the history holds every run's end
+        await self._open_history()
+        parts.push_async_callback(self._close_history)
         if role.follows_runs:
             self._start_alerts()
             self._start_webhooks()
+        parts.push_async_callback(self._drain_alerts_left)
         now = self._clock.now()
         down_since = None
         if role.fires_slots:
-            down_since = await self._history.call(lambda store: store.last_alive(self.node))
+            down_since = await self.history.call(lambda store: store.last_alive(self.node))
             await self._close_abandoned(now)
         add_config_folder_to_path(self.config)
+        self._following = asyncio.get_running_loop().create_task(self._follow_processes())
+        parts.push_async_callback(self._stop_leftovers)
+        parts.push_async_callback(close_warm_pool)
         if settings.cluster is not None and role.fires_slots:
             self.cluster = await self._join_cluster(settings.cluster)
-        self._engine = Engine(
-            self.config, bus=self.bus, history=self._history, node=self.node,
-            output_dir=settings.state_dir / "output", clock=self._clock,
-            kill_grace=self._kill_grace, descendants=self._descendants, cluster=self.cluster,
-        )  # fmt: skip
-        self._following = asyncio.get_running_loop().create_task(self._follow_processes())
-        if role.follows_runs:
-            self._triggers = DependencyTrigger(self._engine, lambda: self.config, self._clock)
-            self._triggers.subscribe(self.bus)
-        await self._engine.start(down_since=down_since, fire=role.fires_slots)
+            parts.push_async_callback(self._leave_cluster)  # the runs' ends, fenced, then leave
+        await self._start_engine(parts, down_since=down_since)
         self.source = ConfigSource(
             path=self.config.path, text=self._text, config=self.config,
             apply=self._apply_config, bus=self.bus, clock=self._clock.now,
@@ -363,10 +359,13 @@ class Runtime:
         if role.watches_config:
             self._watcher = ConfigWatcher(self.config.path, self.source.look)
             self._watcher.start()
+            parts.push_async_callback(self._watcher.stop)
         if role.fires_slots:
             await self._mark_alive()
             self._heartbeat = asyncio.get_running_loop().create_task(self._beat())
+            parts.push_async_callback(self._stop_heartbeat)
             self._start_retention()
+        parts.push_async_callback(self._stop_retention)  # a reload may have started it
         self.state = SchedulerState.RUNNING
         self.started_at = now
         self.bus.publish(
@@ -374,6 +373,33 @@ class Runtime:
                 at=now, node=self.node, config_path=self.config.path, jobs=len(self.config.jobs)
             )
         )
+
+    async def _open_history(self) -> None:
+        """Open the history off the loop (a SQLite file's damage check, or a silent
+        PostgreSQL, takes seconds), then read each job's newest run from it."""
+        password = self._secrets.get("PGPASSWORD")
+        store = await in_thread(Lane.FILES, lambda: open_history(self.config, password=password))
+        self._history = AsyncHistory(store)
+        self._history.start()
+        self.latest.merge(await self._history.call(lambda store: store.last_runs()))
+
+    async def _start_engine(
+        self, parts: contextlib.AsyncExitStack, *, down_since: datetime | None
+    ) -> None:
+        """The engine, and the dependency triggers that follow its runs (they stop before
+        it drains)."""
+        settings = self.config.settings
+        engine = self._engine = Engine(
+            self.config, bus=self.bus, history=self.history, node=self.node,
+            output_dir=settings.state_dir / "output", clock=self._clock,
+            kill_grace=self._kill_grace, descendants=self._descendants, cluster=self.cluster,
+        )  # fmt: skip
+        parts.push_async_callback(self._drain_engine)
+        if self.role.follows_runs:
+            self._triggers = DependencyTrigger(engine, lambda: self.config, self._clock)
+            self._triggers.subscribe(self.bus)
+            parts.callback(self._triggers.stop)
+        await engine.start(down_since=down_since, fire=self.role.fires_slots)
 
     async def _join_cluster(self, settings: ClusterSettings) -> ClusterLink:
         """Open the cluster's database (ClusterDatabaseError: what to fix); one that is
@@ -390,8 +416,9 @@ class Runtime:
         return link
 
     def close_at_stop(self, closer: Callable[[], Awaitable[None]]) -> None:
-        """Await `closer` at the end of `stop`, while the state directory is still ours
-        (however the stop was asked for: a front end, the control socket, a signal)."""
+        """Await `closer` near the end of `stop`, after the drain, while the state directory
+        is still ours (however the stop was asked for: a front end, the control socket, a
+        signal)."""
         self._closers.append(closer)
 
     async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
@@ -400,57 +427,74 @@ class Runtime:
         Asked again while a stop is under way (a signal, the console, the control
         socket), it waits for that stop: `hurry` is how to cut a drain short."""
         if self._stopping is None:
-            if self._engine is None or self._history is None:
+            if self._engine is None or self._parts is None:
                 return
             self._stopping = asyncio.ensure_future(self._stop(grace=grace, reason=reason))
         await asyncio.shield(self._stopping)
 
     async def _stop(self, *, grace: float | None, reason: str) -> None:
         assert self._engine is not None  # noqa: S101  (stop checked)
-        assert self._history is not None  # noqa: S101
+        assert self._parts is not None  # noqa: S101
         if grace is None:
             grace = self.config.settings.shutdown_grace.total_seconds()
         self._engine.stop_firing()  # now: what follows awaits, and no run may start meanwhile
         running = len(self._engine.running())
         self.state = SchedulerState.STOPPING
         self.bus.publish(SchedulerStopping(at=self._clock.now(), reason=reason, running=running))
-        if self._watcher is not None:
-            await self._watcher.stop()
+        self._grace, self._draining_since = grace, self._clock.now()
+        parts, self._parts = self._parts, None
+        await parts.aclose()  # every part, in the reverse of the order it started in
+        self._engine = None
+        self.state = SchedulerState.STOPPED
+
+    # How each part stops (pushed on `_parts` as it starts; `_grace` is the stop's).
+
+    async def _drain_engine(self) -> None:
+        if self._engine is not None:
+            await self._engine.drain(self._grace)
+
+    async def _leave_cluster(self) -> None:
+        if self.cluster is not None:
+            await self.cluster.stop(self._grace)
+
+    async def _stop_heartbeat(self) -> None:
+        """No more beats; the last one says when firing stopped (the next start records
+        later slots MISSED)."""
         if self._heartbeat is not None:
             self._heartbeat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._heartbeat
-        await self._stop_retention()
-        if self.role.fires_slots:  # firing stops now: the next start records later slots MISSED
-            await self._mark_alive()
-        if self._triggers is not None:
-            self._triggers.stop()
-        draining_since = self._clock.now()
-        await self._engine.drain(grace)
-        if self.cluster is not None:  # the runs' ends, fenced, then leave
-            await self.cluster.stop(grace)
-        await close_warm_pool()
-        await self._stop_leftovers()
-        # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).
-        spent = (self._clock.now() - draining_since).total_seconds()
+            self._heartbeat = None
+        await self._mark_alive()
+
+    async def _drain_alerts_left(self) -> None:
+        """Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs'
+        alerts); none after a failed start."""
+        grace = self._grace
+        spent = (self._clock.now() - self._draining_since).total_seconds()
         await self._drain_alerts(min(grace, max(grace - spent, MAIL_GRACE)))
-        await self._history.close()
-        self.bus.publish(SchedulerStopped(at=self._clock.now()))
+
+    async def _close_history(self) -> None:
+        if self._history is not None:
+            await self._history.close()
+
+    def _told_stopped(self) -> None:
+        """Say the scheduler stopped (only one that ran), and let the audit log hear it."""
+        if self.state is SchedulerState.STOPPING:
+            self.bus.publish(SchedulerStopped(at=self._clock.now()))
         self.bus.flush()  # the audit log must see the last runs before it closes
+
+    async def _close_audit(self) -> None:
         if self._audit is not None:
             await in_thread(Lane.AUDIT, self._audit.close)
-        await in_thread(Lane.AUDIT, self._actions_log.close)
+
+    async def _close_at_stop(self) -> None:
         for closer in self._closers:
             try:
                 await closer()
             except Exception:  # the stop goes on: the lock must be released
                 log.exception("closing %r at stop failed", closer)
         self._closers.clear()
-        await self._stop_metrics()
-        self._lock.release()
-        self.watchdog.stop()
-        self._engine = None
-        self.state = SchedulerState.STOPPED
 
     async def _follow_processes(self) -> None:
         """Look for the processes of runs once a second (real time: they are real)."""
@@ -468,6 +512,7 @@ class Runtime:
             self._following.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._following
+            self._following = None
         await in_thread(Lane.PROCESSES, self._descendants.scan)
         stopped = await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGTERM)
         if stopped:

@@ -3,21 +3,29 @@
 The console and headless mode host the scheduler they show: they start it,
 steer it through the control seam (`control(actor)`), and stop it. This is
 the one thing a hosting front end sees of the runtime besides the seam.
+
+The runtime runs on a lane of its own (a thread and event loop: SPEC R26),
+started with it and ended after it stops; the control socket is served from
+that lane too, so the command-line verbs are answered whatever the front
+end's loop is busy with. Every method here may be called from the front
+end's loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import SchedulerNotRunningError, TuischedError
 from tuisched.domain.events import Event, RunConcluded
 from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.control.local import LocalControl
 from tuisched.runtime.control.server import ControlServer, socket_path
+from tuisched.runtime.loopthread import LoopThread
 from tuisched.runtime.runtime import Runtime, foreground
 
 log = logging.getLogger(__name__)
@@ -29,6 +37,8 @@ class LocalScheduler:
     def __init__(self, runtime: Runtime) -> None:
         self._runtime = runtime
         self._server: ControlServer | None = None
+        self.lane = LoopThread()
+        """The thread and event loop the runtime runs on, once started."""
 
     @classmethod
     def from_file(cls, path: Path, *, kill_grace: float = 5.0) -> LocalScheduler:
@@ -52,6 +62,9 @@ class LocalScheduler:
         Raises:
             UnknownJobError: no job by that name.
         """
+        return await self.lane.run(self._run_job(name))
+
+    async def _run_job(self, name: str) -> RunRecord:
         runtime = self._runtime
         concluded: asyncio.Future[RunRecord] = asyncio.get_running_loop().create_future()
 
@@ -72,7 +85,7 @@ class LocalScheduler:
 
     def stop_runs(self) -> None:
         """Stop every run in progress now (an operator's Ctrl-C): recorded as stopped."""
-        self._runtime.engine.stop_all(Result.STOPPED)
+        self.lane.call_soon(lambda: self._runtime.engine.stop_all(Result.STOPPED))
 
     @property
     def config_path(self) -> Path:
@@ -100,8 +113,17 @@ class LocalScheduler:
         return self._runtime.state
 
     async def start(self) -> None:
-        """Start everything (AlreadyRunningError when the state directory is taken), and
-        serve the control seam on the state directory's socket (a scheduler only)."""
+        """Start the lane, then everything on it (AlreadyRunningError when the state
+        directory is taken), and serve the control seam on the state directory's socket
+        (a scheduler only). A start that fails ends the lane again."""
+        self.lane.start()
+        try:
+            await self.lane.run(self._start())
+        except BaseException:
+            await self.lane.stop()
+            raise
+
+    async def _start(self) -> None:
         runtime = self._runtime
         await runtime.start()
         if not runtime.role.exclusive:
@@ -118,9 +140,15 @@ class LocalScheduler:
         runtime.close_at_stop(server.stop_listening)
 
     async def stop(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
-        """Drain and stop (idempotent): no new runs; running ones get `grace` seconds.
+        """Drain and stop (idempotent): no new runs; running ones get `grace` seconds;
+        then end the lane.
 
         The control socket answers during the drain, and closes after it."""
+        with contextlib.suppress(SchedulerNotRunningError):  # the lane has ended already
+            await self.lane.run(self._stop(grace=grace, reason=reason))
+        await self.lane.stop()
+
+    async def _stop(self, *, grace: float | None, reason: str) -> None:
         await self._runtime.stop(grace=grace, reason=reason)
         if self._server is not None:
             await self._server.stop()
@@ -128,8 +156,8 @@ class LocalScheduler:
 
     def hurry(self) -> None:
         """During a drain, stop every run now."""
-        self._runtime.hurry()
+        self.lane.call_soon(self._runtime.hurry)
 
     def control(self, actor: str) -> LocalControl:
         """The control seam over this scheduler, recording commands as `actor`."""
-        return LocalControl(self._runtime, actor=actor)
+        return LocalControl(self._runtime, actor=actor, lane=self.lane)

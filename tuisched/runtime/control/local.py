@@ -3,22 +3,34 @@
 Queries read the live runtime on the loop thread (cheap: in memory) or off it
 (files, the history, parsing a configuration); commands go through the
 runtime's own operations, recorded in the actions log as this control's actor.
+
+The runtime runs on a lane of its own (`LoopThread`, SPEC R26) while the front
+end keeps its own loop: every query and command runs on the lane and answers
+on the caller's loop, and events reach a subscriber on the loop it subscribed
+from. A control with no lane (tests that drive a runtime on their own loop)
+runs everything where it is called.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import inspect
 import logging
 import os
-from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+import threading
+from collections import Counter, deque
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 from tuisched.domain.config.diff import config_diff
 from tuisched.domain.config.impact import edit_impact
 from tuisched.domain.errors import (
     ClusterDatabaseError,
     ConfigError,
+    EventsLostError,
     JobActionError,
     SchedulerNotRunningError,
     TuischedError,
@@ -78,6 +90,7 @@ from tuisched.runtime.document import ConfigDocument
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.standing import JobStanding
 from tuisched.runtime.engine.waiting import requirements_of
+from tuisched.runtime.loopthread import LoopThread
 from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store.stats import read_stats
 from tuisched.runtime.threads import Lane, in_thread
@@ -87,12 +100,38 @@ _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
 
 log = logging.getLogger(__name__)
 
+T = TypeVar("T")
+C = TypeVar("C", bound=type)
 
+
+def _on_lane(cls: C) -> C:
+    """Run every public coroutine method of `cls` on the runtime's lane, wherever it is
+    awaited: the answer comes back to the caller's loop."""
+    for name, member in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.iscoroutinefunction(member):
+            setattr(cls, name, _crossing(member))
+    return cls
+
+
+def _crossing(
+    method: Callable[..., Coroutine[Any, Any, T]],
+) -> Callable[..., Coroutine[Any, Any, T]]:
+    @functools.wraps(method)
+    async def crossing(self: LocalQueries, *args: Any, **kwargs: Any) -> T:
+        work = method(self, *args, **kwargs)
+        return await (self._lane.run(work) if self._lane is not None else work)
+
+    return crossing
+
+
+@_on_lane
 class LocalQueries:
     """`SchedulerQueries` over a runtime in this process."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, lane: LoopThread | None = None) -> None:
+        """`lane`: the thread and loop the runtime runs on (None: the caller's own)."""
         self._runtime = runtime
+        self._lane = lane
 
     def _engine(self) -> Engine:
         """The engine, while the scheduler runs or drains."""
@@ -284,7 +323,15 @@ class LocalQueries:
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
-        return self._runtime.subscribe(callback, after=after)
+        lane = self._lane
+        if lane is None or lane.on_lane():
+            return self._runtime.subscribe(callback, after=after)
+        relayed = _LaneSubscription(_Relay(asyncio.get_running_loop(), callback), lane)
+        if lane.loop is None:  # not started yet: events will come from the lane's thread
+            relayed.take(self._runtime, after)
+        else:  # on the lane: replay and subscription are one step there, before what follows
+            lane.call_soon(relayed.take, self._runtime, after)
+        return relayed
 
     # --- the output viewer ---------------------------------------------------------------
 
@@ -364,11 +411,12 @@ class LocalQueries:
         return await self._runtime.history.call(lambda store: read_stats(store, query))
 
 
+@_on_lane
 class LocalControl(LocalQueries):
     """`SchedulerControl` over a runtime in this process; commands recorded as `actor`."""
 
-    def __init__(self, runtime: Runtime, *, actor: str) -> None:
-        super().__init__(runtime)
+    def __init__(self, runtime: Runtime, *, actor: str, lane: LoopThread | None = None) -> None:
+        super().__init__(runtime, lane=lane)
         self.actor = actor
         """Who this control's commands are recorded as: `user@host (console)`."""
 
@@ -422,6 +470,74 @@ class LocalControl(LocalQueries):
         self._engine()
         actions = self._runtime.actions
         return await actions.backfill(job, start, end, dry_run=dry_run, actor=self.actor)
+
+
+class _Relay:
+    """Events heard on the lane, handed to a subscriber on its own loop: in order, the
+    ones of a turn together."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, callback: Callable[[Event], object]
+    ) -> None:
+        self._loop = loop
+        self._callback = callback
+        self._events: deque[Event] = deque()
+        self._lock = threading.Lock()
+        self._scheduled = False
+        self.closed = False
+
+    def put(self, event: Event) -> None:
+        """Called on the lane (any thread): queue `event` for the subscriber's loop."""
+        with self._lock:
+            if self.closed:
+                return
+            self._events.append(event)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:  # the subscriber's loop has closed: nobody listens any more
+            self.closed = True
+
+    def _deliver(self) -> None:
+        with self._lock:
+            events, self._events = self._events, deque()
+            self._scheduled = False
+        for event in events:
+            if self.closed:
+                return
+            try:
+                self._callback(event)
+            except Exception:  # as the bus does: one subscriber's failure silences nothing else
+                log.exception("event subscriber %r failed on %s", self._callback, event)
+
+
+class _LaneSubscription:
+    """A subscription made on the lane for a subscriber on another loop."""
+
+    def __init__(self, relay: _Relay, lane: LoopThread) -> None:
+        self._relay = relay
+        self._lane = lane
+        self._taken: Subscription | None = None
+
+    def take(self, runtime: Runtime, after: int | None) -> None:
+        """Subscribe the relay (on the lane, or before the lane has started)."""
+        if self._relay.closed:
+            return
+        try:
+            self._taken = runtime.subscribe(self._relay.put, after=after)
+        except EventsLostError as error:  # not raised in the caller: it asked from afar
+            log.warning("a subscriber missed events: %s", error)
+
+    def unsubscribe(self) -> None:
+        self._relay.closed = True
+        self._lane.call_soon(self._drop)
+
+    def _drop(self) -> None:
+        if self._taken is not None:
+            self._taken.unsubscribe()
+            self._taken = None
 
 
 def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:
