@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import pytest
@@ -18,9 +19,11 @@ from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
+from tuisched.runtime.configfiles import load_config
+from tuisched.runtime.runtime import Runtime
 
 from . import engine_jobs
-from .console_fixtures import make_app, on_lane, until
+from .console_fixtures import hosted, make_app, on_lane, until
 from .runtime_fixtures import write_config
 
 JOBS = """
@@ -44,7 +47,7 @@ def _select(app: object, job: str) -> None:
 async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         table = app.query_one(JobsTable)
         assert [key.value for key in table.rows] == ["hello", "blocker", "tick"]
 
@@ -62,7 +65,7 @@ async def test_the_panes_show_the_jobs_and_the_status(tmp_path: Path) -> None:
 async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         _select(app, "hello")
         await pilot.press("r")
         assert isinstance(app.screen, ConfirmScreen)
@@ -81,7 +84,7 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
 async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
@@ -100,7 +103,7 @@ async def test_pause_and_pause_everything(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         _select(app, "tick")
         await pilot.press("p", "y")
         await until(pilot, lambda: str(table.get_cell("tick", "state")) == "paused")
@@ -117,7 +120,7 @@ async def test_delete_asks_and_removes_the_job_from_the_file(tmp_path: Path) -> 
     app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         _select(app, "tick")
         await pilot.press("d", "y")
         await until(pilot, lambda: "tick" not in table.rows)
@@ -132,7 +135,7 @@ async def test_the_banner_for_an_offline_edit_and_a_reload(tmp_path: Path) -> No
     app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         path.write_text(path.read_text() + "  extra: {command: [/bin/true], schedule: manual}\n")
         banner = app.query_one(Banner)
         await until(pilot, lambda: banner.display)
@@ -147,7 +150,7 @@ async def test_a_rejected_reload_changes_nothing_and_says_why(tmp_path: Path) ->
     app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         path.write_text(path.read_text() + "  broken: {command: [/bin/true]}\n")
         banner = app.query_one(Banner)
         await until(pilot, lambda: banner.display and banner.has_class("-error"))
@@ -163,13 +166,13 @@ async def test_filter_sort_and_focus_keys(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         await pilot.press("slash", "t", "i", "c")
         assert app.query_one("#filter", Input).has_focus
-        await until(pilot, lambda: table.row_count == 1)
+        await until(pilot, lambda: app.ready and table.row_count == 1)
         assert [key.value for key in table.rows] == ["tick"]
         await pilot.press("enter", "escape")
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         await pilot.press("o")  # by name
         assert [key.value for key in table.rows] == ["blocker", "hello", "tick"]
         await pilot.press("2")
@@ -184,7 +187,7 @@ async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> 
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         _select(app, "tick")
         await pilot.press("o")  # sorted by name: tick moves
         assert table.selected_job() == "tick"
@@ -196,7 +199,7 @@ async def test_the_cursor_stays_on_its_job_when_rows_refresh(tmp_path: Path) -> 
 async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS), read_only=True)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         for key in ("r", "p", "P", "d", "u", "R"):
             await pilot.press(key)
             assert not isinstance(app.screen, ConfirmScreen), key
@@ -206,7 +209,7 @@ async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
 async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("q")
@@ -227,7 +230,7 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
 async def test_quit_without_runs_stops_the_scheduler_at_once(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await pilot.press("q")
         assert isinstance(app.screen, LeaveScreen)
         await pilot.press("escape")  # stay
@@ -242,7 +245,7 @@ async def test_quit_without_runs_stops_the_scheduler_at_once(tmp_path: Path) -> 
 async def test_detach_leaves_the_scheduler_running(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await pilot.press("q", "d")
         await until(pilot, lambda: not app.is_running)
@@ -260,7 +263,7 @@ async def test_a_failure_whose_output_looks_like_markup_is_shown_as_text(tmp_pat
     jobs = JOBS + "bad: {command: \"echo '[bold]x[/bold] [/oops]'; exit 1\", schedule: manual}\n"
     app, _runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await on_lane(app, lambda rt: rt.actions.run_now("bad"))
         table = app.query_one(JobsTable)
         await until(pilot, lambda: str(table.get_cell("bad", "last")) == "✘ failed")
@@ -277,7 +280,7 @@ async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -
     app, _runtime = make_app(write_config(tmp_path, jobs))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 4)
+        await until(pilot, lambda: app.ready and table.row_count == 4)
         blocker = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         other = await on_lane(app, lambda rt: rt.actions.run_now("other"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 2)
@@ -297,7 +300,7 @@ async def test_stop_acts_on_the_selected_jobs_run_and_names_it(tmp_path: Path) -
 async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         _select(app, "tick")
         await pilot.press("enter")
         await until(pilot, lambda: app.screen is not app.screen_stack[0])
@@ -310,7 +313,7 @@ async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None
 async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
         await pilot.press("ctrl+q", "s")
@@ -329,20 +332,20 @@ async def test_a_state_filter_follows_the_states(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         await pilot.press("slash", *"running", "enter")
-        await until(pilot, lambda: table.row_count == 0)
+        await until(pilot, lambda: app.ready and table.row_count == 0)
         await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         await until(pilot, lambda: [key.value for key in table.rows] == ["blocker"])
         engine_jobs.GATES["blocker"].set()
-        await until(pilot, lambda: table.row_count == 0)
+        await until(pilot, lambda: app.ready and table.row_count == 0)
 
 
 async def test_resuming_a_job_under_a_wider_pause_says_why(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         await pilot.press("P", "y")
         await until(pilot, lambda: str(table.get_cell("tick", "state")) == "paused")
         _select(app, "tick")
@@ -357,7 +360,7 @@ async def test_the_banner_goes_when_the_file_is_put_back(tmp_path: Path) -> None
     original = path.read_text()
     app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         path.write_text(original + "  extra: {command: [/bin/true], schedule: manual}\n")
         banner = app.query_one(Banner)
         await until(pilot, lambda: banner.display)
@@ -369,7 +372,7 @@ async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3)
+        await until(pilot, lambda: app.ready and table.row_count == 3)
         await pilot.press("j", "j")
         assert table.selected_job() == "tick"
         await pilot.press("k")
@@ -379,7 +382,7 @@ async def test_vi_keys_move_the_cursor(tmp_path: Path) -> None:
 async def test_a_python_jobs_status_shows_as_its_last_output(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count == 1)
@@ -401,7 +404,7 @@ async def test_closing_with_events_still_to_show_does_not_fail(
     monkeypatch.setattr(TuischedApp, "_close_all", slow_close_all)
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.started)
+        await until(pilot, lambda: app.ready)
         # its events wait for the next refresh
         await on_lane(app, lambda rt: rt.actions.run_now("hello"))
     assert not app.started  # closed cleanly, and the runtime was stopped
@@ -410,7 +413,7 @@ async def test_closing_with_events_still_to_show_does_not_fail(
 async def test_edit_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:  # a headless driver cannot suspend
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await pilot.press("E")
         await until(pilot, lambda: app._notifications)
         (message,) = [n.message for n in app._notifications]
@@ -423,7 +426,7 @@ async def test_edit_where_the_terminal_cannot_be_handed_over_says_so(tmp_path: P
 async def test_s_in_the_detail_view_stops_the_run_it_shows(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
         await pilot.press("s")  # nothing runs: nothing to confirm
         assert not isinstance(app.screen, ConfirmScreen)
         run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
@@ -445,3 +448,96 @@ async def test_a_state_directory_it_cannot_use_exits_73_as_headless_does(tmp_pat
     async with app.run_test() as pilot:
         await pilot.pause()
     assert app.return_code == 73
+
+
+class _Gate:
+    """Holds whatever waits at it, on its own loop, until `set` (from any thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open = False
+        self._waiting: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = []
+
+    async def wait(self) -> None:
+        event = asyncio.Event()
+        with self._lock:
+            if self._open:
+                return
+            self._waiting.append((asyncio.get_running_loop(), event))
+        await event.wait()
+
+    def set(self) -> None:
+        with self._lock:
+            self._open, waiting = True, self._waiting
+        for loop, event in waiting:
+            if not loop.is_closed():  # closed: what waited there was undone with it
+                loop.call_soon_threadsafe(event.set)
+
+
+@pytest.fixture
+def held_start(monkeypatch: pytest.MonkeyPatch) -> _Gate:
+    """A gate the scheduler's start waits at (when it opens its history) until set."""
+    gate = _Gate()
+    opening = Runtime._open_history
+
+    async def held(runtime: Runtime) -> None:
+        await gate.wait()
+        await opening(runtime)
+
+    monkeypatch.setattr(Runtime, "_open_history", held)
+    return gate
+
+
+async def test_the_files_jobs_show_while_the_scheduler_starts(
+    tmp_path: Path, held_start: _Gate
+) -> None:
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)  # the first frame, before the start
+        assert not app.started
+        states = {job: str(table.get_cell(job, "state")) for job in ("hello", "tick")}
+        assert states == {"hello": "manual", "tick": "starting"}
+        assert str(table.get_cell("tick", "next_run")) == "-"
+        assert "  starting  " in str(app.query_one("#status").render())
+        held_start.set()
+        await until(pilot, lambda: app.ready)
+        assert str(table.get_cell("tick", "state")) == "active"  # its slots known now
+        assert str(table.get_cell("tick", "next_run")) != "-"
+        assert "  running  " in str(app.query_one("#status").render())
+
+
+async def test_stopping_while_the_scheduler_starts_leaves_nothing_running(
+    tmp_path: Path, held_start: _Gate
+) -> None:
+    path = write_config(tmp_path, JOBS)
+    app, runtime = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("q")  # asks, as once started
+        await until(pilot, lambda: isinstance(app.screen, LeaveScreen))
+        await pilot.press("s")  # nothing runs yet: stopped at once
+        await until(pilot, lambda: not app.is_running)
+    held_start.set()  # too late: the start was undone
+    assert runtime.state is not SchedulerState.RUNNING
+    again = Runtime(load_config(path), kill_grace=0.5)  # the state directory is free
+    await again.start()
+    await again.stop(grace=1)
+
+
+async def test_detaching_while_the_scheduler_starts_leaves_it_starting(
+    tmp_path: Path, held_start: _Gate
+) -> None:
+    app, runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)
+        await pilot.press("q", "d")
+        await until(pilot, lambda: not app.is_running)
+    assert app.detached == "detached by the operator"
+    held_start.set()
+    scheduler = hosted(app)
+    await scheduler.start()  # the same start, which went on without its console
+    assert runtime.state is SchedulerState.RUNNING
+    await scheduler.stop(grace=1)

@@ -65,7 +65,7 @@ async def test_a_job_that_starts_running_moves_to_its_place_and_the_cursor_follo
 ) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await _sort_by(pilot, app, "state")
         assert _shown(app) == ["alpha", "charlie", "delta", "blocker"]  # active, then manual
         _select(app, "blocker")
@@ -87,7 +87,7 @@ def _by_next_run(app: TuischedApp) -> list[str]:
 async def test_pausing_moves_a_job_in_the_next_run_order(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await _sort_by(pilot, app, "next run")
         # slots at :10, :20 and :40 past each hour (which is first depends on the clock)
         first = _shown(app)[0]
@@ -107,7 +107,7 @@ async def test_a_reload_adds_and_deletes_jobs_in_their_sorted_places(tmp_path: P
     app, _runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 4)
+        await until(pilot, lambda: app.ready and table.row_count == 4)
         await _sort_by(pilot, app, "name")
         _select(app, "charlie")
         lines = [line for line in path.read_text().splitlines() if "delta:" not in line]
@@ -128,7 +128,7 @@ async def test_every_order_keeps_the_cursor_on_its_job(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 4)
+        await until(pilot, lambda: app.ready and table.row_count == 4)
         _select(app, "charlie")
         orders = []
         for _ in range(5):  # every order, and back to the file's
@@ -144,7 +144,7 @@ async def test_the_cursor_stays_in_view_on_a_long_list(tmp_path: Path) -> None:
     app, _runtime = make_app(_many(tmp_path, 500))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 500)
+        await until(pilot, lambda: app.ready and table.row_count == 500)
         await pilot.press("ctrl+end")
         assert table.selected_job() == "j00499"
         assert table.visible_jobs()[-1] == "j00499"
@@ -162,7 +162,7 @@ async def test_filtering_over_the_index_shows_what_a_filter_of_every_row_did(
     app, _runtime = make_app(_many(tmp_path, 300))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 300)
+        await until(pilot, lambda: app.ready and table.row_count == 300)
         await on_lane(app, lambda rt: rt.actions.pause_group("g3"))
         await until(pilot, lambda: str(table.get_cell("j00003", "state")) == "paused")
         await pilot.press("o")  # by name
@@ -179,14 +179,14 @@ async def test_filtering_over_the_index_shows_what_a_filter_of_every_row_did(
             )
             await until(pilot, lambda expected=expected: _shown(app) == expected)
             await pilot.press("enter", "escape")
-            await until(pilot, lambda: table.row_count == 300)
+            await until(pilot, lambda: app.ready and table.row_count == 300)
 
 
 async def test_the_first_frame_formats_only_the_rows_in_view(tmp_path: Path) -> None:
     app, _runtime = make_app(_many(tmp_path, 3000))
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 3000)
+        await until(pilot, lambda: app.ready and table.row_count == 3000)
         await pilot.pause()
         assert "j00000" in screen_text(app)  # drawn
         assert 0 < table.formatted_rows <= table.size.height
@@ -223,7 +223,7 @@ async def test_the_palette_finds_a_job_among_thousands_and_follows_a_reload(
     path = _many(tmp_path, 3000)
     app, runtime = make_app(path)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 3000)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3000)
         hits = await _search(pilot, app, "j02345")
         assert hits[0].startswith("show j02345") or hits[0].startswith("run j02345")
         assert {hit.split("\n")[0] for hit in hits} >= {"show j02345", "run j02345", "pause j02345"}

@@ -53,7 +53,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 async def _started(pilot: object, app: TuischedApp, rows: int = len(NAMES)) -> JobsTable:
-    await until(pilot, lambda: app.query_one(JobsTable).row_count == rows)  # type: ignore[arg-type]
+    await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == rows)  # type: ignore[arg-type]
     return app.query_one(JobsTable)
 
 

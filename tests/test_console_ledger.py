@@ -44,7 +44,7 @@ def entry(app: TuischedApp, job: str) -> MissedSlots:
 
 async def open_ledger(pilot: Pilot[int]) -> LedgerScreen:
     app = app_of(pilot)
-    await until(pilot, lambda: app.started and "m to decide" in banner_text(app))
+    await until(pilot, lambda: app.ready and "m to decide" in banner_text(app))
     await pilot.press("m")
     await until(pilot, lambda: isinstance(app.screen, LedgerScreen) and app.screen.entries)
     return ledger_of(app)
@@ -68,7 +68,7 @@ async def test_the_banner_names_the_key_when_missed_slots_wait(tmp_path: Path) -
 async def test_no_banner_when_nothing_was_missed(tmp_path: Path) -> None:
     app, _ = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.started)
+        await until(pilot, lambda: app.ready)
         await pilot.press("m")
         await until(pilot, lambda: isinstance(app.screen, LedgerScreen))
         await until(pilot, lambda: "no job missed" in note_of(app))

@@ -299,7 +299,7 @@ async def _until(pilot: Pilot[int], condition: Callable[[], object], what: str) 
 
 
 async def _ready(pilot: Pilot[int], app: TuischedApp) -> None:
-    await _until(pilot, lambda: app.query_one(JobsTable).row_count == 3, "the jobs")
+    await _until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3, "the jobs")
 
 
 def _viewer(app: TuischedApp) -> OutputScreen:

@@ -81,7 +81,7 @@ def app_of(pilot: Pilot[int]) -> TuischedApp:
 
 async def _started(pilot: Pilot[int]) -> TuischedApp:
     app = app_of(pilot)
-    await _until(pilot, lambda: app.started, "the runtime started")
+    await _until(pilot, lambda: app.ready, "the console shows the running scheduler")
     return app
 
 

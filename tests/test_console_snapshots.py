@@ -44,7 +44,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def test_main_screen(config: Path) -> None:
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
         assert_snapshot("main_80x24", screen_text(app))
 
@@ -52,7 +52,7 @@ async def test_main_screen(config: Path) -> None:
 async def test_confirmation_dialog(config: Path) -> None:
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.press("d")
         await pilot.pause()
         assert_snapshot("confirm_delete_80x24", screen_text(app))
@@ -61,7 +61,7 @@ async def test_confirmation_dialog(config: Path) -> None:
 async def test_help_screen(config: Path) -> None:
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.press("question_mark")
         await pilot.pause()
         assert_snapshot("help_80x24", screen_text(app))
@@ -72,14 +72,13 @@ async def test_running_and_audit_panes_give_their_rows_to_the_jobs_when_empty(
 ) -> None:
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
         assert app.query_one("#running").size.height == 1  # its header line
         assert app.query_one("#audit").size.height == 1
         assert app.query_one(JobsTable).size.height >= 12  # 9 when those panes kept theirs
-        (
-            await on_lane(app, lambda rt: rt.actions.run_now("backup"))
-        )  # fails at once: a line in the audit log
+        # fails at once: a line in the audit log
+        await on_lane(app, lambda rt: rt.actions.run_now("backup"))
         await until(pilot, lambda: app.query_one("#audit").size.height == 3)
 
 
@@ -140,7 +139,7 @@ async def test_main_screen_in_16_colours(config: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(textual.constants, "COLOR_SYSTEM", "standard")  # TEXTUAL_COLOR_SYSTEM
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
         assert app.console.color_system == "standard"
         text = screen_text(app)
@@ -155,7 +154,7 @@ async def test_main_screen_with_no_color(config: Path, monkeypatch: pytest.Monke
     monkeypatch.setenv("NO_COLOR", "1")
     app, _runtime = make_app(config)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.query_one(JobsTable).row_count == 4)
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 4)
         await pilot.pause()
         assert app.no_color
         text = screen_text(app)

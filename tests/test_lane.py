@@ -37,6 +37,10 @@ hello: {command: [/bin/true], schedule: manual}
 """
 
 
+def _watchdogs() -> set[threading.Thread]:
+    return {thread for thread in threading.enumerate() if thread.name == "tuisched-watchdog"}
+
+
 def _hold_the_loop_until(condition: Callable[[], bool], within: float = 30) -> None:
     """Block the caller's event loop, as a long render would, until `condition` holds."""
     deadline = time.monotonic() + within
@@ -132,10 +136,31 @@ async def test_a_start_that_fails_closes_what_it_had_opened(tmp_path: Path) -> N
     history = tmp_path / "state" / "history.db"
     history.mkdir(parents=True)  # the history cannot be opened
     runtime = Runtime(load_config(path), kill_grace=0.5)
+    before = _watchdogs()
     with pytest.raises(TuischedError, match=r"history\.db"):
         await runtime.start()
-    assert "tuisched-watchdog" not in {thread.name for thread in threading.enumerate()}
+    ends = asyncio.get_running_loop().time() + 10
+    while not _watchdogs() <= before:  # its own watchdog ends (at its next wake-up)
+        assert asyncio.get_running_loop().time() < ends, "the watchdog of a failed start runs on"
+        await asyncio.sleep(0.05)  # another thread's end: nothing to await here
     history.rmdir()
     again = Runtime(load_config(path), kill_grace=0.5)  # the lock was released
     await again.start()
     await again.stop(grace=1)
+
+
+async def test_two_stops_at_once_end_the_lane_once() -> None:
+    lane = LoopThread()
+    lane.start()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    pending = asyncio.ensure_future(lane.run(forever()))
+    await _set(started)
+    await asyncio.gather(lane.stop(), lane.stop())  # a cancelled start and a console closing
+    assert lane.loop is None
+    with pytest.raises(SchedulerNotRunningError):
+        await pending

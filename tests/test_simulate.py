@@ -277,7 +277,7 @@ async def test_an_attached_client_gets_the_same_simulation(tmp_path: Path) -> No
 async def test_s_shows_the_next_day_and_moves_a_day_at_a_time(tmp_path: Path) -> None:
     app, _ = make_app(write_config(tmp_path, JOBS, settings="timezone: Europe/Berlin"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.started and bool(app.state.jobs))
+        await until(pilot, lambda: app.ready and bool(app.state.jobs))
         await pilot.press("S")
         await until(pilot, lambda: isinstance(app.screen, SimulateScreen))
         screen = app.screen
@@ -301,7 +301,7 @@ async def test_s_shows_the_next_day_and_moves_a_day_at_a_time(tmp_path: Path) ->
 async def test_the_filter_narrows_the_jobs_and_dst_rows_stand_out(tmp_path: Path) -> None:
     app, _ = make_app(write_config(tmp_path, JOBS, settings="timezone: Europe/Berlin"))
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.started and bool(app.state.jobs))
+        await until(pilot, lambda: app.ready and bool(app.state.jobs))
         await pilot.press("slash", *"export", "enter")
         await pilot.press("S")
         await until(pilot, lambda: isinstance(app.screen, SimulateScreen))

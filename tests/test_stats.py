@@ -308,7 +308,7 @@ def test_stats_with_no_history_yet(tmp_path: Path) -> None:
 async def test_the_history_tab_shows_the_jobs_stats(tmp_path: Path) -> None:
     app, _ = make_app(_seed(tmp_path, sample()))
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(pilot, lambda: app.started)
+        await until(pilot, lambda: app.ready)
         table = app.query_one(JobsTable)
         table.focus()
         table.move_cursor(row=table.get_row_index("backup"))

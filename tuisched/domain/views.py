@@ -47,6 +47,8 @@ class JobState(enum.StrEnum):
     """Runs only by hand (`schedule: manual`)."""
     FINISHED = "finished"
     """Its schedule has no slot left (`at` past, or `stop` reached)."""
+    STARTING = "starting"
+    """The scheduler is starting: its next slot and pauses are not known yet."""
     ACTIVE = "active"
 
 

@@ -41,6 +41,7 @@ class LoopThread:
         """What to call once the loop has closed (from the lane's thread)."""
         self._handed: set[concurrent.futures.Future[Any]] = set()
         """Work handed over and not answered yet: failed if the loop closes first."""
+        self._stopping = False
         self._lock = threading.Lock()
 
     @property
@@ -138,7 +139,9 @@ class LoopThread:
             if loop.is_closed():
                 return
             self._ended.append(tell)
-            loop.call_soon_threadsafe(loop.stop)
+            if not self._stopping:  # once: a second stop waits for the first
+                self._stopping = True
+                loop.call_soon_threadsafe(loop.stop)
         await closed
         thread.join()  # it returns once `tell` has run: at once
 

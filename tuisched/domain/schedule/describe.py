@@ -23,16 +23,25 @@ def trigger_words(job: Job) -> str:
 
 
 def job_state(
-    job: Job, *, paused: bool, next_fire: datetime | None, running: int = 0, waiting: int = 0
+    job: Job,
+    *,
+    paused: bool,
+    next_fire: datetime | None,
+    running: int = 0,
+    waiting: int = 0,
+    starting: bool = False,
 ) -> JobState:
     """A job's state in one word, the most urgent first.
 
     `next_fire` is when the job fires next as far as the caller knows (the
     engine's next fire time, or the schedule's next slot after now): a job with
-    a schedule but no next fire has no slot left.
+    a schedule but no next fire has no slot left, unless the scheduler is
+    `starting` and does not know its slots and pauses yet.
     """
     if not job.enabled:
         return JobState.DISABLED
+    if starting:
+        return JobState.MANUAL if isinstance(job.schedule, ManualSchedule) else JobState.STARTING
     if paused:
         return JobState.PAUSED
     if running:
@@ -66,9 +75,11 @@ def job_status(
     running: int = 0,
     waiting: int = 0,
     facts: JobFacts | None = None,
+    starting: bool = False,
 ) -> JobStatus:
     """What a front end shows of `job`, given what the scheduler knows of it now; with
-    `facts`, also why it is not running (`JobStatus.why`)."""
+    `facts`, also why it is not running (`JobStatus.why`); `starting`: the scheduler is
+    starting, and knows only the job's definition and last run yet."""
     held = holding_pauses(job, pauses) if pauses else ()
     schedule = job.schedule
     return JobStatus(
@@ -79,7 +90,12 @@ def job_status(
         description=job.description,
         timezone=job.timezone.key,
         state=job_state(
-            job, paused=bool(held), next_fire=next_fire, running=running, waiting=waiting
+            job,
+            paused=bool(held),
+            next_fire=next_fire,
+            running=running,
+            waiting=waiting,
+            starting=starting,
         ),
         enabled=job.enabled,
         scheduled=schedule is not None and not isinstance(schedule, ManualSchedule),

@@ -11,6 +11,7 @@ detaches, or loses its terminal, leaves its scheduler running headless (see
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -90,7 +91,9 @@ class TuischedApp(App[int]):
         self.state = ConsoleState()
         self.operator = Operator(self, self)
         self.started = False
-        """True once the scheduler runs and the panes show it."""
+        """True once the scheduler runs (the panes may still be reading it)."""
+        self.ready = False
+        """True once the panes show the running scheduler (not its file's preview)."""
         self.detached: str | None = None
         """Why the console left a scheduler running (a hosting console then goes headless)."""
         self._notice = notice
@@ -115,26 +118,44 @@ class TuischedApp(App[int]):
         """Whether this console runs the scheduler it shows (not attached to another's)."""
         return self.scheduler is not None
 
-    async def on_mount(self) -> None:
-        if self.scheduler is not None:
-            try:
-                await self.scheduler.start()
-            except TuischedError as error:  # the same exit code as headless
-                code = start_failure_code(error)
-                self.exit(code, return_code=code, message=str(error))
-                return
+    def on_mount(self) -> None:
+        self.run_worker(self._open(), group="open", exclusive=True)
+
+    async def _open(self) -> None:
+        """Start the hosted scheduler (the panes showing its file's jobs meanwhile), then
+        show the scheduler and follow it."""
+        if self.scheduler is not None and not await self._start_hosted(self.scheduler):
+            return
         self.started = True
         try:
             await self.main.start()
         except (SchedulerNotRunningError, ControlError) as error:
             self.scheduler_lost(error)
             return
+        self.ready = True
         # What is loaded now (the configuration, the scheduler's jobs, the panes' index)
         # lives as long as the console: kept out of the collector's rounds, a full round
         # no longer rescans it (0.4 s with 100,000 jobs, a stall under a key stroke).
         gc.freeze()
         if self._notice:
             self.notify(self._notice, markup=False, timeout=8)
+
+    async def _start_hosted(self, scheduler: LocalScheduler) -> bool:
+        """Start `scheduler` on its lane; meanwhile the panes show the jobs of its file, so
+        the first frame does not wait for the engine to load every job. False (and the
+        console exits with headless mode's code) when it cannot start.
+
+        The start goes on if the console closes meanwhile: detached, the scheduler runs
+        on once started; otherwise closing the console stops it (`on_unmount`)."""
+        starting = asyncio.ensure_future(scheduler.start())
+        try:
+            await self.main.preview()
+            await starting
+        except TuischedError as error:  # the same exit code as headless
+            code = start_failure_code(error)
+            self.exit(code, return_code=code, message=str(error))
+            return False
+        return True
 
     def scheduler_lost(self, error: TuischedError) -> None:
         """The scheduler stopped (asked elsewhere) or cannot be reached: leave, saying so."""
@@ -226,7 +247,7 @@ class TuischedApp(App[int]):
         await self.action_quit_console()
 
     async def action_quit_console(self) -> None:
-        if not self.started or (self.read_only and not self.hosting):
+        if (not self.started and not self.hosting) or (self.read_only and not self.hosting):
             self.exit(0)  # a viewer leaves; the scheduler never notices
             return
         if self._stopping:

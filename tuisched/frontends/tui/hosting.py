@@ -30,16 +30,15 @@ import threading
 import traceback
 from pathlib import Path
 
-from tuisched.domain.errors import ConfigError, ControlError, SchedulerNotRunningError
+from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.frontends.eventlog import EventLog, log_to_file
-from tuisched.frontends.serving import Serving
+from tuisched.frontends.serving import Serving, start_failure_code
 from tuisched.frontends.tui.app import TuischedApp
 from tuisched.runtime.control import (
     LocalScheduler,
     RemoteControl,
     control_socket,
     describe_client,
-    read_config,
     scheduler_answers,
     who,
 )
@@ -49,7 +48,6 @@ log = logging.getLogger(__name__)
 EX_USAGE = 2
 EX_UNAVAILABLE = 69
 EX_SOFTWARE = 70
-EX_CONFIG = 78
 LOG_NAME = "tuisched.log"
 HUNG_UP = "the terminal was lost"
 DETACHED = b"detached\n"
@@ -70,10 +68,12 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
             file=sys.stderr,
         )
         return EX_UNAVAILABLE
-    read_config(config_path)  # a file that does not validate is reported here, at once
+    # Read once, here: a file that does not validate is reported at once, and the child
+    # inherits what was read (100,000 jobs take seconds to read).
+    scheduler = LocalScheduler.from_file(config_path)
     if not _has_terminal():
         return EX_USAGE
-    return _host_in_child(config_path)
+    return _host_in_child(scheduler)
 
 
 def run_attach(config_path: Path, *, read_only: bool, notice: str | None = None) -> int:
@@ -121,8 +121,9 @@ def _has_terminal() -> bool:
 # --- hosting -------------------------------------------------------------------------
 
 
-def _host_in_child(config_path: Path) -> int:
-    """Host the scheduler in a child; wait until it ends or its console goes away."""
+def _host_in_child(scheduler: LocalScheduler) -> int:
+    """Host `scheduler` (not started) in a child; wait until it ends or its console goes
+    away."""
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # nothing buffered may be written twice
     read_end, write_end = os.pipe()
@@ -131,7 +132,7 @@ def _host_in_child(config_path: Path) -> int:
         os.close(read_end)
         code = EX_SOFTWARE
         try:
-            code = asyncio.run(_host(config_path, write_end))
+            code = asyncio.run(_host(scheduler, write_end))
         except BaseException:
             traceback.print_exc()
         finally:
@@ -163,17 +164,11 @@ def _tell(child: int, signal_number: int) -> None:
         os.kill(child, signal_number)
 
 
-async def _host(config_path: Path, detached_to: int) -> int:
-    """The child: the console and its scheduler on one loop; headless once it detaches."""
+async def _host(scheduler: LocalScheduler, detached_to: int) -> int:
+    """The child: the console on this loop, its scheduler on its lane; headless once the
+    console detaches."""
     loop = asyncio.get_running_loop()
     notify: int | None = detached_to
-    try:
-        scheduler = LocalScheduler.from_file(config_path)
-    except ConfigError as error:  # changed on disk since it was checked, a moment ago
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        os.close(detached_to)
-        return EX_CONFIG
     stop_logging = log_to_file(scheduler.state_dir / LOG_NAME, scheduler.timezone)
     control = scheduler.control(who("console"))
     control.subscribe(EventLog(scheduler.timezone).write)
@@ -200,6 +195,11 @@ async def _host(config_path: Path, detached_to: int) -> int:
         os.write(detached_to, DETACHED)
         os.close(detached_to)
         notify = None  # closed: its number may be another file's from now on
+        try:
+            await scheduler.start()  # it may still be starting: the same start, awaited
+        except TuischedError as error:
+            log.error("not started: %s", error)  # noqa: TRY400  (a report: no traceback)
+            return start_failure_code(error)
         return await serving.until_stopped()
     finally:
         if notify is not None:

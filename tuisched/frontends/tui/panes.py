@@ -78,6 +78,27 @@ class LivePanes:
         """The one place events are heard: queue them for `refresh`."""
         self._pending.append(event)
 
+    async def preview(self) -> None:
+        """While the scheduler starts: the jobs of its file and their last runs, their next
+        runs not known yet. Nothing if it has started meanwhile (`load` follows), or failed
+        to (the console says why)."""
+        state = self._state
+        try:
+            state.status = await self._control.status()
+            if state.status.state is not SchedulerState.STARTING:
+                return
+            with collector_paused():
+                state.take_jobs(await self._control.jobs(), complete=True)
+            state.groups = await self._control.groups()
+        except TuischedError:
+            return
+        if not self._shown:
+            return
+        self._screen.query_one(JobsTable).set_row_maker(self._make_row)
+        with collector_paused():
+            self.show_jobs()
+        self._show_status()
+
     async def load(self) -> None:
         """Read everything once (after the scheduler started), then follow its events."""
         self._subscription = self._control.subscribe(self.on_event)
@@ -253,7 +274,9 @@ class LivePanes:
         if status is None:
             return
         tz = self._state.timezone
-        word = "running" if status.state is SchedulerState.RUNNING else "stopping"
+        word = {SchedulerState.RUNNING: "running", SchedulerState.STARTING: "starting"}.get(
+            status.state, "stopping"
+        )
         if status.all_paused:
             word = "PAUSED"
         facts = (

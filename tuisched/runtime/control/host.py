@@ -39,6 +39,7 @@ class LocalScheduler:
         self._server: ControlServer | None = None
         self.lane = LoopThread()
         """The thread and event loop the runtime runs on, once started."""
+        self._starting: asyncio.Future[None] | None = None
 
     @classmethod
     def from_file(cls, path: Path, *, kill_grace: float = 5.0) -> LocalScheduler:
@@ -115,7 +116,18 @@ class LocalScheduler:
     async def start(self) -> None:
         """Start the lane, then everything on it (AlreadyRunningError when the state
         directory is taken), and serve the control seam on the state directory's socket
-        (a scheduler only). A start that fails ends the lane again."""
+        (a scheduler only). A start that fails ends the lane again.
+
+        There is one start: called again, or by another caller, it waits for the same
+        one. Cancelling a caller does not cancel the start (a console that detaches
+        while its scheduler starts leaves it starting); `stop` undoes an unfinished one.
+        """
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._start_on_lane())
+            self._starting.add_done_callback(_seen)
+        await asyncio.shield(self._starting)
+
+    async def _start_on_lane(self) -> None:
         self.lane.start()
         try:
             await self.lane.run(self._start())
@@ -143,7 +155,12 @@ class LocalScheduler:
         """Drain and stop (idempotent): no new runs; running ones get `grace` seconds;
         then end the lane.
 
-        The control socket answers during the drain, and closes after it."""
+        The control socket answers during the drain, and closes after it. A start
+        still under way is undone, not finished first."""
+        starting = self._starting
+        if starting is not None and not starting.done():
+            starting.cancel()
+            await asyncio.wait({starting})  # undone on its lane, which it then ends
         with contextlib.suppress(SchedulerNotRunningError):  # the lane has ended already
             await self.lane.run(self._stop(grace=grace, reason=reason))
         await self.lane.stop()
@@ -161,3 +178,10 @@ class LocalScheduler:
     def control(self, actor: str) -> LocalControl:
         """The control seam over this scheduler, recording commands as `actor`."""
         return LocalControl(self._runtime, actor=actor, lane=self.lane)
+
+
+def _seen(start: asyncio.Future[None]) -> None:
+    """A start nobody awaits any more (its console closed) fails quietly: whoever stops
+    the scheduler, or awaits `start` again, hears of it."""
+    if not start.cancelled():
+        start.exception()

@@ -37,7 +37,7 @@ from tuisched.domain.errors import (
     UnknownRunError,
 )
 from tuisched.domain.events import Event
-from tuisched.domain.model import Config
+from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.describe import job_status, pause_views
 from tuisched.domain.schedule.simulate import simulate
@@ -97,6 +97,8 @@ from tuisched.runtime.threads import Lane, in_thread
 
 _LIVE = frozenset({SchedulerState.RUNNING, SchedulerState.STOPPING})
 """States in which the engine exists and answers."""
+JOBS_PER_TURN = 1_000
+"""Job statuses built per turn of the lane's loop: listing 100,000 never stalls it."""
 
 log = logging.getLogger(__name__)
 
@@ -167,27 +169,53 @@ class LocalQueries:
         )
 
     async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
-        engine, config = self._engine(), self._runtime.config
-        running = Counter(run.job for run in engine.running())
-        waiting = Counter(run.job for run in engine.waiting())
-        latest, pauses = self._runtime.latest, engine.pauses
+        """Built JOBS_PER_TURN at a time, the lane's loop free in between. While the
+        scheduler starts, from the configuration and the last runs alone (`starting`)."""
+        runtime, config = self._runtime, self._runtime.config
         selected = (
-            config.jobs.values()
+            list(config.jobs.values())
             if names is None
             else [config.jobs[name] for name in names if name in config.jobs]
         )
+        statuses: list[JobStatus] = []
+        for first in range(0, len(selected), JOBS_PER_TURN):
+            if first:
+                await asyncio.sleep(0)  # runs due meanwhile start now, not after the last job
+            chunk = selected[first : first + JOBS_PER_TURN]
+            if runtime.state is SchedulerState.STARTING:
+                statuses += self._starting(chunk)
+            else:
+                statuses += self._statuses(self._engine(), chunk)
+        return tuple(statuses)
+
+    def _statuses(self, engine: Engine, jobs: list[Job]) -> list[JobStatus]:
+        running = Counter(run.job for run in engine.running())
+        waiting = Counter(run.job for run in engine.waiting())
+        latest, pauses = self._runtime.latest, engine.pauses
         standing = JobStanding(engine, self._runtime.now())
-        return tuple(
+        return [
             job_status(
                 job, pauses=pauses, next_fire=engine.next_fire(job.name),
                 last=latest.last_run(job.name), running=running[job.name],
                 waiting=waiting[job.name], facts=standing.facts(job),
             )
-            for job in selected
-        )  # fmt: skip
+            for job in jobs
+        ]  # fmt: skip
+
+    def _starting(self, jobs: list[Job]) -> list[JobStatus]:
+        latest = self._runtime.latest
+        return [
+            job_status(
+                job, pauses=(), next_fire=None, last=latest.last_run(job.name), starting=True
+            )
+            for job in jobs
+        ]
 
     async def groups(self) -> tuple[GroupStatus, ...]:
-        pauses = self._engine().pauses
+        """While the scheduler starts, as if none were paused (its pauses are not read
+        yet)."""
+        starting = self._runtime.state is SchedulerState.STARTING
+        pauses = () if starting else self._engine().pauses
         return tuple(
             GroupStatus(name=name, jobs=group.jobs, paused=("group", name) in pauses)
             for name, group in self._runtime.config.groups.items()

@@ -136,9 +136,15 @@ class MainScreen(Screen[None]):
         yield FilterBox(id="filter")
         yield Footer(compact=True)  # the legend of keys fits 80 columns
 
+    async def preview(self) -> None:
+        """While the hosted scheduler starts: its file's jobs, before their next runs are
+        known."""
+        await self.panes.preview()
+
     async def start(self) -> None:
         """Read the scheduler once, then keep the panes in step with it."""
         await self.panes.load()
+        self.query_one(WhyStrip).follow()  # the preview's rows were the same: say it now
         self.run_worker(self._tell_missed(), group="ledger")
         self.set_interval(REFRESH_SECONDS, self.panes.refresh)
         self.set_interval(1.0, self.panes.tick)
