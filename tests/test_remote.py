@@ -27,7 +27,7 @@ from tuisched.domain.events import Event, RunFinished
 from tuisched.domain.views import Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, RemoteControl, control_socket, socket_path
-from tuisched.runtime.control.remote import _raise
+from tuisched.runtime.control.protocol import raise_error
 from tuisched.runtime.runtime import Runtime
 
 from .runtime_fixtures import write_config
@@ -199,5 +199,5 @@ def test_an_error_whose_class_builds_its_message_reaches_the_client_as_the_sched
     for cls, message in ((UnknownRunError, "no run with id 0a1b2c3d4e5f in the history"),
                          (UnknownJobError, "no job named 'nightly'")):  # fmt: skip
         with pytest.raises(cls) as raised:
-            _raise({"error": cls.__name__, "message": message}, 404)
+            raise_error({"error": cls.__name__, "message": message}, 404)
         assert str(raised.value) == message
