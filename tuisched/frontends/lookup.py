@@ -10,12 +10,12 @@ neither is, the error says both places.
 
 from __future__ import annotations
 
+import argparse
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from platformdirs import user_config_dir
-
-from tuisched.domain.errors import ConfigError, Problem
 
 CONFIG_NAME = "tuisched.yaml"
 ENV_VAR = "TUISCHED_CONFIG"
@@ -24,6 +24,12 @@ ENV_VAR = "TUISCHED_CONFIG"
 def user_config_file() -> Path:
     """`tuisched.yaml` in the user's configuration folder (which may not exist)."""
     return Path(user_config_dir("tuisched")) / CONFIG_NAME
+
+
+def config_path(args: argparse.Namespace) -> Path:
+    """The configuration file the command names: `-c`, then the places `find_config` looks
+    in (ConfigError says where it looked)."""
+    return find_config(getattr(args, "config", None), os.environ, Path.cwd())
 
 
 def find_config(given: str | None, environ: Mapping[str, str], cwd: Path) -> Path:
@@ -39,6 +45,8 @@ def find_config(given: str | None, environ: Mapping[str, str], cwd: Path) -> Pat
     for place in places:
         if place.exists():
             return place
+    from tuisched.domain.errors import ConfigError, Problem  # noqa: PLC0415  (only to fail)
+
     looked = " and ".join(str(place) for place in places)
     raise ConfigError(
         [
