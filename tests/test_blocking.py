@@ -8,6 +8,7 @@ import asyncio
 import http.server
 import importlib
 import inspect
+import json
 import os
 import socket
 import socketserver
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 import tuisched.runtime.control
 import tuisched.runtime.control.blocking
@@ -39,6 +41,7 @@ from tuisched.runtime.control import (
     read_config,
     socket_path,
 )
+from tuisched.runtime.control.exchange import AnswerError, exchange, parse, request
 from tuisched.runtime.control.seam import SchedulerControl
 from tuisched.runtime.control.server import METHODS
 from tuisched.runtime.runtime import Runtime
@@ -245,3 +248,80 @@ print(parts())
     for name in package.__all__:
         home = importlib.import_module(package._HOMES[name])
         assert getattr(package, name) is getattr(home, name), name
+
+
+# --- the HTTP exchange ------------------------------------------------------------------------
+
+
+def _ask(path: Path, target: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(path))
+        return exchange(sock, request("POST", target, headers or {}, b"{}"))
+
+
+async def test_the_exchange_reads_what_aiohttp_writes(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def sized(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("X-Tuisched-Client", ""))
+        return web.json_response({"sized": "é" * 100_000}, status=409)
+
+    async def chunked(_request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        response.enable_chunked_encoding()
+        await response.prepare(_request)
+        for part in (b'{"parts": ', b"[1, 2, ", b"3]}"):
+            await response.write(part)
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/sized", sized)
+    app.router.add_post("/chunked", chunked)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    sock = tmp_path / "http.sock"
+    await web.UnixSite(runner, str(sock)).start()
+    try:
+        status, body = await asyncio.to_thread(
+            _ask, sock, "/sized", {"X-Tuisched-Client": "a\r\nb"}
+        )
+        assert (status, json.loads(body)) == (409, {"sized": "é" * 100_000})  # several reads
+        assert seen == ["a??b"]  # no header smuggled in
+        status, body = await asyncio.to_thread(_ask, sock, "/chunked")
+        assert (status, json.loads(body)) == (200, {"parts": [1, 2, 3]})
+        status, _ = await asyncio.to_thread(_ask, sock, "/nowhere")
+        assert status == 404
+    finally:
+        await runner.cleanup()
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}extra", (200, b"{}")),
+        (b"HTTP/1.0 500 Oops\r\n\r\nall that came", (500, b"all that came")),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: Chunked\r\n\r\n2;x=y\r\n{}\r\n0\r\n\r\n",
+            (200, b"{}"),
+        ),
+    ],
+)
+def test_an_answer_s_body(answer: bytes, expected: tuple[int, bytes]) -> None:
+    assert parse(answer) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "cut short"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 2", "ended before its headers"),
+        (b"SSH-2.0-OpenSSH_9.6\r\n\r\n", "not an HTTP answer"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{}", "cut short or garbled"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "cut short or garbled"),
+    ],
+)
+def test_an_answer_that_cannot_be_read_says_why(answer: bytes, said: str) -> None:
+    with pytest.raises(AnswerError, match=said):
+        parse(answer)

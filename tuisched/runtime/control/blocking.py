@@ -9,9 +9,9 @@ through one of two ways:
 
 - `BlockingControl.connect(path)`: HTTP/1.1 and JSON over the scheduler's
   control socket (the protocol of `server.py`, answered as `RemoteControl`
-  reads it), with the standard library's `http.client`, a connection per
-  call. It loads neither aiohttp nor asyncio, nor the events: a verb answers
-  in a few tens of milliseconds, most of them the interpreter's start.
+  reads it), a connection per call (`exchange.py`). It loads neither aiohttp
+  nor asyncio, nor the events: a verb answers in a few tens of milliseconds
+  beyond the interpreter's start.
 - `BlockingControl.over(control)`: an async `SchedulerControl` (the
   `OfflineControl` over what a stopped scheduler left) driven on an event loop
   of its own, for the verbs that read those files when none runs.
@@ -24,19 +24,18 @@ same class, `SchedulerNotRunningError` when nobody listens on the socket,
 from __future__ import annotations
 
 import functools
-import http.client
 import inspect
 import json
 import socket
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Self, TypeVar, cast
 
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError
 from tuisched.domain.wire import decode, encode
+from tuisched.runtime.control.exchange import AnswerError, exchange, request
 from tuisched.runtime.control.protocol import (
     CLIENT_HEADER,
     PROTOCOL,
@@ -160,37 +159,10 @@ class BlockingControl:
 # --- over the control socket ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """What a call of a seam method sends and gets back."""
-
-    signature: inspect.Signature
-    result: Any
-    """The type the answer decodes into."""
-
-
 @functools.cache
-def _shape(method: SeamMethod) -> _Shape:
-    return _Shape(inspect.signature(method), typing.get_type_hints(method)["return"])
-
-
-class _UnixConnection(http.client.HTTPConnection):
-    """HTTP/1.1 to the Unix socket at `path` (`tuisched` is the Host header's name only)."""
-
-    def __init__(self, path: Path, *, timeout: float) -> None:
-        super().__init__("tuisched", timeout=timeout)
-        self.path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            with reachable(self.path) as name:
-                sock.connect(name)
-        except BaseException:
-            sock.close()
-            raise
-        self.sock = sock
+def _shape(method: SeamMethod) -> tuple[inspect.Signature, Any]:
+    """What a call of the seam's `method` takes, and the type its answer decodes into."""
+    return inspect.signature(method), typing.get_type_hints(method)["return"]
 
 
 class SocketCalls:
@@ -213,39 +185,41 @@ class SocketCalls:
         self.server = hello
 
     def call(self, method: SeamMethod, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        shape = _shape(method)
-        bound = shape.signature.bind(None, *args, **kwargs)  # None: the seam's `self`
+        signature, result_type = _shape(method)
+        bound = signature.bind(None, *args, **kwargs)  # None: the seam's `self`
         bound.apply_defaults()
         given = list(bound.arguments.items())[1:]
         body = {name: encode(value) for name, value in given}
         answer = self._request("POST", f"/v1/{method.__name__}", body)
         result = answer.get("result") if isinstance(answer, dict) else None
-        return decode(shape.result, result, where=method.__name__)
+        return decode(result_type, result, where=method.__name__)
 
     def close(self) -> None:
         """Nothing to let go of: every call closes its connection."""
 
-    def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
-        connection = _UnixConnection(self.path, timeout=CALL_TIMEOUT)
-        try:
-            self._connect(connection)
-            data = None if body is None else json.dumps(body).encode()
-            connection.request(method, path, body=data, headers=self._headers)
-            response = connection.getresponse()
-            status, raw = response.status, response.read()
-        except (OSError, http.client.HTTPException) as error:  # TimeoutError is an OSError
-            raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
-        finally:
-            connection.close()
+    def _request(self, method: str, target: str, body: dict[str, Any] | None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        sent = request(method, target, self._headers, data)
+        with self._connect() as sock:
+            try:
+                status, raw = exchange(sock, sent)
+            except (OSError, AnswerError) as error:  # TimeoutError is an OSError
+                message = f"the scheduler at {self.path} did not answer: {error}"
+                raise ControlError(message) from error
         return _answer(raw, status)
 
-    def _connect(self, connection: _UnixConnection) -> None:
-        """Connect, or say that no scheduler runs: no socket, nobody listening on it, or
-        (as `RemoteControl` says) one that cannot be reached."""
+    def _connect(self) -> socket.socket:
+        """A connection to the socket, or SchedulerNotRunningError: no socket, nobody
+        listening on it, or (as `RemoteControl` says) one that cannot be reached."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            connection.connect()
+            sock.settimeout(CALL_TIMEOUT)
+            with reachable(self.path) as name:
+                sock.connect(name)
         except OSError as error:
+            sock.close()
             raise SchedulerNotRunningError(not_running(self.path)) from error
+        return sock
 
 
 def _answer(raw: bytes, status: int) -> Any:
