@@ -30,7 +30,7 @@ from tuisched.domain.schedule.bounds import DEFAULT_LIMIT, MAX_LIMIT
 from tuisched.frontends.completion import add_completion
 from tuisched.frontends.crontabimport import add_import_crontab
 from tuisched.frontends.examples import describe_commands
-from tuisched.frontends.lookup import config_path, user_config_file
+from tuisched.frontends.lookup import add_config_option, config_path
 from tuisched.frontends.service import add_service
 from tuisched.frontends.starter import add_init
 from tuisched.frontends.verbs import add_verbs
@@ -38,7 +38,6 @@ from tuisched.frontends.verbs import add_verbs
 if TYPE_CHECKING:
     from tuisched.domain.runs import RunState, Trigger
 
-DEFAULT_CONFIG = "tuisched.yaml"
 STATS_SORTS = ("job", "runs", "failures", "rate", "p50", "p95", "duration")
 """`stats --sort` keys (the order functions are `stats.SORTS`)."""
 
@@ -54,14 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     config = argparse.ArgumentParser(add_help=False)
-    config.add_argument(
-        "-c",
-        "--config",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help=f"configuration file (default: $TUISCHED_CONFIG, then ./{DEFAULT_CONFIG}, then "
-        f"{user_config_file()})",
-    )
+    add_config_option(config)
     parser = argparse.ArgumentParser(
         prog="tuisched",
         description="A job scheduler you run, watch and steer from a terminal.",

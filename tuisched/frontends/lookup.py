@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-
-from platformdirs import user_config_dir
+from typing import Any
 
 CONFIG_NAME = "tuisched.yaml"
 ENV_VAR = "TUISCHED_CONFIG"
@@ -23,7 +22,41 @@ ENV_VAR = "TUISCHED_CONFIG"
 
 def user_config_file() -> Path:
     """`tuisched.yaml` in the user's configuration folder (which may not exist)."""
+    from platformdirs import user_config_dir  # noqa: PLC0415  (only when no file is named)
+
     return Path(user_config_dir("tuisched")) / CONFIG_NAME
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """Add `-c/--config PATH` to `parser`; its help names the places looked in."""
+    parser.add_argument(
+        "-c", "--config", metavar="PATH", default=argparse.SUPPRESS, action=_ConfigOption,
+        help=f"configuration file (default: ${ENV_VAR}, then ./{CONFIG_NAME}, then "
+        "%(user_file)s)",
+    )  # fmt: skip
+
+
+class _UserConfigFile:
+    """`user_config_file()` as text, found when the help is shown: a command that names its
+    file never loads platformdirs for it."""
+
+    def __str__(self) -> str:
+        return str(user_config_file())
+
+
+class _ConfigOption(argparse.Action):
+    """`-c PATH`, stored as given; argparse expands `%(user_file)s` in its help from the
+    action's own attributes, so the user's file is looked up only to print the help."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, **kwargs)
+        self.user_file = _UserConfigFile()
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None, option_string: str | None = None,
+    ) -> None:  # fmt: skip
+        setattr(namespace, self.dest, values)
 
 
 def config_path(args: argparse.Namespace) -> Path:

@@ -15,8 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TextIO
-from zoneinfo import ZoneInfo
+from typing import TYPE_CHECKING, TextIO
 
 from tuisched.domain.errors import (
     ScheduleError,
@@ -39,6 +38,9 @@ from tuisched.domain.wire import encode
 from tuisched.frontends.exits import EX_USAGE, unavailable
 from tuisched.frontends.lookup import config_path
 from tuisched.runtime.control import BlockingControl, control_socket, describe_client
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 FOLLOW_SECONDS = 0.5
 """How often `logs -f` asks for more output."""
@@ -252,7 +254,7 @@ def missed(control: BlockingControl, args: argparse.Namespace) -> int:
         print("no job missed a slot since the scheduler was last down or paused")
         return 0
     for entry in entries:
-        zone = ZoneInfo(entry.timezone)
+        zone = _zone(entry.timezone)
         first = entry.slots[0].astimezone(zone).isoformat() if entry.slots else "-"
         last = entry.slots[-1].astimezone(zone).isoformat() if entry.slots else "-"
         earlier = f" (first listed; {entry.earlier} earlier)" if entry.earlier else ""
@@ -262,8 +264,15 @@ def missed(control: BlockingControl, args: argparse.Namespace) -> int:
     return 0
 
 
+def _zone(name: str) -> ZoneInfo:
+    """The zone `name` (loaded by the verbs that print local times only)."""
+    from zoneinfo import ZoneInfo  # noqa: PLC0415
+
+    return ZoneInfo(name)
+
+
 def _missed_json(entry: MissedSlots) -> dict[str, object]:
-    zone = ZoneInfo(entry.timezone)
+    zone = _zone(entry.timezone)
     return {
         "job": entry.job, "count": entry.count, "earlier": entry.earlier,
         "slots": [slot.astimezone(zone).isoformat() for slot in entry.slots],
@@ -303,7 +312,7 @@ def _backfill_verb(control: BlockingControl, args: argparse.Namespace) -> int:
     found = control.jobs((args.job,))
     if not found:
         raise UnknownJobError(args.job)
-    zone = ZoneInfo(found[0].timezone)
+    zone = _zone(found[0].timezone)
     now = datetime.now(UTC).replace(microsecond=0)
     try:
         start, end = _moment(args.start, zone, now, "--from"), _moment(args.end, zone, now, "--to")
@@ -330,7 +339,7 @@ def _moment(text: str, zone: ZoneInfo, now: datetime, option: str) -> datetime:
 
 
 def _print_backfill(plan: BackfillPlan, out: TextIO) -> None:
-    zone = ZoneInfo(plan.timezone)
+    zone = _zone(plan.timezone)
     window = f"{plan.start.astimezone(zone).isoformat()} to {plan.end.astimezone(zone).isoformat()}"
     if plan.dry_run:
         out.write(f"backfill of {plan.job} from {window} (excluded) would run "
@@ -351,7 +360,7 @@ def _slots(count: int) -> str:
 
 
 def _backfill_json(plan: BackfillPlan) -> dict[str, object]:
-    zone = ZoneInfo(plan.timezone)
+    zone = _zone(plan.timezone)
     return {
         "job": plan.job, "dry_run": plan.dry_run,
         "from": plan.start.astimezone(zone).isoformat(),

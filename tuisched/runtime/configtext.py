@@ -119,9 +119,10 @@ def state_dir_of(path: Path) -> Path:
         found = _STATE_DIR_LINE.search(text)
         given = found.group(1) if found else None
         clustered = _CLUSTER_LINE.search(text) is not None
-    folder = user_state_dir()
     if isinstance(given, str) and given:
         folder = path.parent / Path(given).expanduser()
+    else:
+        folder = user_state_dir()
     name = node_name()
     if name and NODE_NAME.fullmatch(name) and clustered:
         folder = folder / "nodes" / name  # as `Settings` places a named node's state
