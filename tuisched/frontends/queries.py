@@ -10,7 +10,6 @@ runs; `history` and `nodes` read the history (the cluster's in cluster mode).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from tuisched.domain.errors import (
     UnknownJobError,
 )
 from tuisched.domain.model import Config, Job
+from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import localize, next_slots
@@ -182,7 +182,6 @@ def _job_statuses(args: argparse.Namespace) -> tuple[JobStatus, ...]:
 def history(args: argparse.Namespace) -> int:
     """`tuisched history [JOB]`: the newest runs, filtered."""
     from tuisched.frontends.history import print_runs  # noqa: PLC0415
-    from tuisched.runtime.control import cluster_history  # noqa: PLC0415  (cluster mode only)
 
     config, control = _offline(args)
     if args.job is not None:
@@ -194,7 +193,7 @@ def history(args: argparse.Namespace) -> int:
     )  # fmt: skip
     with control:
         if config.settings.cluster is not None:  # every node's runs, from the shared database
-            runs = asyncio.run(cluster_history(config, query))
+            runs = _cluster_history(config, query)
         else:
             runs = control.history(query)
     print_runs(runs, config.settings.timezone, as_json=args.json, out=sys.stdout)
@@ -203,12 +202,23 @@ def history(args: argparse.Namespace) -> int:
 
 def nodes(args: argparse.Namespace) -> int:
     """`tuisched nodes`: the cluster's nodes, from its database."""
+    import asyncio  # noqa: PLC0415  (the cluster's database is read with its async driver)
+
     from tuisched.frontends.nodes import print_nodes  # noqa: PLC0415
-    from tuisched.runtime.control import cluster_nodes  # noqa: PLC0415  (cluster mode only)
+    from tuisched.runtime.control import cluster_nodes  # noqa: PLC0415
 
     config = read_config(config_path(args))[1]
     print_nodes(asyncio.run(cluster_nodes(config)), as_json=args.json, out=sys.stdout)
     return 0
+
+
+def _cluster_history(config: Config, query: HistoryQuery) -> tuple[RunRecord, ...]:
+    """Every node's runs the query asks for, from the cluster's shared database."""
+    import asyncio  # noqa: PLC0415  (the cluster's database is read with its async driver)
+
+    from tuisched.runtime.control import cluster_history  # noqa: PLC0415
+
+    return asyncio.run(cluster_history(config, query))
 
 
 # --- job rows -------------------------------------------------------------------

@@ -14,7 +14,6 @@ The options are in `cli.py`, which loads this module when `stats` or
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -90,6 +89,8 @@ def stats_of_jobs(args: argparse.Namespace) -> int:
         print(f"tuisched: stats: {one_line(str(error))}", file=sys.stderr)
         return EX_USAGE
     query = StatsQuery(job=args.job, since=since, until=until, slowest=args.slowest)
+    import asyncio  # noqa: PLC0415  (`history` shares this module's window, not its reader)
+
     found = asyncio.run(_read(config, text, query))
     ordered = sorted(found.jobs, key=SORTS[args.sort])
     if args.json:

@@ -20,8 +20,7 @@ from zoneinfo import ZoneInfo
 from tuisched.domain.config.config import ConfigHost, interpret_config
 from tuisched.domain.errors import TemplateError
 from tuisched.domain.model import Config
-from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES
-from tuisched.runtime.clock import Deadline
+from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES, Interrupt
 from tuisched.runtime.configtext import node_name, read_config_text, user_state_dir
 
 
@@ -71,7 +70,7 @@ def config_host(
         system_timezone=(lambda: system_timezone) if system_timezone else _system_timezone,
         default_state_dir=(lambda: default_state_dir) if default_state_dir else user_state_dir,
         read_template=read_template,
-        render_limit=Deadline,
+        render_limit=_render_limit,
         node_name=node_name,
     )
 
@@ -84,6 +83,14 @@ def _system_timezone() -> ZoneInfo:
         return ZoneInfo(name.removeprefix(":"))
     except (ValueError, KeyError):
         return ZoneInfo("UTC")
+
+
+def _render_limit() -> Interrupt:
+    """A template check's time limit (`Deadline`); the clock module, and asyncio with it,
+    load only when a configuration has a template to check, not for every command."""
+    from tuisched.runtime.clock import Deadline  # noqa: PLC0415
+
+    return Deadline()
 
 
 def read_template(path: Path) -> str:
