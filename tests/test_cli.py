@@ -7,12 +7,13 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from tuisched.frontends.cli import EX_CONFIG, main
+from tuisched.frontends.cli import main
+from tuisched.frontends.exits import EX_CONFIG
 
 from .conftest import REPO, SAMPLE
 
@@ -30,6 +31,41 @@ def run(*argv: str) -> tuple[int, str, str]:
         check=False,
     )
     return done.returncode, done.stdout, done.stderr
+
+
+HEAVY = (
+    "sqlalchemy", "aiohttp", "apscheduler", "textual", "jinja2", "ruamel", "watchfiles",
+    "psycopg", "asyncio", "tuisched.domain.events", "tuisched.domain.config.config",
+    "tuisched.runtime.configfiles", "tuisched.runtime.runtime", "tuisched.runtime.engine",
+    "tuisched.runtime.store", "tuisched.runtime.control.remote", "tuisched.runtime.control.local",
+)  # fmt: skip
+"""What no verb against a running scheduler needs: the scheduler's parts, its HTTP library,
+an event loop, the configuration's validation."""
+
+LOADED = """
+import json, sys
+from tuisched.frontends.cli import main
+try:
+    status = main(sys.argv[1:])
+except SystemExit as exit:
+    status = exit.code
+print(json.dumps([status, sorted(sys.modules)]))
+"""
+
+
+def loaded_by(*argv: str) -> set[str]:
+    """The modules a fresh interpreter holds after `tuisched ARGV`, which must exit 0."""
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *argv], cwd=REPO, capture_output=True, text=True,
+        timeout=30, check=False,
+    )  # fmt: skip
+    status, modules = json.loads(done.stdout.splitlines()[-1])
+    assert status == 0, done.stderr
+    return set(modules)
+
+
+def heavy(modules: set[str], names: Sequence[str] = HEAVY) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
 
 
 def call(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -293,3 +329,51 @@ def test_the_console_without_a_terminal_says_so_and_starts_nothing(tmp_path: Pat
     assert said == needs.format("stdin is")
     with listening(config):  # attaching needs a terminal as much
         assert run("attach", "-c", str(config)) == (2, "", needs.format("stdin and stderr are"))
+
+
+def test_the_version_and_the_help_load_only_the_grammar() -> None:
+    for argv in (["--version"], ["--help"], ["status", "--help"]):
+        modules = loaded_by(*argv)
+        assert "argparse" in modules
+        work = [*HEAVY, "yaml", "http", "tuisched.runtime", "tuisched.domain.views",
+                "tuisched.domain.runs", "tuisched.domain.errors"]  # fmt: skip
+        loaded = heavy(modules, work)
+        assert loaded == [], argv
+
+
+def test_commands_that_read_the_file_load_no_scheduler(tmp_path: Path) -> None:
+    from .runtime_fixtures import write_config
+
+    no_scheduler = ["sqlalchemy", "aiohttp", "apscheduler", "textual", "ruamel", "http",
+                    "tuisched.runtime.runtime", "tuisched.runtime.engine", "tuisched.runtime.store",
+                    "tuisched.runtime.configsource", "tuisched.domain.events"]  # fmt: skip
+    for argv in (["validate"], ["next", "heartbeat"],
+                 ["simulate", "--from", "2026-05-07", "--to", "2026-05-08"],
+                 ["upstream", "daily-report", "--at", "2026-05-07T06:00"]):  # fmt: skip
+        modules = loaded_by(*argv, "-c", str(SAMPLE))
+        assert "tuisched.domain.config.config" in modules, argv  # it did read the file
+        assert heavy(modules, no_scheduler) == [], argv
+    config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
+    modules = loaded_by("jobs", "-c", str(config))  # no scheduler runs: what it left
+    assert "tuisched.runtime.control.offline" in modules
+    engine = ["aiohttp", "apscheduler", "textual", "ruamel", "tuisched.runtime.runtime",
+              "tuisched.runtime.engine"]  # fmt: skip
+    assert heavy(modules, engine) == []  # the history's SQLAlchemy, not the engine
+
+
+def test_the_grammar_names_what_the_work_knows() -> None:
+    """Choices the parser lists without loading the modules that define them."""
+    from tuisched.domain.views import MissedChoice
+    from tuisched.frontends import operations
+    from tuisched.frontends.cli import STATS_SORTS, _parser
+    from tuisched.frontends.stats import SORTS
+    from tuisched.frontends.verbs import MISSED_CHOICES
+
+    assert tuple(SORTS) == STATS_SORTS
+    commands = [action for action in _parser()._actions if action.dest == "==SUPPRESS=="]
+    funcs = [parser.get_default("func") for parser in commands[0].choices.values()]
+    verbs = [f for f in funcs if getattr(f, "__module__", "") == "tuisched.frontends.verbs"]
+    assert len(verbs) >= 9
+    for verb in verbs:
+        assert callable(getattr(operations, verb.__name__)), verb.__name__
+    assert tuple(choice.value for choice in MissedChoice) == MISSED_CHOICES

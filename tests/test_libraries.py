@@ -29,8 +29,8 @@ from jinja2.sandbox import SandboxedEnvironment, SandboxedFormatter
 from tuisched.domain.templates import TemplateError, render
 from tuisched.domain.templates.sandbox import sandbox
 from tuisched.frontends.tui.yamltext import block_text, flow_text, read_text
-from tuisched.runtime import configfiles
-from tuisched.runtime.configfiles import NODE_NAME_VARIABLE, state_dir_of
+from tuisched.runtime import configtext
+from tuisched.runtime.configtext import NODE_NAME_VARIABLE, state_dir_of
 from tuisched.runtime.execution.descendants import _process_table, kill_recorded
 from tuisched.runtime.handlers.appendfile import AppendFile
 
@@ -165,7 +165,7 @@ JOBS = "jobs:\n  a: {command: 'true', schedule: manual}\n"
 def test_the_state_directory_is_found_leniently(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, expected: str | None
 ) -> None:
-    monkeypatch.setattr(configfiles, "_user_state_dir", lambda: tmp_path / "default")
+    monkeypatch.setattr(configtext, "user_state_dir", lambda: tmp_path / "default")
     path = tmp_path / "tuisched.yaml"
     path.write_text(text)
     found = state_dir_of(path)

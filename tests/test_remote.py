@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,8 +27,14 @@ from tuisched.domain.errors import (
 from tuisched.domain.events import Event, RunFinished
 from tuisched.domain.views import Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
-from tuisched.runtime.control import LocalScheduler, RemoteControl, control_socket, socket_path
-from tuisched.runtime.control.remote import _raise
+from tuisched.runtime.control import (
+    LocalScheduler,
+    RemoteControl,
+    control_socket,
+    scheduler_answers,
+    socket_path,
+)
+from tuisched.runtime.control.protocol import raise_error
 from tuisched.runtime.runtime import Runtime
 
 from .runtime_fixtures import write_config
@@ -136,6 +143,39 @@ async def test_a_state_directory_too_deep_for_a_socket_path_still_works(tmp_path
         assert (await remote.status()).jobs == 2
 
 
+def _deep_and_never_used(tmp_path: Path) -> Path:
+    """A configuration whose socket path is too long for a Unix socket, in a folder
+    where no scheduler ever ran (no state folder yet)."""
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = write_config(deep, JOBS)
+    assert len(str(control_socket(path))) > 108
+    assert not control_socket(path).parent.exists()
+    return path
+
+
+async def test_a_state_directory_too_deep_that_never_held_a_scheduler_has_none(
+    tmp_path: Path,
+) -> None:
+    sock = control_socket(_deep_and_never_used(tmp_path))
+    assert not scheduler_answers(sock)
+    remote = RemoteControl(sock, client="test")
+    try:
+        with pytest.raises(SchedulerNotRunningError, match="no scheduler is running on"):
+            await remote.connect()
+    finally:
+        await remote.close()
+
+
+def test_status_in_a_deep_folder_where_no_scheduler_ran_exits_69(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tuisched", "status", "-c", str(_deep_and_never_used(tmp_path))],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 69, done.stderr
+    assert done.stderr.startswith("tuisched: no scheduler is running on")
+
+
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 """An interpreter another user may run (the project's may sit in a private folder)."""
 
@@ -199,5 +239,5 @@ def test_an_error_whose_class_builds_its_message_reaches_the_client_as_the_sched
     for cls, message in ((UnknownRunError, "no run with id 0a1b2c3d4e5f in the history"),
                          (UnknownJobError, "no job named 'nightly'")):  # fmt: skip
         with pytest.raises(cls) as raised:
-            _raise({"error": cls.__name__, "message": message}, 404)
+            raise_error({"error": cls.__name__, "message": message}, 404)
         assert str(raised.value) == message

@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import REPO
 from .runtime_fixtures import listening, write_config
-from .test_cli import run
+from .test_cli import heavy, loaded_by, run
 
 JOBS = """
 hello: {command: "echo hello; echo world", schedule: manual}
@@ -154,3 +154,29 @@ def test_curl_reads_the_socket_and_a_shutdown_through_it_ends_the_headless_sched
     assert json.loads(answer) == {"result": None}  # answered when the drain starts
     assert scheduler.wait(timeout=20) == 0
     assert not Path(sock).exists()
+
+
+# --- a thin client (issue 24, item 4) -------------------------------------------------------
+
+
+def test_verbs_load_only_the_socket_client(config: Path, scheduler: subprocess.Popen[str]) -> None:
+    run_id = run("trigger", "slow", "-c", str(config))[1].strip()
+    for verb in (["status", "--json"], ["pause", "tick"], ["resume", "tick"],
+                 ["trigger", "hello"], ["reload"], ["missed"], ["logs", "hello", "--run", run_id],
+                 ["stop", run_id]):  # fmt: skip
+        modules = loaded_by(*verb, "-c", str(config))
+        assert "tuisched.runtime.control.blocking" in modules, verb  # it did ask the socket
+        assert heavy(modules) == [], verb
+    del scheduler
+
+
+def test_jobs_with_a_scheduler_reads_the_file_and_asks_the_socket(
+    config: Path, scheduler: subprocess.Popen[str]
+) -> None:
+    modules = loaded_by("jobs", "-c", str(config))
+    assert "tuisched.runtime.control.blocking" in modules
+    assert "tuisched.domain.config.config" in modules  # the file is checked first, as before
+    scheduler_parts = ["sqlalchemy", "aiohttp", "apscheduler", "textual", "ruamel",
+                       "tuisched.runtime.runtime", "tuisched.runtime.engine"]  # fmt: skip
+    assert heavy(modules, scheduler_parts) == []
+    del scheduler

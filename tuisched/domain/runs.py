@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import enum
 import random
-import secrets
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
@@ -68,7 +67,9 @@ class Result(enum.StrEnum):
     ABANDONED = "abandoned"
 
 
-_IDS = random.Random(secrets.randbits(128))  # noqa: S311  (ids, not secrets: speed matters)
+# Seeded from the system's randomness, without `secrets` (which loads OpenSSL's hashes: a
+# command line verb that reads a run record does not need them).
+_IDS = random.Random()  # noqa: S311  (ids, not secrets: speed matters)
 
 
 def new_run_id() -> str:

@@ -13,6 +13,10 @@ can hold (text, numbers, booleans, null, lists, mappings with text keys);
 anything else becomes its `str()`. Keys a decoder does not know are ignored,
 so a newer peer may add fields; a missing field without a default, or a value
 of the wrong type, is a `WireError` that says where.
+
+Only the event functions load `tuisched.domain.events`: a command line verb
+that decodes a view never pays for the events (and the configuration diff and
+model they carry).
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import typing
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar, get_args, get_origin
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_origin
 
 from tuisched.domain.errors import WireError
-from tuisched.domain.events import Event
+
+if TYPE_CHECKING:  # loaded when an event is read (with the configuration diff it carries)
+    from tuisched.domain.events import Event
 
 T = TypeVar("T")
 JSON = None | bool | int | float | str | list["JSON"] | dict[str, "JSON"]
@@ -93,6 +99,8 @@ def event_from_json(data: object) -> Event:
 
 def event_types() -> dict[str, type[Event]]:
     """Every concrete event class by name (subclasses of `Event`, recursively)."""
+    from tuisched.domain.events import Event  # noqa: PLC0415  (see the import above)
+
     found: dict[str, type[Event]] = {}
     pending: list[type[Event]] = [Event]
     while pending:

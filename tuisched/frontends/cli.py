@@ -1,88 +1,59 @@
 """The `tuisched` command line (SPEC R20): stable, because scripts depend on it.
 
-Exit codes: 0 success; 1 a check failed (`validate`) or a named job does not
-exist; 2 a usage error; 69 (EX_UNAVAILABLE) a verb found no running
-scheduler (see `verbs`); 78 (EX_CONFIG) a command could not read a valid
-configuration. No user error ends in a traceback.
+Exit codes (`exits.py`): 0 success; 1 a check failed (`validate`) or a named
+job does not exist; 2 a usage error; 69 (EX_UNAVAILABLE) a verb found no
+running scheduler (see `verbs`); 78 (EX_CONFIG) a command could not read a
+valid configuration. No user error ends in a traceback.
+
+It answers at once: building the parser loads argparse and little else. This
+module holds the grammar of the commands that read (`validate`, `next`,
+`upstream`, `jobs`, `history`, `nodes`, `stats`, `simulate`), `run` and the
+console's; `verbs.py` the verbs' grammar; the other commands add their own.
+None of them imports more than its grammar needs at the top: each command
+loads its work when it runs: `queries.py`, `stats.py` and `simulation.py`
+(the configuration's validation, the history), `operations.py` (the verbs,
+over a blocking socket client), the console (Textual). `python -X importtime
+-m tuisched status` shows it; tests/test_cli.py and tests/test_verbs.py check
+in fresh interpreters what `--version`, the verbs and the reading commands
+load.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
 import sys
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import TextIO
-from zoneinfo import ZoneInfo
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tuisched import __version__
-from tuisched.domain.config.config import SELF
-from tuisched.domain.config.dependencies import previous_own_slot, required_slot
-from tuisched.domain.config.values import nearest
-from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, one_line
-from tuisched.domain.model import Config, Job
-from tuisched.domain.schedule.duration import format_duration
-from tuisched.domain.schedule.jitter import fire_time
-from tuisched.domain.schedule.slots import localize, next_slots
-from tuisched.domain.views import HistoryQuery, JobStatus
+from tuisched.domain.schedule.bounds import DEFAULT_LIMIT, MAX_LIMIT
 from tuisched.frontends.completion import add_completion
 from tuisched.frontends.crontabimport import add_import_crontab
 from tuisched.frontends.examples import describe_commands
-from tuisched.frontends.lookup import find_config, user_config_file
+from tuisched.frontends.lookup import add_config_option, config_path
 from tuisched.frontends.service import add_service
-from tuisched.frontends.simulation import add_simulate
 from tuisched.frontends.starter import add_init
-from tuisched.frontends.stats import BadOption, add_history_filters, add_stats, window
 from tuisched.frontends.verbs import add_verbs
-from tuisched.runtime.control import (
-    OfflineControl,
-    RemoteControl,
-    SchedulerNotRunningError,
-    cluster_history,
-    cluster_nodes,
-    control_socket,
-    describe_client,
-    read_config,
-    require_driver,
-    scheduler_answers,
-)
 
-EX_CONFIG = 78
-DEFAULT_CONFIG = "tuisched.yaml"
+if TYPE_CHECKING:
+    from tuisched.domain.runs import RunState, Trigger
+
+STATS_SORTS = ("job", "runs", "failures", "rate", "p50", "p95", "duration")
+"""`stats --sort` keys (the order functions are `stats.SORTS`)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = _parser()
     args = parser.parse_args(argv)
-    command: Callable[[argparse.Namespace], int] = args.func
-    try:
-        return command(args)
-    except ConfigError as error:
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return EX_CONFIG
-    except UsageError as error:
-        parser.error(str(error))  # prints the usage and exits 2
-    except TuischedError as error:
-        print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
-        return 1
+    from tuisched.frontends.exits import finish  # noqa: PLC0415  (the errors load once one runs)
+
+    return finish(parser, args.func, args)
 
 
 def _parser() -> argparse.ArgumentParser:
     config = argparse.ArgumentParser(add_help=False)
-    config.add_argument(
-        "-c",
-        "--config",
-        metavar="PATH",
-        default=argparse.SUPPRESS,
-        help=f"configuration file (default: $TUISCHED_CONFIG, then ./{DEFAULT_CONFIG}, then "
-        f"{user_config_file()})",
-    )
+    add_config_option(config)
     parser = argparse.ArgumentParser(
         prog="tuisched",
         description="A job scheduler you run, watch and steer from a terminal.",
@@ -139,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
     history.add_argument("job", metavar="JOB", nargs="?", help="only this job's runs")
     history.add_argument("-n", type=_positive, default=20, metavar="N", help="how many (20)")
     history.add_argument("--json", action="store_true", help="print a JSON array")
-    add_history_filters(history)
+    _add_history_filters(history)
     history.set_defaults(func=_history)
 
     nodes = commands.add_parser(
@@ -167,8 +138,8 @@ def _parser() -> argparse.ArgumentParser:
     attach.add_argument("--read-only", action="store_true", help="watch only: change nothing")
     attach.set_defaults(func=_attach)
     add_verbs(commands, config)
-    add_simulate(commands, config)
-    add_stats(commands, config)
+    _add_simulate(commands, config)
+    _add_stats(commands, config)
     add_import_crontab(commands, config)
     # Service and packaging (issue 16, items 6-7): setting up, running as a service.
     add_init(commands, config)
@@ -188,131 +159,156 @@ def _positive(text: str) -> int:
     return value
 
 
-def config_path(args: argparse.Namespace) -> Path:
-    """The configuration file the command names: -c, $TUISCHED_CONFIG, ./tuisched.yaml,
-    then the user's configuration folder (see `lookup`; ConfigError says where it looked)."""
-    return find_config(getattr(args, "config", None), os.environ, Path.cwd())
+# --- the options `history` and `stats` share, `stats` and `simulate` -------------------------
 
 
-def _load(args: argparse.Namespace) -> Config:
-    return read_config(config_path(args))[1]
+def _state(text: str) -> RunState:
+    from tuisched.domain.runs import RunState  # noqa: PLC0415  (when the option is given)
 
-
-def _offline(args: argparse.Namespace) -> tuple[Config, OfflineControl]:
-    """The configuration, and the seam over what its scheduler left (no scheduler started)."""
-    text, config = read_config(config_path(args))
-    require_driver(config, cluster=False)  # a postgresql:// history is read with psycopg
-    return config, OfflineControl(config, text, clock=lambda: datetime.now(UTC))
-
-
-def _find_job(config: Config, name: str) -> Job:
     try:
-        return config.job(name)
-    except UnknownJobError as error:
-        hint = nearest(name, frozenset(config.jobs))
-        raise TuischedError(f"{error} in {config.path}{hint}") from None
-
-
-class UsageError(TuischedError):
-    """An option's value does not parse: a usage error (exit 2), as argparse gives."""
-
-
-def _instant(text: str, job: Job, option: str) -> datetime:
-    """Parse an ISO 8601 option; a date-time without offset is read in the job's zone."""
-    try:
-        moment = datetime.fromisoformat(text)
+        return RunState(text.upper())
     except ValueError:
-        message = f"{option}: bad date-time '{text}'; write it like 2026-05-07T09:10"
-        raise UsageError(message) from None
-    if moment.tzinfo is None:
-        return localize(moment, job.timezone)
-    return moment
+        names = ", ".join(state.value.lower() for state in RunState)
+        raise argparse.ArgumentTypeError(f"unknown state '{text}' (one of {names})") from None
 
 
-# --- commands -----------------------------------------------------------------
+def _trigger(text: str) -> Trigger:
+    from tuisched.domain.runs import Trigger  # noqa: PLC0415  (when the option is given)
+
+    try:
+        return Trigger(text.lower())
+    except ValueError:
+        names = ", ".join(trigger.value for trigger in Trigger)
+        raise argparse.ArgumentTypeError(f"unknown trigger '{text}' (one of {names})") from None
+
+
+def _add_window(parser: argparse.ArgumentParser, *, default: str) -> None:
+    """Add `--since T` and `--until T` to `parser`."""
+    parser.add_argument(
+        "--since", metavar="T",
+        help=f"runs queued at or after T: ISO 8601, or a duration before now like 7d ({default})",
+    )  # fmt: skip
+    parser.add_argument("--until", metavar="T", help="runs queued before T (default: now)")
+
+
+def _add_history_filters(parser: argparse.ArgumentParser) -> None:
+    """Add the filters of `tuisched history`: the window, `--state`, `--trigger` (repeatable)."""
+    _add_window(parser, default="default: any time")
+    parser.add_argument(
+        "--state", type=_state, action="append", default=[], metavar="S",
+        help="only runs in state S (repeatable): success, failed, missed...",
+    )  # fmt: skip
+    parser.add_argument(
+        "--trigger", type=_trigger, action="append", default=[], metavar="T",
+        help="only runs made by T (repeatable): schedule, dependency, manual, catchup, backfill",
+    )  # fmt: skip
+
+
+def _add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+              config: argparse.ArgumentParser) -> None:  # fmt: skip
+    """Add `stats` to the command line's subcommands."""
+    parser = commands.add_parser(
+        "stats", parents=[config], help="per job: runs, success rate, p50/p95 duration",
+        description="Sum up each job's runs over a window (default: the last 7 days): runs, "
+        "successes, failures, success rate, median and 95th percentile duration, the "
+        "slowest run and the last failure. It reads the history (every node's runs in "
+        "cluster mode), whether a scheduler runs or not. "
+        "Example: tuisched stats --since 7d --slowest 10",
+    )  # fmt: skip
+    parser.add_argument("job", metavar="JOB", nargs="?", help="only this job")
+    _add_window(parser, default="default: 7d")
+    parser.add_argument(
+        "--sort", choices=STATS_SORTS, default="job",
+        help="order of the jobs: by name (default), or most first; rate: worst first",
+    )  # fmt: skip
+    parser.add_argument(
+        "--slowest", type=_count, default=0, metavar="N",
+        help="also list the window's N slowest runs",
+    )  # fmt: skip
+    parser.add_argument("--json", action="store_true", help="print a JSON object")
+    parser.set_defaults(func=_stats)
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 10_000:
+        raise argparse.ArgumentTypeError(f"not a count from 1 to 10000: '{text}'")
+    return int(text)
+
+
+def _add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                 config: argparse.ArgumentParser) -> None:  # fmt: skip
+    """Add `simulate` to the command line's subcommands."""
+    parser = commands.add_parser(
+        "simulate", parents=[config], help="list every run a window of time would hold",
+        description="List every run from --from to --to (excluded): the slots of every "
+        "enabled job and the runs their `after` dependants would start, with DST warnings. "
+        "A time without an offset is read in settings.timezone. "
+        "Example: tuisched simulate --from 2026-03-29 --to 2026-03-30 --json",
+    )  # fmt: skip
+    parser.add_argument("jobs", metavar="JOB", nargs="*", help="only these jobs' runs")
+    parser.add_argument("--from", dest="start", metavar="T", help="window start (default now)")
+    parser.add_argument("--to", dest="end", metavar="T", help="window end (default +24h)")
+    parser.add_argument("--json", action="store_true", help="print a JSON array")
+    parser.add_argument(
+        "--assume", choices=("success", "failure"), default="success",
+        help="the outcome every run is assumed to have (default success)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
+        help=f"list at most N runs (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
+    )  # fmt: skip
+    parser.set_defaults(func=_simulate)
+
+
+# --- commands: each loads its work when it runs -------------------------------------------
 
 
 def _validate(args: argparse.Namespace) -> int:
-    try:
-        config = _load(args)
-        require_driver(config)  # cluster mode without the `postgres` extra is a problem too
-    except ConfigError as error:
-        for problem in error.problems:
-            print(problem)
-        return 1
-    print(f"OK: {len(config.jobs)} jobs, {len(config.groups)} groups")
-    return 0
+    from tuisched.frontends.queries import validate  # noqa: PLC0415  (see the module docstring)
+
+    return validate(args)
 
 
 def _next(args: argparse.Namespace) -> int:
-    config = _load(args)
-    job = _find_job(config, args.job)
-    now = _instant(args.now, job, "--now") if args.now else datetime.now(UTC)
-    if job.schedule is None or not job.enabled:
-        reason = (
-            "is disabled"
-            if not job.enabled
-            else f"runs after '{job.after.job}'"
-            if job.after
-            else ""
-        )
-        print(f"tuisched: job '{job.name}' {reason}; it has no scheduled runs", file=sys.stderr)
-        return 0
-    for slot in next_slots(job.schedule, now, args.n):
-        shown = fire_time(job.schedule, job.name, job.jitter, slot) if args.jitter else slot
-        print(shown.isoformat())
-    if job.jitter and not args.jitter:
-        print(
-            f"tuisched: job '{job.name}' has jitter {format_duration(job.jitter)}: each run "
-            "starts up to that long after its slot (--jitter prints the start times)",
-            file=sys.stderr,
-        )
-    return 0
+    from tuisched.frontends.queries import next_runs  # noqa: PLC0415
+
+    return next_runs(args)
 
 
 def _upstream(args: argparse.Namespace) -> int:
-    config = _load(args)
-    job = _find_job(config, args.job)
-    if not job.requires or job.schedule is None:
-        print(f"tuisched: job '{job.name}' has no 'requires'", file=sys.stderr)
-        return 0
-    at = _instant(args.at, job, "--at")
-    for name in job.requires:
-        upstream = job if name in (SELF, job.name) else config.jobs[name]
-        slot = None
-        if upstream is job:
-            slot = previous_own_slot(job.schedule, at)
-        elif upstream.schedule is not None:  # validation guarantees it: upstreams have cycles
-            slot = required_slot(job.schedule, upstream.schedule, at)
-        print(f"{upstream.name} {slot.isoformat() if slot is not None else '-'}")
-    return 0
+    from tuisched.frontends.queries import upstream  # noqa: PLC0415
+
+    return upstream(args)
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    _, control = _offline(args)
-    rows = [_job_row(status) for status in asyncio.run(_job_statuses(args, control))]
-    if args.json:
-        json.dump(rows, sys.stdout, indent=2)
-        print()
-    else:
-        _print_table(rows, sys.stdout)
-    return 0
+    from tuisched.frontends.queries import jobs  # noqa: PLC0415
+
+    return jobs(args)
 
 
-async def _job_statuses(args: argparse.Namespace, offline: OfflineControl) -> tuple[JobStatus, ...]:
-    """Every job as the scheduler running on this state sees it (its runs, queue and
-    waits make the `why`); as the files say when none runs."""
-    socket = control_socket(config_path(args))
-    if not scheduler_answers(socket):
-        return await offline.jobs()
-    remote = RemoteControl(socket, client=describe_client("command line"))
-    try:
-        await remote.connect()
-        return await remote.jobs()
-    except SchedulerNotRunningError:  # it stopped meanwhile
-        return await offline.jobs()
-    finally:
-        await remote.close()
+def _history(args: argparse.Namespace) -> int:
+    from tuisched.frontends.queries import history  # noqa: PLC0415
+
+    return history(args)
+
+
+def _nodes(args: argparse.Namespace) -> int:
+    from tuisched.frontends.queries import nodes  # noqa: PLC0415
+
+    return nodes(args)
+
+
+def _stats(args: argparse.Namespace) -> int:
+    from tuisched.frontends.stats import stats_of_jobs  # noqa: PLC0415
+
+    return stats_of_jobs(args)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from tuisched.frontends.simulation import simulate_window  # noqa: PLC0415
+
+    return simulate_window(args)
 
 
 def _console(args: argparse.Namespace) -> int:
@@ -331,79 +327,11 @@ def _attach(args: argparse.Namespace) -> int:
     return run_attach(config_path(args), read_only=args.read_only)
 
 
-def _history(args: argparse.Namespace) -> int:
-    from tuisched.frontends.history import print_runs  # noqa: PLC0415
-
-    config, control = _offline(args)
-    if args.job is not None:
-        _find_job(config, args.job)
-    since, until = _window(args, config)
-    query = HistoryQuery(
-        job=args.job, limit=args.n, states=tuple(dict.fromkeys(args.state)),
-        triggers=tuple(dict.fromkeys(args.trigger)), since=since, until=until,
-    )  # fmt: skip
-    if config.settings.cluster is not None:  # every node's runs, from the shared database
-        runs = asyncio.run(cluster_history(config, query))
-    else:
-        runs = asyncio.run(control.history(query))
-    print_runs(runs, config.settings.timezone, as_json=args.json, out=sys.stdout)
-    return 0
-
-
-def _nodes(args: argparse.Namespace) -> int:
-    from tuisched.frontends.nodes import print_nodes  # noqa: PLC0415
-
-    config = read_config(config_path(args))[1]
-    print_nodes(asyncio.run(cluster_nodes(config)), as_json=args.json, out=sys.stdout)
-    return 0
-
-
 def _run(args: argparse.Namespace) -> int:
     from tuisched.frontends.foreground import run_in_foreground  # noqa: PLC0415
+    from tuisched.frontends.queries import named_job  # noqa: PLC0415
 
-    path = config_path(args)
-    _find_job(read_config(path)[1], args.job)
+    named_job(args)  # an unknown job is one line with the nearest name, before anything starts
     return run_in_foreground(
-        path, args.job, fire_events=args.fire_events, out=sys.stdout, err=sys.stderr
+        config_path(args), args.job, fire_events=args.fire_events, out=sys.stdout, err=sys.stderr
     )
-
-
-# --- job rows -------------------------------------------------------------------
-
-
-def _job_row(status: JobStatus) -> dict[str, object]:
-    upcoming = status.next_fire
-    return {
-        "name": status.name,
-        "kind": status.kind,
-        "schedule": status.trigger,
-        "next_run": upcoming.astimezone(ZoneInfo(status.timezone)).isoformat()
-        if upcoming
-        else None,
-        "state": status.state.value,
-        "groups": list(status.groups),
-        "timezone": status.timezone,
-        "description": status.description,
-        "why": status.why,
-    }
-
-
-def _print_table(rows: list[dict[str, object]], out: TextIO) -> None:
-    columns = ("name", "kind", "state", "next_run", "schedule")
-    table = [[c.upper().replace("_", " ") for c in columns]]
-    table += [[str(row[c] if row[c] is not None else "-") for c in columns] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns) - 1)]
-    for line in table:
-        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
-        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
-
-
-# --- history filters (issue 16) -----------------------------------------------------------
-
-
-def _window(args: argparse.Namespace, config: Config) -> tuple[datetime | None, datetime | None]:
-    """`history`'s --since and --until (a usage error, exit 2, when one does not parse)."""
-    try:
-        return window(args, config.settings.timezone, datetime.now(UTC), None)
-    except BadOption as error:
-        raise UsageError(str(error)) from None

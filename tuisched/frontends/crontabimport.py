@@ -15,10 +15,10 @@ import json
 import os
 import stat
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from tuisched.domain.config.crontab import CrontabImport, ImportedJob, read_crontab
-from tuisched.domain.schedule.duration import format_duration
+if TYPE_CHECKING:
+    from tuisched.domain.config.crontab import CrontabImport, ImportedJob
 
 EX_NOINPUT = 66
 MAX_BYTES = 4 * 1024 * 1024
@@ -52,6 +52,8 @@ def add_import_crontab(commands: argparse._SubParsersAction[argparse.ArgumentPar
 
 
 def _import_crontab(args: argparse.Namespace) -> int:
+    from tuisched.domain.config.crontab import read_crontab  # noqa: PLC0415  (see cli)
+
     try:
         text = _read(args.file)
     except _Unreadable as error:
@@ -100,6 +102,8 @@ def to_yaml(found: CrontabImport, source: str) -> str:
 
 
 def _job_yaml(job: ImportedJob) -> list[str]:
+    from tuisched.domain.schedule.duration import format_duration  # noqa: PLC0415  (see cli)
+
     lines = [f"  # crontab line {job.line}: {_one_line(job.source)}", f"  {_quote(job.name)}:"]
     if job.description:
         lines.append(f"    description: {_quote(job.description)}")

@@ -18,23 +18,10 @@ from pathlib import Path
 from typing import TextIO
 
 from tuisched.domain.events import Event, RunFinished, RunNotStarted, RunOutputWritten
-from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.domain.runs import Result
 from tuisched.domain.text import plain_text
+from tuisched.frontends.exits import exit_status
 from tuisched.runtime.control import LocalScheduler, who
-
-
-def exit_status(run: RunRecord) -> int:
-    """The process exit status that reports how `run` ended."""
-    if run.state is RunState.SUCCESS:
-        return 0
-    if run.result is Result.TIMED_OUT:
-        return 124
-    if run.result is Result.LAUNCH_FAILED:
-        return 127
-    if run.result is Result.STOPPED:
-        return 130
-    code = run.exit_code
-    return code if code is not None and 0 < code < 256 else 1
 
 
 def run_in_foreground(

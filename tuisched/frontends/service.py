@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 
-from tuisched.runtime.control import read_config, require_driver
+from tuisched.frontends.lookup import config_path
 
 UNIT_NAME = "tuisched.service"
 WATCHDOG = timedelta(seconds=30)
@@ -111,7 +111,7 @@ def tuisched_command() -> list[str]:
 
 
 def _install(args: argparse.Namespace) -> int:
-    from tuisched.frontends.cli import config_path  # noqa: PLC0415  (cli imports this module)
+    from tuisched.runtime.control import read_config, require_driver  # noqa: PLC0415  (see cli)
 
     config_file = config_path(args).absolute()
     config = read_config(config_file)[1]  # a ConfigError exits 78 with its problems

@@ -9,6 +9,7 @@ line per run (time with offset, job, trigger, note, DST warning), or with
 `--json` an array of objects. What the listing assumes, and how many runs the
 limit left out, go to stderr, so stdout holds only runs. Exit 0; 1 for an
 unknown job; 2 for a bad date-time, an empty or too long window, or a bad limit.
+Its options are in `cli.py`, which loads this module when the command runs.
 """
 
 from __future__ import annotations
@@ -23,43 +24,18 @@ from zoneinfo import ZoneInfo
 from tuisched.domain.config.values import nearest
 from tuisched.domain.errors import ScheduleError, TuischedError, UnknownJobError, one_line
 from tuisched.domain.model import Outcome
-from tuisched.domain.schedule.simulate import DEFAULT_LIMIT, MAX_LIMIT, MAX_WINDOW, simulate
+from tuisched.domain.schedule.simulate import MAX_LIMIT, MAX_WINDOW, simulate
 from tuisched.domain.schedule.slots import localize
 from tuisched.domain.views import SimulatedRun, Simulation
+from tuisched.frontends.exits import EX_USAGE
+from tuisched.frontends.lookup import config_path
 from tuisched.runtime.control import read_config
 
-EX_USAGE = 2
 DEFAULT_WINDOW = timedelta(days=1)
 
 
-def add_simulate(commands: argparse._SubParsersAction[argparse.ArgumentParser],
-                 config: argparse.ArgumentParser) -> None:  # fmt: skip
-    """Add `simulate` to the command line's subcommands."""
-    parser = commands.add_parser(
-        "simulate", parents=[config], help="list every run a window of time would hold",
-        description="List every run from --from to --to (excluded): the slots of every "
-        "enabled job and the runs their `after` dependants would start, with DST warnings. "
-        "A time without an offset is read in settings.timezone. "
-        "Example: tuisched simulate --from 2026-03-29 --to 2026-03-30 --json",
-    )  # fmt: skip
-    parser.add_argument("jobs", metavar="JOB", nargs="*", help="only these jobs' runs")
-    parser.add_argument("--from", dest="start", metavar="T", help="window start (default now)")
-    parser.add_argument("--to", dest="end", metavar="T", help="window end (default +24h)")
-    parser.add_argument("--json", action="store_true", help="print a JSON array")
-    parser.add_argument(
-        "--assume", choices=("success", "failure"), default="success",
-        help="the outcome every run is assumed to have (default success)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--limit", type=int, default=DEFAULT_LIMIT, metavar="N",
-        help=f"list at most N runs (default {DEFAULT_LIMIT}, at most {MAX_LIMIT})",
-    )  # fmt: skip
-    parser.set_defaults(func=_simulate)
-
-
-def _simulate(args: argparse.Namespace) -> int:
-    from tuisched.frontends.cli import config_path  # noqa: PLC0415  (cli imports this module)
-
+def simulate_window(args: argparse.Namespace) -> int:
+    """`tuisched simulate`: the runs of the window, on stdout; what it assumed on stderr."""
     config = read_config(config_path(args))[1]
     for name in args.jobs:
         if name not in config.jobs:  # exit 1 with the nearest name, as other commands do

@@ -7,12 +7,13 @@ before now such as `7d` or `12h`. The window defaults to the last 7 days.
 Stats read the history the way `tuisched history` does: the database the
 configuration names (the cluster's shared table in cluster mode), whether a
 scheduler runs or not. Exit 0; 1 for an unknown job; 2 for a bad option.
+The options are in `cli.py`, which loads this module when `stats` or
+`history` runs.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from collections.abc import Callable
@@ -23,14 +24,14 @@ from zoneinfo import ZoneInfo
 from tuisched.domain.config.values import nearest
 from tuisched.domain.errors import TuischedError, UnknownJobError, one_line
 from tuisched.domain.model import Config
-from tuisched.domain.runs import RunState, Trigger
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.stats import DEFAULT_WINDOW, parse_instant
 from tuisched.domain.views import HistoryStats, JobStats, StatsQuery
+from tuisched.frontends.exits import EX_USAGE
 from tuisched.frontends.history import run_as_json
-from tuisched.runtime.control import OfflineControl, cluster_stats, read_config
+from tuisched.frontends.lookup import config_path
+from tuisched.runtime.control import read_config
 
-EX_USAGE = 2
 SORTS: dict[str, Callable[[JobStats], Any]] = {
     "job": lambda s: s.job,
     "runs": lambda s: -s.runs,
@@ -40,7 +41,8 @@ SORTS: dict[str, Callable[[JobStats], Any]] = {
     "p95": lambda s: -(s.p95 or timedelta(0)),
     "duration": lambda s: -(s.slowest or timedelta(0)),
 }
-"""`--sort` keys: most first, except `job` (by name) and `rate` (worst first)."""
+"""`--sort` keys: most first, except `job` (by name) and `rate` (worst first); the same
+as the command line's `STATS_SORTS`."""
 
 
 class BadOption(TuischedError):
@@ -48,44 +50,6 @@ class BadOption(TuischedError):
 
 
 # --- the filters `history` shares ---------------------------------------------------------
-
-
-def _state(text: str) -> RunState:
-    try:
-        return RunState(text.upper())
-    except ValueError:
-        names = ", ".join(state.value.lower() for state in RunState)
-        raise argparse.ArgumentTypeError(f"unknown state '{text}' (one of {names})") from None
-
-
-def _trigger(text: str) -> Trigger:
-    try:
-        return Trigger(text.lower())
-    except ValueError:
-        names = ", ".join(trigger.value for trigger in Trigger)
-        raise argparse.ArgumentTypeError(f"unknown trigger '{text}' (one of {names})") from None
-
-
-def add_window(parser: argparse.ArgumentParser, *, default: str) -> None:
-    """Add `--since T` and `--until T` to `parser`."""
-    parser.add_argument(
-        "--since", metavar="T",
-        help=f"runs queued at or after T: ISO 8601, or a duration before now like 7d ({default})",
-    )  # fmt: skip
-    parser.add_argument("--until", metavar="T", help="runs queued before T (default: now)")
-
-
-def add_history_filters(parser: argparse.ArgumentParser) -> None:
-    """Add the filters of `tuisched history`: the window, `--state`, `--trigger` (repeatable)."""
-    add_window(parser, default="default: any time")
-    parser.add_argument(
-        "--state", type=_state, action="append", default=[], metavar="S",
-        help="only runs in state S (repeatable): success, failed, missed...",
-    )  # fmt: skip
-    parser.add_argument(
-        "--trigger", type=_trigger, action="append", default=[], metavar="T",
-        help="only runs made by T (repeatable): schedule, dependency, manual, catchup, backfill",
-    )  # fmt: skip
 
 
 def window(args: argparse.Namespace, tz: ZoneInfo, now: datetime,
@@ -112,40 +76,8 @@ def window(args: argparse.Namespace, tz: ZoneInfo, now: datetime,
 # --- tuisched stats -------------------------------------------------------------------------
 
 
-def add_stats(commands: argparse._SubParsersAction[argparse.ArgumentParser],
-              config: argparse.ArgumentParser) -> None:  # fmt: skip
-    """Add `stats` to the command line's subcommands."""
-    parser = commands.add_parser(
-        "stats", parents=[config], help="per job: runs, success rate, p50/p95 duration",
-        description="Sum up each job's runs over a window (default: the last 7 days): runs, "
-        "successes, failures, success rate, median and 95th percentile duration, the "
-        "slowest run and the last failure. It reads the history (every node's runs in "
-        "cluster mode), whether a scheduler runs or not. "
-        "Example: tuisched stats --since 7d --slowest 10",
-    )  # fmt: skip
-    parser.add_argument("job", metavar="JOB", nargs="?", help="only this job")
-    add_window(parser, default="default: 7d")
-    parser.add_argument(
-        "--sort", choices=tuple(SORTS), default="job",
-        help="order of the jobs: by name (default), or most first; rate: worst first",
-    )  # fmt: skip
-    parser.add_argument(
-        "--slowest", type=_count, default=0, metavar="N",
-        help="also list the window's N slowest runs",
-    )  # fmt: skip
-    parser.add_argument("--json", action="store_true", help="print a JSON object")
-    parser.set_defaults(func=_stats)
-
-
-def _count(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 10_000:
-        raise argparse.ArgumentTypeError(f"not a count from 1 to 10000: '{text}'")
-    return int(text)
-
-
-def _stats(args: argparse.Namespace) -> int:
-    from tuisched.frontends.cli import config_path  # noqa: PLC0415  (cli imports this module)
-
+def stats_of_jobs(args: argparse.Namespace) -> int:
+    """`tuisched stats`: each job's runs over the window, as a table or JSON."""
     text, config = read_config(config_path(args))
     if args.job is not None and args.job not in config.jobs:  # exit 1, as other commands do
         hint = nearest(args.job, frozenset(config.jobs))
@@ -157,6 +89,8 @@ def _stats(args: argparse.Namespace) -> int:
         print(f"tuisched: stats: {one_line(str(error))}", file=sys.stderr)
         return EX_USAGE
     query = StatsQuery(job=args.job, since=since, until=until, slowest=args.slowest)
+    import asyncio  # noqa: PLC0415  (`history` shares this module's window, not its reader)
+
     found = asyncio.run(_read(config, text, query))
     ordered = sorted(found.jobs, key=SORTS[args.sort])
     if args.json:
@@ -168,6 +102,8 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 async def _read(config: Config, text: str, query: StatsQuery) -> HistoryStats:
+    from tuisched.runtime.control import OfflineControl, cluster_stats  # noqa: PLC0415  (`history` shares this module's window, not its reader)
+
     if config.settings.cluster is not None:  # every node's runs, from the shared database
         return await cluster_stats(config, query)
     return await OfflineControl(config, text, clock=lambda: datetime.now(UTC)).stats(query)

@@ -28,7 +28,8 @@ from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
 from tuisched.runtime import configedits
-from tuisched.runtime.configfiles import parse_config, read_config_text
+from tuisched.runtime.configfiles import parse_config
+from tuisched.runtime.configtext import read_config_text
 from tuisched.runtime.document import ConfigDocument, atomic_write
 from tuisched.runtime.document.blocks import JobBlocks
 from tuisched.runtime.threads import Lane, in_thread

@@ -64,7 +64,8 @@ from tuisched.runtime.mail import SmtpMailer
 from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
-from tuisched.runtime.store import AsyncHistory, HistoryStore, InstanceLock, prepare_state_dir
+from tuisched.runtime.store import AsyncHistory, InstanceLock, prepare_state_dir
+from tuisched.runtime.store.history import open_history
 from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
@@ -85,22 +86,6 @@ def add_config_folder_to_path(config: Config) -> None:
     folder = str(config.path.parent)
     if folder not in sys.path:
         sys.path.append(folder)
-
-
-def has_history(config: Config) -> bool:
-    """Whether there is a history to read; a default database that was never made is none.
-
-    Readers check it first so that looking does not create a database.
-    """
-    return bool(config.settings.history) or (config.settings.state_dir / "history.db").exists()
-
-
-def open_history(config: Config, *, password: str | None = None) -> HistoryStore:
-    """The history store the configuration names (default: state_dir/history.db);
-    `password` for a PostgreSQL one that asks for it (blocking: call it off the loop)."""
-    if config.settings.history:
-        return HistoryStore.open(config.settings.history, password=password)
-    return HistoryStore.open_sqlite(config.settings.state_dir / "history.db")
 
 
 FOLLOW_SECONDS = 1.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 TOP_KEYS = frozenset({"settings", "email", "groups", "jobs", "webhooks"})
 GROUP_KEYS = frozenset({"jobs", "alerts", "description"})
 KIND_KEYS = ("command", "python", "wait_for")
@@ -20,6 +22,8 @@ SCHEDULE_KEYS = frozenset({"every", "cron", "at", "start", "stop"})
 AFTER_KEYS = frozenset({"job", "on", "delay"})
 SELF = "self"
 """In `requires`, the job itself: its own previous slot must have succeeded."""
+NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
+"""A node's name, as it may name a folder."""
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:")
 """What job and group names are made of."""
 

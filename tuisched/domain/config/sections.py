@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from tuisched.domain.config.keys import NODE_NAME
 from tuisched.domain.config.listen import parse_listen
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value
@@ -50,9 +51,6 @@ SMTP_KEYS = frozenset(
 ALERT_KEYS = frozenset({"to", "template", "webhook"})
 METRICS_KEYS = frozenset({"listen", "max_lag"})
 _DEFAULT_PORTS = {Security.NONE: 25, Security.STARTTLS: 587, Security.TLS: 465}
-
-NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,62}")
-"""A node's name, as it may name a folder."""
 
 
 class Sections:

@@ -41,6 +41,7 @@ from tuisched.domain.model import (
     Unit,
 )
 from tuisched.domain.runs import Trigger
+from tuisched.domain.schedule.bounds import DEFAULT_LIMIT, MAX_LIMIT, MAX_WINDOW
 from tuisched.domain.schedule.describe import trigger_words
 from tuisched.domain.schedule.slots import first_slot_at_or_after, next_slot
 from tuisched.domain.views import SimulatedRun, Simulation
@@ -54,12 +55,6 @@ __all__ = [
     "simulate",
 ]
 
-MAX_WINDOW = timedelta(days=366)
-"""The longest window simulated: a year (and a leap day)."""
-DEFAULT_LIMIT = 10_000
-"""Runs listed when the caller does not say."""
-MAX_LIMIT = 100_000
-"""The most runs one answer may list."""
 COUNT_BUDGET = 50_000
 """Runs counted past the limit before counting stops (then "at least N more")."""
 _SECOND = timedelta(seconds=1)

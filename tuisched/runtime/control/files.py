@@ -1,21 +1,22 @@
-"""Reading a configuration for a front end (most CLI commands need no scheduler)."""
+"""Reading a configuration for a front end (most CLI commands need no scheduler).
+
+Only the configuration layer (`configfiles`): a command that reads the file,
+such as `validate` or `next`, loads none of the live configuration's machinery
+(`configsource`, the comment-keeping writer).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tuisched.domain.model import Config
-from tuisched.runtime.configfiles import state_dir_of
-from tuisched.runtime.configsource import ConfigSource
-from tuisched.runtime.control.server import socket_path
+from tuisched.runtime.configfiles import parse_config
+from tuisched.runtime.configtext import read_config_text
 
 
 def read_config(path: Path) -> tuple[str, Config]:
-    """The text and the validated configuration at `path` (ConfigError if it is not valid)."""
-    return ConfigSource.read(path)
-
-
-def control_socket(path: Path) -> Path:
-    """The control socket of the scheduler of the configuration at `path`, found from a
-    file that does not validate too (ConfigError only if it cannot be read at all)."""
-    return socket_path(state_dir_of(path))
+    """The text and the validated configuration at `path` (ConfigError if it is not valid),
+    as `ConfigSource.read` gives them."""
+    path = path.absolute()
+    text = read_config_text(path)
+    return text, parse_config(text, path)

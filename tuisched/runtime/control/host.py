@@ -24,7 +24,8 @@ from tuisched.domain.events import Event, RunConcluded
 from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.control.local import LocalControl
-from tuisched.runtime.control.server import ControlServer, socket_path
+from tuisched.runtime.control.protocol import socket_path
+from tuisched.runtime.control.server import ControlServer
 from tuisched.runtime.loopthread import LoopThread
 from tuisched.runtime.runtime import Runtime, foreground
 

@@ -64,9 +64,8 @@ from tuisched.runtime.control.seam import (
     PAGE_LINES,
     Subscription,
 )
-from tuisched.runtime.document import ConfigDocument
-from tuisched.runtime.runtime import has_history, open_history
 from tuisched.runtime.store import HistoryStore
+from tuisched.runtime.store.history import has_history, open_history
 from tuisched.runtime.store.stats import read_stats
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -176,6 +175,8 @@ class OfflineQueries:
         return PendingEdit()
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
+        from tuisched.runtime.document import ConfigDocument  # noqa: PLC0415  (ruamel.yaml: only here)
+
         text, path = self._text, self._config.path
         return await in_thread(Lane.CONFIG, lambda: ConfigDocument(text, path).job(name))
 

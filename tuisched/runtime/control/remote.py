@@ -18,8 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import socket
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -27,12 +25,9 @@ from typing import Any
 
 import aiohttp
 
-from tuisched.domain import errors as error_classes
 from tuisched.domain.errors import (
-    ConfigError,
     ControlError,
     EventsLostError,
-    Problem,
     SchedulerNotRunningError,
     TuischedError,
 )
@@ -62,68 +57,21 @@ from tuisched.domain.views import (
     StatsQuery,
 )
 from tuisched.domain.wire import decode, encode, event_from_json
+from tuisched.runtime.control.protocol import (
+    CLIENT_HEADER,
+    PROTOCOL,
+    not_running,
+    protocol_mismatch,
+    raise_error,
+    reachable,
+)
 from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
-from tuisched.runtime.control.server import CLIENT_HEADER, PROTOCOL, reachable
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT = 30.0
 """Seconds one call may take (a shutdown's drain answers when it starts, not ends)."""
 RECONNECT_SECONDS = 0.5
-
-
-def scheduler_answers(path: Path, *, timeout: float = 2.0) -> bool:
-    """Whether a scheduler listens on the control socket at `path` (a blocking check,
-    for a command line before it starts an event loop)."""
-    with reachable(path) as name, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        probe.settimeout(timeout)
-        try:
-            probe.connect(name)
-        except OSError:
-            return False
-        return True
-
-
-def describe_client(what: str) -> str:
-    """Where this client is, for the actions log: `console on /dev/pts/3 over ssh from ...`."""
-    where = what
-    with contextlib.suppress(OSError):
-        where += f" on {os.ttyname(0)}"
-    ssh = os.environ.get("SSH_CLIENT", "").split()
-    if ssh:
-        where += f" over ssh from {ssh[0]}"
-    return where
-
-
-def _raise(body: object, status: int) -> None:
-    if not isinstance(body, dict):
-        raise ControlError(f"the scheduler answered {status} without a reason")
-    name, message = str(body.get("error", "")), str(body.get("message", ""))
-    if name == "ConfigError":
-        problems = decode(tuple[Problem, ...], body.get("problems", []))
-        raise ConfigError(problems)
-    cls = getattr(error_classes, name, None)
-    if isinstance(cls, type) and issubclass(cls, TuischedError):
-        raise _same_error(cls, message)
-    raise ControlError(message or f"the scheduler answered {status}")
-
-
-def _same_error(cls: type[TuischedError], message: str) -> TuischedError:
-    """The scheduler's error as its own class, saying exactly what the scheduler said.
-
-    A class whose constructor builds its message (UnknownRunError from run ids, say)
-    would say it twice over, or garbled: it is made around the message instead, with
-    the attributes its constructor sets."""
-    try:
-        error = cls(message)
-    except TypeError:  # a class whose constructor wants more than a message
-        return ControlError(message)
-    if str(error) == message:
-        return error
-    said = cls.__new__(cls)
-    said.__dict__.update(error.__dict__)
-    Exception.__init__(said, message)
-    return said
 
 
 class _Following:
@@ -160,7 +108,7 @@ class _Following:
             "http://tuisched/v1/events", params=params, timeout=aiohttp.ClientTimeout(total=None)
         ) as response:
             if response.status != 200:
-                _raise(await response.json(), response.status)
+                raise_error(await response.json(), response.status)
             async for line in response.content:
                 if not line.strip():
                     continue  # keep-alive
@@ -195,12 +143,9 @@ class RemoteControl:
         """Say hello: raises SchedulerNotRunningError when nobody listens, and
         ControlError when the scheduler speaks another protocol version."""
         hello = await self._request("GET", "/v1", None)
-        if not isinstance(hello, dict) or hello.get("protocol") != PROTOCOL:
-            theirs = hello.get("protocol") if isinstance(hello, dict) else "unknown"
-            raise ControlError(
-                f"the scheduler at {self.path} speaks protocol version {theirs}; this "
-                f"tuisched speaks version {PROTOCOL}: use the same version of tuisched"
-            )
+        refused = protocol_mismatch(self.path, hello, PROTOCOL)
+        if refused is not None:
+            raise refused
         self.server = hello
 
     async def close(self) -> None:
@@ -219,12 +164,10 @@ class RemoteControl:
             ) as response:  # fmt: skip
                 data = await response.json(content_type=None)
                 if response.status >= 400:
-                    _raise(data, response.status)
+                    raise_error(data, response.status)
                 return data
         except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as error:
-            raise SchedulerNotRunningError(
-                f"no scheduler is running on {self.path.parent} (nothing answers on {self.path})"
-            ) from error
+            raise SchedulerNotRunningError(not_running(self.path)) from error
         except (OSError, aiohttp.ClientError, TimeoutError) as error:
             raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
 

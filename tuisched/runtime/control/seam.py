@@ -24,9 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
 
-from tuisched.domain.events import Event
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
@@ -51,6 +50,9 @@ from tuisched.domain.views import (
     Simulation,
     StatsQuery,
 )
+
+if TYPE_CHECKING:  # only `subscribe` speaks of events: the command line's calls never load them
+    from tuisched.domain.events import Event
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
 """How much output one `output()` call reads at most."""
@@ -273,7 +275,7 @@ class SchedulerControl(SchedulerQueries, SchedulerCommands, Protocol):
     """Everything a front end may do with a scheduler: read it, steer it, follow it."""
 
 
-Callback = Callable[[Event], object]
+Callback: TypeAlias = "Callable[[Event], object]"
 """What `subscribe` calls with each event."""
 
 __all__ = [

@@ -37,24 +37,21 @@ import socket
 import stat
 import struct
 import typing
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 import tuisched
-from tuisched.domain.errors import ConfigError, TuischedError, UnknownJobError, WireError
+from tuisched.domain.errors import TuischedError, UnknownJobError, WireError
 from tuisched.domain.events import Event
 from tuisched.domain.wire import decode, encode, event_to_json
+from tuisched.runtime.control.protocol import CLIENT_HEADER, PROTOCOL, error_body, reachable
 from tuisched.runtime.control.seam import SchedulerControl
 
 log = logging.getLogger(__name__)
 
-PROTOCOL = 1
-"""The version of the protocol: a client and a server of different versions refuse each other."""
-SOCKET_NAME = "control.sock"
-CLIENT_HEADER = "X-Tuisched-Client"
 SHUTDOWN_SECONDS = 5.0
 """How long calls in progress may take to finish once the server stops."""
 KEEPALIVE_SECONDS = 15.0
@@ -78,32 +75,6 @@ ControlFor = Callable[[str], SchedulerControl]
 """The control a request acts through, for its actor (`user@host (client)`)."""
 Refused = Callable[[str], None]
 """Told who was refused (for the actions log)."""
-
-
-def socket_path(state_dir: Path) -> Path:
-    """Where the scheduler of `state_dir` listens."""
-    return state_dir / SOCKET_NAME
-
-
-MAX_SOCKET_PATH = 100
-"""A Unix socket's path may hold 107 bytes; a longer one is reached through its folder."""
-
-
-@contextlib.contextmanager
-def reachable(path: Path) -> Iterator[str]:
-    """A name by which `path` can be bound or connected to, whatever its length.
-
-    A path too long for a Unix socket is reached as `/proc/self/fd/N/NAME`
-    through a descriptor of its folder, open while the block runs (Linux).
-    """
-    if len(os.fsencode(path)) <= MAX_SOCKET_PATH:
-        yield str(path)
-        return
-    folder = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{folder}/{path.name}"
-    finally:
-        os.close(folder)
 
 
 def _peer(request: web.Request) -> tuple[int, int] | None:
@@ -151,14 +122,6 @@ def _query_arguments(request: web.Request) -> dict[str, Any]:
                 values.append(raw)
         given[key] = values if len(values) > 1 else values[0]
     return given
-
-
-def error_body(error: TuischedError) -> dict[str, object]:
-    """The JSON a failed call answers with."""
-    body: dict[str, object] = {"error": type(error).__name__, "message": str(error)}
-    if isinstance(error, ConfigError):
-        body["problems"] = encode(error.problems)
-    return body
 
 
 class ControlServer:

@@ -1,0 +1,65 @@
+"""The command line's exit statuses (SPEC R20: scripts depend on them), and the usage error.
+
+0 success; 1 a check failed or a named thing does not exist; 2 a usage error;
+69 (EX_UNAVAILABLE) a verb found no running scheduler; 78 (EX_CONFIG) no valid
+configuration could be read. A run's own end, for `tuisched run` and
+`trigger --wait`, is `exit_status`. `finish` runs a command and turns a user
+error into its line and status. The commands read them here, so that none
+needs another command's module to say how it ended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from tuisched.domain.errors import ConfigError, SchedulerNotRunningError, TuischedError, one_line
+from tuisched.domain.runs import Result, RunRecord, RunState
+
+EX_USAGE = 2
+EX_UNAVAILABLE = 69
+EX_CONFIG = 78
+
+
+class UsageError(TuischedError):
+    """An option's value does not parse: a usage error (exit 2), as argparse gives."""
+
+
+def finish(
+    parser: argparse.ArgumentParser, command: Callable[[argparse.Namespace], int],
+    args: argparse.Namespace,
+) -> int:  # fmt: skip
+    """Run `command` and give its exit status; a user error is said in one line (a
+    configuration's problems one a line), never as a traceback."""
+    try:
+        return command(args)
+    except ConfigError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EX_CONFIG
+    except UsageError as error:
+        parser.error(str(error))  # prints the usage and exits 2
+    except TuischedError as error:
+        print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
+        return 1
+
+
+def unavailable(error: SchedulerNotRunningError) -> int:
+    """Say in one line that no scheduler runs; the status for it."""
+    print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
+    return EX_UNAVAILABLE
+
+
+def exit_status(run: RunRecord) -> int:
+    """The process exit status that reports how `run` ended."""
+    if run.state is RunState.SUCCESS:
+        return 0
+    if run.result is Result.TIMED_OUT:
+        return 124
+    if run.result is Result.LAUNCH_FAILED:
+        return 127
+    if run.result is Result.STOPPED:
+        return 130
+    code = run.exit_code
+    return code if code is not None and 0 < code < 256 else 1
