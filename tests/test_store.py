@@ -497,13 +497,13 @@ def test_writes_of_one_loop_turn_are_one_transaction(db_path: Path) -> None:
     two turns of 3,000 runs each are two transactions, whatever the thread's timing."""
     store = HistoryStore.open_sqlite(db_path)
     batches: list[int] = []
-    write_many = store.write_many
+    land = store.land
 
-    def counting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
-        batches.append(len(inserts) + len(updates))
-        write_many(inserts, updates)
+    def counting(runs: Sequence[RunRecord]) -> None:
+        batches.append(len(runs))
+        land(runs)
 
-    store.write_many = counting  # type: ignore[method-assign]
+    store.land = counting  # type: ignore[method-assign]
 
     async def main() -> int:
         history = AsyncHistory(store)
@@ -523,7 +523,7 @@ def test_writes_of_one_loop_turn_are_one_transaction(db_path: Path) -> None:
 def test_writes_land_when_the_loop_turn_ends(db_path: Path) -> None:
     """Nobody waits for a fire-and-forget write: the end of its loop turn sends it."""
     store = HistoryStore.open_sqlite(db_path)
-    write_many = store.write_many
+    land = store.land
 
     landed: list[str] = []
 
@@ -531,12 +531,12 @@ def test_writes_land_when_the_loop_turn_ends(db_path: Path) -> None:
         loop = asyncio.get_running_loop()
         written = asyncio.Event()
 
-        def noting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
-            write_many(inserts, updates)
-            landed.extend(run.run_id for run in inserts)
+        def noting(runs: Sequence[RunRecord]) -> None:
+            land(runs)
+            landed.extend(run.run_id for run in runs)
             loop.call_soon_threadsafe(written.set)
 
-        store.write_many = noting  # type: ignore[method-assign]
+        store.land = noting  # type: ignore[method-assign]
         history = AsyncHistory(store)
         history.start()
         history.insert_soon(make_run("r1"))
@@ -599,6 +599,7 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
     # The batch fails, then the write alone fails twice more before the database frees up.
     failures = iter([HistoryUnavailableError("history database: database is locked")] * 3)
     real_write_many = HistoryStore.write_many
+    real_land = HistoryStore.land
 
     def flaky(store: HistoryStore, inserts: list[RunRecord], updates: list[RunRecord]) -> None:
         failure = next(failures, None)
@@ -606,7 +607,14 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
             raise failure
         real_write_many(store, inserts, updates)
 
+    def flaky_batch(store: HistoryStore, runs: list[RunRecord]) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real_land(store, runs)
+
     monkeypatch.setattr(HistoryStore, "write_many", flaky)
+    monkeypatch.setattr(HistoryStore, "land", flaky_batch)
 
     async def main() -> RunRecord | None:
         history = AsyncHistory(HistoryStore.open_sqlite(db_path))

@@ -46,13 +46,14 @@ class _Ending:
     """The job did not stop within the grace period; its thread was left running."""
 
 
-def _already_imported_function(target: str) -> Callable[[], object] | None:
+def function_now(target: str) -> Callable[[], object] | None:
     """`target` if it names a plain function of a module imported already, else None.
 
-    Such a run needs nothing from its worker thread before it runs (no
-    import, no instance), which saves a round trip between threads per run.
-    Anything else (a class, a module not imported yet, a missing attribute)
-    takes the worker-thread path, where failures become launch failures.
+    Such a run needs nothing before it runs (no import, no instance): a job
+    thread can start it by itself (see `run_on_job_thread`). Anything else (a
+    class, a module not imported yet, a missing attribute) takes
+    `PythonRunner`, which imports it in its thread, where failures become
+    launch failures.
     """
     module_name, _, attr = target.partition(":")
     obj: Any = sys.modules.get(module_name)
@@ -72,22 +73,27 @@ class _Link:
     ending: asyncio.Future[_Ending]
 
 
+Work = Callable[[], "Work | None"]
+"""What a job thread does: run one run, and return what it does next (None: nothing)."""
+
+
 class _Workers:
     """Daemon threads reused across python runs; a new one starts only when none is idle.
 
     Daemon threads, not an executor's: a job that never returns can neither
     block interpreter shutdown nor starve other runs (the next run simply
-    gets a new thread). Idle threads end after `IDLE_SECONDS`.
+    gets a new thread). Idle threads end after `IDLE_SECONDS`. A thread goes
+    on with the work its work returns, so it can take the next run itself.
     """
 
     IDLE_SECONDS = 60.0
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[Work, str]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
 
-    def submit(self, work: Callable[[], None], name: str) -> None:
+    def submit(self, work: Work, name: str) -> None:
         """Run `work` on an idle thread, or on a new one, naming the thread `name` meanwhile."""
         with self._lock:
             reuse = self._idle > 0
@@ -109,13 +115,55 @@ class _Workers:
                 continue
             thread = threading.current_thread()
             thread.name = name  # the job's name shows in py-spy, gdb and thread dumps
-            work()  # the work reports its own outcome and never raises
+            going: Work | None = work
+            while going is not None:  # each work reports its own outcome and never raises
+                going = going()
             thread.name = "tuisched-job"
             with self._lock:
                 self._idle += 1
 
 
 _WORKERS = _Workers()
+
+
+def run_on_job_thread(work: Work, name: str) -> None:
+    """Run `work` on a job thread (an idle one, or a new one), then what it returns, and so
+    on; the thread is named `name` meanwhile. `work` must report its own outcome and never
+    raise."""
+    _WORKERS.submit(work, name)
+
+
+def call_function(function: Callable[[], object]) -> tuple[str, str] | None:
+    """Call a python job's function on this (job) thread: None if it returned, else what it
+    raised (`Error: message`) and its traceback."""
+    try:
+        function()
+    except BaseException as exc:  # a job's SystemExit fails the run, not the scheduler
+        return _describe(exc), "".join(traceback.format_exception(exc))
+    return None
+
+
+def thread_outcome(
+    stop: Result | None, error: str | None, *, abandoned: bool, kill_grace: float,
+    status: str = "", stop_error: str = "",
+) -> Outcome:  # fmt: skip
+    """How a python run on a thread ended: `stop` is the result an operator or a timeout
+    asked for (None if nobody did); `error` what the job raised (`Error: message`);
+    `abandoned` when its thread was given up on; `status` the instance's own."""
+    result = stop if stop is not None else Result.COMPLETED
+    if abandoned:
+        status = f"did not stop within {kill_grace:g}s; its thread was left running"
+    elif error is not None:
+        status = error
+    else:
+        status = status or ("stopped" if stop is not None else "")
+    ok = stop is None and error is None and not abandoned
+    return Outcome(
+        state=RunState.SUCCESS if ok else RunState.FAILED,
+        result=result,
+        status=_cut(status),
+        reason=stop_error,
+    )
 
 
 class PythonRunner:
@@ -169,27 +217,12 @@ class PythonRunner:
             return _NO_PROPS
         return _NO_PROPS
 
-    def start_at_once(self, ended: Callable[[], None]) -> bool:
-        """Start now, without awaiting, if nothing must be waited for first; then call
-        `ended()` on the loop once the run has ended (read `outcome()` then).
-
-        False (nothing started) when the target must first be imported or
-        instantiated in the worker thread, or a stop came already: use `start()`.
-        """
-        function = _already_imported_function(self._target)
-        if function is None or self._stop is not None:
-            return False
-        link = self._submit(lambda link: self._thread_call(link, function))
-        self._launched = True
-        link.ending.add_done_callback(lambda _: ended())
-        return True
-
     def _submit(self, work: Callable[[_Link], None]) -> _Link:
         """Hand `work(link)` to a job thread; the link is where its reports land."""
         loop = asyncio.get_running_loop()
         link = _Link(loop, _crossing(loop), loop.create_future(), loop.create_future())
         self._link = link
-        _WORKERS.submit(functools.partial(work, link), f"tuisched-job-{self._target}")
+        _WORKERS.submit(functools.partial(_once, work, link), f"tuisched-job-{self._target}")
         return link
 
     async def start(self) -> int | None:
@@ -200,7 +233,7 @@ class PythonRunner:
         """
         if self._stop is not None:
             return None
-        function = _already_imported_function(self._target)
+        function = function_now(self._target)
         if function is not None:  # no import, no instance: nothing to wait for
             self._submit(lambda link: self._thread_call(link, function))
             self._launched = True
@@ -230,8 +263,7 @@ class PythonRunner:
         return self.outcome()
 
     def outcome(self) -> Outcome:
-        """How the run ended, once it has (after `wait()`, or after `start_at_once`'s
-        `ended()`); closes the output capture."""
+        """How the run ended, once it has (after `wait()`); closes the output capture."""
         link = self._link
         assert link is not None  # noqa: S101  (started)
         if self._give_up is not None:
@@ -321,20 +353,16 @@ class PythonRunner:
         link.ending.set_result(ending)
 
     def _outcome(self, ending: _Ending) -> Outcome:
-        result = self._stop.result if self._stop is not None else Result.COMPLETED
-        if ending.abandoned:
-            status = f"did not stop within {self._kill_grace:g}s; its thread was left running"
-        elif ending.error is not None:
-            status = ending.error
-        else:
-            status = self.status or ("stopped" if self._stop is not None else "")
-        ok = self._stop is None and ending.error is None and not ending.abandoned
-        return Outcome(
-            state=RunState.SUCCESS if ok else RunState.FAILED,
-            result=result,
-            status=_cut(status),
-            reason=self._stop_error,
-        )
+        return thread_outcome(
+            self._stop.result if self._stop is not None else None, ending.error,
+            abandoned=ending.abandoned, kill_grace=self._kill_grace, status=self.status,
+            stop_error=self._stop_error,
+        )  # fmt: skip
+
+
+def _once(work: Callable[[_Link], None], link: _Link) -> None:
+    """`work(link)` as a job thread's work that leads to nothing else."""
+    work(link)
 
 
 class _Crossing:
