@@ -45,6 +45,11 @@ HANDOVER = 1000
 """Due jobs handed to the loop at a time by APScheduler's thread (the loop starts on the
 first ones while the thread takes out the next)."""
 
+MAX_WALKED = 100
+"""Fire times after the one handed over that APScheduler's thread lists for a job found due
+again and again (the process was stopped, or the clock jumped): beyond them, the job goes on
+from its first slot after now. The loop records only the newest few as MISSED anyway."""
+
 LOADS_PER_STEP = 500
 """Jobs loaded per loop iteration at start and on a reload (40,000 jobs take about 1 s)."""
 
@@ -133,6 +138,9 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
         try:
             upcoming = trigger.get_next_fire_time(job.next_run_time, now)
             while upcoming is not None and upcoming <= now:
+                if len(also) == MAX_WALKED:  # a long stall: the rest are counted, not listed
+                    upcoming = trigger.get_next_fire_time(None, now)
+                    break
                 also.append(_due(job, upcoming))
                 upcoming = trigger.get_next_fire_time(upcoming, now)
         except Exception:  # a bug of ours: this job fires no more, the others go on
@@ -330,6 +338,9 @@ class SlotFiring:
         fired = self._fired.get(job.name)
         if fired is not None:  # held by the history already (the clock was set back)
             dues = [(slot, fire) for slot, fire in dues if slot > fired]
+        # Not due yet by the runtime's clock: only where that clock is not the wall clock
+        # APScheduler fires by (a test's), which tells it when a slot comes.
+        dues = [(slot, fire) for slot, fire in dues if fire <= now]
         if not dues:
             return
         self._fired[job.name] = max(slot for slot, _ in dues)
