@@ -55,7 +55,7 @@ def _executions(out: Path) -> list[tuple[str, int, float]]:
 def _rows(db: Path) -> list[tuple[str, str, str]]:
     """(job, state, trigger) of every run in the history."""
     with sqlite3.connect(db) as connection:
-        return list(connection.execute("SELECT job, state, \"trigger\" FROM runs"))
+        return list(connection.execute('SELECT job, state, "trigger" FROM runs'))
 
 
 def _settled(db: Path) -> bool:

@@ -189,11 +189,10 @@ class Dispatcher:
         self.active.pop(run.run_id, None)
         self._tickets.pop(run.run_id, None)
         self._jobs_of.pop(run.run_id, None)
-        busy = self._busy[run.job]
+        busy = self._busy.get(run.job, set())
         busy.discard(run.run_id)
-        backlog = self._backlog[run.job]
-        backlogged = {waiting.run_id for waiting in backlog}
-        if backlog and self._accepting() and not busy - backlogged:
+        backlog = self._backlog.get(run.job)
+        if backlog and self._accepting() and not busy - {waiting.run_id for waiting in backlog}:
             waiting = backlog.popleft()
             job = self._jobs_of[waiting.run_id]
             self._queue.push(waiting, job, self._tickets.get(waiting.run_id, 0))

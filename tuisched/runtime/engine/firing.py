@@ -38,7 +38,7 @@ from tuisched.runtime.engine.trigger import SlotTrigger
 
 log = logging.getLogger(__name__)
 
-FIRES_PER_STEP = 200
+FIRES_PER_STEP = 1000
 """Due slots handled per loop iteration, so a burst never freezes the loop."""
 
 HANDOVER = 1000
@@ -117,10 +117,10 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
             return None
         now = datetime.now(UTC)
         with self._jobstores_lock:
-            due = self._store.take_due(now)
-            for start in range(0, len(due), HANDOVER):
-                chunk = due[start : start + HANDOVER]
+            due: list[Any] = []
+            while chunk := self._store.take_due(now, HANDOVER):
                 self._deliver([(job.id, [_due(job, job.next_run_time)]) for job in chunk])
+                due += chunk
             later = [found for found in (self._advance(job, now) for job in due) if found]
             if later:
                 self._deliver(later)

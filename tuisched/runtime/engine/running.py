@@ -95,7 +95,6 @@ class Workers:
     def start(self, active: Active) -> None:
         """Run `active`: on a job thread when it has a `ThreadRun`, else in a task."""
         if active.thread is not None:
-            active.runner = self._thread_runner(active.thread)
             self._turn.holding(active)
             self.lane.hand(active.thread)
             return
@@ -109,6 +108,8 @@ class Workers:
         if active.stop_result is None or kill:
             active.stop_result = active.stop_result or result
             active.kill = active.kill or kill
+            if active.runner is None and active.thread is not None:
+                active.runner = self._thread_runner(active.thread)  # made when first needed
             if active.runner is not None:
                 active.runner.stop(active.stop_result, kill=kill)
             self._signal_descendants(active.run.run_id, kill=kill)
@@ -160,12 +161,10 @@ class Workers:
     def _adopt(self, thread: ThreadRun) -> Active:
         """A thread took `thread` at the end of its run: it holds that run's worker now."""
         active = self._dispatcher.adopt(thread)
-        runner = active.runner = self._thread_runner(thread)
         self.lane.adopted(thread)
         self._turn.holding(active)
         if thread.stop is not None:  # stopped while the loop had not heard of it
-            active.stop_result, active.kill = thread.stop, thread.kill
-            runner.stop(thread.stop, kill=thread.kill)
+            self.stop(active, thread.stop, kill=thread.kill)
         return active
 
     def _thread_started(self, active: Active, thread: ThreadRun) -> None:

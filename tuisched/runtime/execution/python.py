@@ -143,6 +143,9 @@ def call_function(function: Callable[[], object]) -> tuple[str, str] | None:
     return None
 
 
+_RETURNED = Outcome(state=RunState.SUCCESS, result=Result.COMPLETED)
+
+
 def thread_outcome(
     stop: Result | None, error: str | None, *, abandoned: bool, kill_grace: float,
     status: str = "", stop_error: str = "",
@@ -150,6 +153,8 @@ def thread_outcome(
     """How a python run on a thread ended: `stop` is the result an operator or a timeout
     asked for (None if nobody did); `error` what the job raised (`Error: message`);
     `abandoned` when its thread was given up on; `status` the instance's own."""
+    if stop is None and error is None and not abandoned and not status and not stop_error:
+        return _RETURNED  # the usual outcome: one object for them all
     result = stop if stop is not None else Result.COMPLETED
     if abandoned:
         status = f"did not stop within {kill_grace:g}s; its thread was left running"

@@ -276,9 +276,11 @@ class _BatchStatement:
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
 
 
-ROWS_PER_STATEMENT = 256 if sqlite3.sqlite_version_info >= (3, 32) else 32
+ROWS_PER_STATEMENT = 1024 if sqlite3.sqlite_version_info >= (3, 32) else 62
 """Most runs one statement lands: 16 parameters a row, under SQLite's limit on the parameters
 of a statement (999 before SQLite 3.32, 32,766 since)."""
+STATEMENTS_KEPT = 32
+"""Statements of so many rows remembered (a burst's batches come in a few sizes)."""
 
 
 class _Landing:
@@ -287,18 +289,16 @@ class _Landing:
     SQLite's Python driver lets other threads run during each statement and
     takes the interpreter lock back after it: one statement per row (an
     executemany) makes the writer wait for a busy event loop once per row,
-    up to a switch interval (5 ms) each time. A statement of a few hundred
-    rows waits once. Statements are compiled per number of rows, in powers of
-    two (a batch of 300 is 256 + 32 + 8 + 4), so a handful of them serve
-    every batch. Dialects whose driver does not take positional parameters
-    run a one-row statement per run.
+    up to a switch interval (5 ms) each time. A statement of up to
+    ROWS_PER_STATEMENT rows waits once. Dialects whose driver does not take
+    positional parameters run a one-row statement per run.
     """
 
     def __init__(self, dialect: Dialect) -> None:
         self._dialect = dialect
         self._one = _BatchStatement.compile(_upsert(dialect, 1), _RUN_COLUMNS, dialect)
         self._many: dict[int, str] = {}
-        """SQL of the statements of 2, 4, 8... rows."""
+        """SQL of the statements of so many rows, the most recently made last."""
         self._rows = _values_group(self._one.sql) if self._one.positional else None
         """The one-row statement cut around its VALUES group, when another row's group can
         be repeated in it (checked against a statement of two rows compiled by SQLAlchemy:
@@ -313,13 +313,10 @@ class _Landing:
             one.execute(connection, runs)
             return
         params = [one.parameters(run) for run in runs]
-        start = 0
-        while start < len(params):
-            size = min(ROWS_PER_STATEMENT, 1 << (len(params) - start).bit_length() - 1)
-            chunk = params[start : start + size]
-            sql = one.sql if size == 1 else self._statement(size)
+        for start in range(0, len(params), ROWS_PER_STATEMENT):
+            chunk = params[start : start + ROWS_PER_STATEMENT]
+            sql = one.sql if len(chunk) == 1 else self._statement(len(chunk))
             connection.exec_driver_sql(sql, tuple(value for row in chunk for value in row))
-            start += size
 
     def _statement(self, rows: int) -> str:
         sql = self._many.get(rows)
@@ -329,6 +326,8 @@ class _Landing:
                 sql = head + ", ".join([group] * rows) + tail
             else:
                 sql = self._compiled(rows)
+            if len(self._many) >= STATEMENTS_KEPT:
+                del self._many[next(iter(self._many))]  # the oldest size
             self._many[rows] = sql
         return sql
 
@@ -361,5 +360,14 @@ def _upsert(dialect: Dialect, rows: int) -> Insert:
             {name: bindparam(f"{name}__{i}") for name in _RUN_COLUMNS} for i in range(rows)
         ]
         statement = insert(runs).values(values)
-    keep = {name: statement.excluded[name] for name in _RUN_COLUMNS[1:]}
+    keep = {name: statement.excluded[name] for name in _CHANGING}
     return statement.on_conflict_do_update(index_elements=["run_id"], set_=keep)
+
+
+_CHANGING = (
+    "state", "result", "status", "exit_code", "started_at", "ended_at", "pid", "reason",
+    "output_tail",
+)  # fmt: skip
+"""The columns a run's later rows change. Its job, slot, trigger, queued_at, node and attempt
+are those it was created with: leaving them out of an upsert spares SQLite two of the
+table's indexes on every run's end."""
