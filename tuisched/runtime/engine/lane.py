@@ -188,7 +188,7 @@ class Lane:
         said: Reports = []
         run: ThreadRun | None = first
         while run is not None:
-            if not self._history.committed(run.ticket):
+            if not self._history.landed(run.ticket):
                 said.append((Report.TAKEN, run))
                 self._report(said)
                 said = []
@@ -208,7 +208,7 @@ class Lane:
 
     def _wait_for_row(self, run: ThreadRun) -> None:
         """Wait for `run`'s QUEUED row to be in the history (ROW_WAIT_SECONDS at most)."""
-        if not self._history.wait_committed(run.ticket, ROW_WAIT_SECONDS):
+        if not self._history.wait_landed(run.ticket, ROW_WAIT_SECONDS):
             log.info("run %s of %s starts before its row is in the history",
                      run.run.run_id, run.run.job)  # fmt: skip
 

@@ -28,7 +28,7 @@ from tuisched.domain.model import CommandSpec, Config, Job, PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunRecord, RunState
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
-from tuisched.runtime.engine.environment import job_environment
+from tuisched.runtime.engine.environment import JobEnvironments
 from tuisched.runtime.engine.lane import ROW_WAIT_SECONDS, Lane, Report, ThreadRun, ThreadRunner
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.retries import Retries
@@ -86,6 +86,7 @@ class Workers:
         self._tasks: set[asyncio.Future[None]] = set()
         """Done when their run has been recorded."""
         self._finished: defaultdict[str, int] = defaultdict(int)
+        self._environments = JobEnvironments()
 
     @property
     def tasks(self) -> set[asyncio.Future[None]]:
@@ -98,7 +99,7 @@ class Workers:
             self._turn.holding(active)
             self.lane.hand(active.thread)
             return
-        row_ready = self._history.committed(self._dispatcher.ticket(active.run.run_id))
+        row_ready = self._history.landed(self._dispatcher.ticket(active.run.run_id))
         task = asyncio.get_running_loop().create_task(self._execute(active, row_ready))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -315,7 +316,7 @@ class Workers:
         # Jobs in a process of their own get an environment: building one copies os.environ.
         kind = job.kind
         if isinstance(kind, CommandSpec) or (isinstance(kind, PythonSpec) and not kind.in_thread):
-            return job_environment(self._config(), job, run)
+            return self._environments.of(self._config(), job, run)
         return {}
 
     def _output_path(self, run: RunRecord) -> str:

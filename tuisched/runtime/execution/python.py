@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import queue
@@ -12,7 +13,7 @@ import sys
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -84,6 +85,10 @@ class _Workers:
     block interpreter shutdown nor starve other runs (the next run simply
     gets a new thread). Idle threads end after `IDLE_SECONDS`. A thread goes
     on with the work its work returns, so it can take the next run itself.
+
+    New threads are started by a starter thread of their own, never by the
+    caller: `Thread.start()` waits until the new thread runs, which on a busy
+    machine held the event loop for a good part of a second.
     """
 
     IDLE_SECONDS = 60.0
@@ -92,6 +97,10 @@ class _Workers:
         self._work: queue.SimpleQueue[tuple[Work, str]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
+        """Threads waiting for work that nobody was promised yet."""
+        self._wanted: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        """One item per thread to start: True for one that waits idle for work to come."""
+        self._starter: threading.Thread | None = None
 
     def submit(self, work: Work, name: str) -> None:
         """Run `work` on an idle thread, or on a new one, naming the thread `name` meanwhile."""
@@ -101,6 +110,27 @@ class _Workers:
                 self._idle -= 1  # that thread is promised to this work
         self._work.put((work, name))
         if not reuse:
+            self._start(idle=False)
+
+    def keep_ready(self, count: int) -> None:
+        """Have at least `count` threads waiting for work (they retire when idle for long)."""
+        with self._lock:
+            missing = count - self._idle
+            self._idle += max(0, missing)  # counted from now: the work may come before they do
+        for _ in range(missing):
+            self._start(idle=True)
+
+    def _start(self, *, idle: bool) -> None:
+        self._wanted.put(idle)
+        if self._starter is None:  # once: the one thread the caller waits for
+            self._starter = threading.Thread(
+                target=self._start_threads, name="tuisched-job-starter", daemon=True
+            )
+            self._starter.start()
+
+    def _start_threads(self) -> None:
+        while True:
+            self._wanted.get()
             threading.Thread(target=self._serve, name="tuisched-job", daemon=True).start()
 
     def _serve(self) -> None:
@@ -131,6 +161,33 @@ def run_on_job_thread(work: Work, name: str) -> None:
     on; the thread is named `name` meanwhile. `work` must report its own outcome and never
     raise."""
     _WORKERS.submit(work, name)
+
+
+def keep_job_threads(count: int) -> None:
+    """Have `count` job threads started and waiting for runs (started off the caller's
+    thread), so that a burst's first runs do not wait for threads to start."""
+    _WORKERS.keep_ready(count)
+
+
+def import_soon(targets: Iterable[str]) -> None:
+    """Import the modules of python job `targets` that are not imported yet, in a job thread
+    (the caller does not wait): the first run of a plain function then starts like the next
+    ones, on a job thread by itself (see `function_now`), instead of importing first.
+
+    A module that fails to import is left alone (its run then fails to launch, saying why).
+    """
+    modules = {target.partition(":")[0] for target in targets}
+    missing = sorted(name for name in modules if name and name not in sys.modules)
+    if missing:
+        _WORKERS.submit(lambda: _import_quietly(missing), "tuisched-job-imports")
+
+
+def _import_quietly(modules: list[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as error:  # a job module's SystemExit included: its run says why
+            log.debug("importing %s ahead of its runs failed: %s", name, _describe(error))
 
 
 def call_function(function: Callable[[], object]) -> tuple[str, str] | None:

@@ -154,7 +154,10 @@ class AsyncHistory:
         """Tickets up to this one have been processed (written, or failed and logged)."""
         self._ready = threading.Condition()
         self._landed = threading.Condition(threading.Lock())
-        """Notified each time `_done` moves on (what `wait_committed` waits for)."""
+        """Notified each time `_done` or `_rows` moves on (what `wait_landed` waits for)."""
+        self._rows = 0
+        """The rows of the writes with tickets up to this one exist (the new rows of a batch
+        land before the rest of it: see `_commit`)."""
         self._thread: threading.Thread | None = None
         self._closing: asyncio.Future[Any] | None = None
         self._held: list[_Write] = []
@@ -215,15 +218,20 @@ class AsyncHistory:
         """True once the operation that returned `ticket` has been written."""
         return self._done >= ticket
 
-    def wait_committed(self, ticket: int, timeout: float) -> bool:
-        """Block until the operation that returned `ticket` has been written, for
-        `timeout` seconds at most; whether it was. For threads other than the loop's
-        (a job thread starting the next run itself): it blocks.
-        """
-        if self._done >= ticket:
+    def landed(self, ticket: int) -> bool:
+        """True once the run that `insert_soon` or `update_soon` returned `ticket` for has its
+        row in the database: the insert committed, or the row it updates there (in a
+        state that may be older). What a run's start waits for: a slot the history holds
+        never runs again."""
+        return self._done >= ticket or self._rows >= ticket
+
+    def wait_landed(self, ticket: int, timeout: float) -> bool:
+        """Block until `landed(ticket)`, for `timeout` seconds at most; whether it is. For
+        threads other than the loop's (a job thread starting the next run itself)."""
+        if self.landed(ticket):
             return True
         with self._landed:
-            return self._landed.wait_for(lambda: self._done >= ticket, timeout)
+            return self._landed.wait_for(lambda: self.landed(ticket), timeout)
 
     def write_soon(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> int:
         """Add `inserts` and replace the rows of `updates`, in that order, without waiting:
@@ -353,6 +361,13 @@ class AsyncHistory:
             if stopped:
                 return
 
+    def _rows_landed(self, through: int) -> None:
+        """The rows of the writes up to `through` exist (their latest states may not have
+        landed yet): what `landed` tells."""
+        with self._landed:
+            self._rows = max(self._rows, through)
+            self._landed.notify_all()
+
     def _mark_done(self, through: int) -> None:
         """Tickets up to `through` are processed: done, up to the first write held."""
         with self._landed:  # an int store is atomic: `committed` reads it without the lock
@@ -396,9 +411,13 @@ class AsyncHistory:
             return
         merged = _coalesce(self._held)
         if merged is not None:
+            inserts, updates = merged
             try:
                 # Every write lands its run's latest state, as `_upsert` does one at a time.
-                self._store.land([*merged[0], *merged[1]])
+                if inserts and updates:  # first the new rows: runs wait for them to start
+                    self._store.land(inserts)
+                    self._rows_landed(self._held[-1].ticket)
+                self._store.land(updates if inserts and updates else [*inserts, *updates])
             except HistoryUnavailableError as error:
                 self._outage_goes_on(error)
                 return
