@@ -220,8 +220,7 @@ class Workers:
         except Exception as error:  # a bug of ours must not take the scheduler down
             outcome = self._scheduler_error(active, error)
         self._turn.ended(active, outcome, ended=None)
-        self._turn.record_soon()
-        await self._turn.recorded()
+        self._turn.record_soon()  # a drain waits for it (`Turn.settled`)
 
     @staticmethod
     def _scheduler_error(active: Active, error: Exception) -> Outcome:

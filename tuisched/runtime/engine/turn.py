@@ -54,7 +54,6 @@ class Turn:
         self._events: list[Event] = []
         self._due = False
         """A pass is scheduled for the end of this turn."""
-        self._recorded: asyncio.Future[None] | None = None
         self._on_threads = 0
         """Runs of job threads holding a worker (a drain waits for them)."""
         self._idle: asyncio.Future[None] | None = None
@@ -148,25 +147,16 @@ class Turn:
             self._dispatcher.dispatch()
             self._settle()
 
-    async def recorded(self) -> None:
-        """Return once the turn's pass has run."""
-        if self._recorded is None:
-            self._recorded = asyncio.get_running_loop().create_future()
-        await asyncio.shield(self._recorded)
-
     def settled(self) -> set[asyncio.Future[None]]:
         """What a drain waits on besides tasks: done once no run of a job thread holds a
-        worker (empty when none does now)."""
-        if not self._on_threads:
+        worker and the runs that ended are recorded (empty when so now)."""
+        if not self._on_threads and not self._due:
             return set()
         if self._idle is None:
             self._idle = asyncio.get_running_loop().create_future()
         return {self._idle}
 
     def _settle(self) -> None:
-        recorded, self._recorded = self._recorded, None
-        if recorded is not None and not recorded.done():
-            recorded.set_result(None)
         if not self._on_threads and self._idle is not None:
             idle, self._idle = self._idle, None
             if not idle.done():
