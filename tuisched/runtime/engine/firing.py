@@ -5,8 +5,9 @@ of slots fall due at once, its synchronous submission pass would otherwise
 freeze the event loop the console shares. Its pass over due jobs is our own
 (`_BurstScheduler`): every job due at an instant crosses to the loop in one
 batch, through an inbox, before any next fire time is worked out. The loop
-takes them FIRES_PER_STEP at a time, runs the slots less than `grace` late
-and records the later ones as MISSED. APScheduler only ever asks
+takes FIRST_FIRES of them, then twice as many each iteration up to
+FIRES_PER_STEP, runs the slots less than `grace` late and records the later
+ones as MISSED. APScheduler only ever asks
 `SlotTrigger` for a next fire time: it never parses a user's expression.
 """
 
@@ -40,6 +41,10 @@ log = logging.getLogger(__name__)
 
 FIRES_PER_STEP = 1000
 """Due slots handled per loop iteration, so a burst never freezes the loop."""
+FIRST_FIRES = 125
+"""Due slots handled in a burst's first iteration, doubled in each next one up to
+FIRES_PER_STEP: the first runs' rows are written, and the runs started, while the loop
+queues the rest."""
 
 HANDOVER = 1000
 """Due jobs handed to the loop at a time by APScheduler's thread (the loop starts on the
@@ -211,6 +216,8 @@ class SlotFiring:
         self._inbox: _Inbox | None = None
         self._fired: dict[str, datetime] = {}
         """The newest slot of each job that fired or that the history holds."""
+        self._step = FIRST_FIRES
+        """Due slots the loop takes in its next iteration (a burst's grow: `FIRST_FIRES`)."""
 
     async def start(
         self, jobs: list[tuple[Job, bool]], now: datetime, held: dict[str, datetime]
@@ -312,7 +319,8 @@ class SlotFiring:
 
     def _take(self) -> None:
         assert self._inbox is not None  # noqa: S101  (set in start before any fire)
-        batch, more = self._inbox.take_some(FIRES_PER_STEP)
+        batch, more = self._inbox.take_some(self._step)
+        self._step = min(FIRES_PER_STEP, self._step * 2) if more else FIRST_FIRES
         due: list[tuple[Job, datetime]] = []
         try:
             now = self._clock.now()
