@@ -173,3 +173,18 @@ async def test_a_job_with_runs_backlogged_leaves_the_next_run_to_the_loop(
         made.hand(thread_run("a1", lambda: None, job="a"))
         await heard.until(Report.ENDED, "a1")
         assert len(made._queue) == 1
+
+
+async def test_a_lowered_max_workers_makes_threads_give_their_workers_back(
+    tmp_path: Path,
+) -> None:
+    """A reload that lowers `max_workers`: a thread at its run's end hands its worker back
+    to the loop (which counts it against the new limit) instead of passing it on."""
+    async with lane(tmp_path) as (made, heard):
+        made._queue.push(queued("next", job="n"), job("n"), 0)
+        made.shrink(1)
+        made.hand(thread_run("a", lambda: None))
+        await heard.until(Report.ENDED, "a")
+        assert len(made._queue) == 1
+        made.hand(thread_run("b", lambda: None))  # given back once: the next one passes on
+        await heard.until(Report.ENDED, "next")

@@ -270,7 +270,9 @@ class Engine:
                 self._cancel_job("its job was disabled", name)
         if self.cluster is not None:
             self.cluster.apply(config)
-        self._dispatcher.dispatch()  # max_workers may have grown
+        # max_workers may have shrunk (job threads then give workers back) or grown.
+        self._workers.lane.shrink(len(self._dispatcher.active) - config.settings.max_workers)
+        self._dispatcher.dispatch()
         self._import_functions(config)
         _keep_out_of_collection()
 

@@ -125,6 +125,8 @@ class Lane:
         self._heard = heard
         self._backlogged = backlogged
         self._open = True
+        self._surplus = 0
+        """Workers to give back rather than pass on (`max_workers` was lowered)."""
         self._in_flight: dict[str, ThreadRun] = {}
         """Runs threads took and whose TAKEN or STARTED the loop has not yet taken in."""
         self._reports: deque[tuple[Report, ThreadRun]] = deque()
@@ -138,6 +140,13 @@ class Lane:
         """Let threads take queued runs (or, with `accepting` False, no more)."""
         with self._lock:
             self._open = accepting
+
+    def shrink(self, surplus: int) -> None:
+        """`surplus` more runs hold a worker than `max_workers` allows now (a reload lowered
+        it): so many threads give their worker back at their run's end instead of passing
+        it on."""
+        with self._lock:
+            self._surplus = max(self._surplus, surplus)
 
     def hand(self, run: ThreadRun) -> None:
         """Start `run` on a job thread (the loop gave it a worker)."""
@@ -218,6 +227,9 @@ class Lane:
         with self._lock:
             ended.done = True
             if ended.abandoned or not self._open or self._backlogged(ended.run.job):
+                return None
+            if self._surplus:
+                self._surplus -= 1
                 return None
             taken = self._queue.pop_if(thread_run)
             if taken is not None:
