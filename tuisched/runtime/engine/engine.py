@@ -314,6 +314,7 @@ class Engine:
             )  # fmt: skip
             queued.append((run, job))
         if queued:
+            self._workers.take_in()  # workers job threads gave back are free for these
             self._dispatcher.enqueue_many(queued)
 
     def _queue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:

@@ -143,6 +143,12 @@ class Workers:
     def _thread_runner(self, thread: ThreadRun) -> ThreadRunner:
         return ThreadRunner(thread, self.lane, self._clock, self._kill_grace, self._gave_up)
 
+    def take_in(self) -> None:
+        """Take in what the job threads reported so far, now: before runs are queued and
+        handed out, so that the workers of threads that ran out of queued runs are free
+        (a burst queued a step at a time would otherwise wait a turn for each)."""
+        self._heard()
+
     def _heard(self) -> None:
         """On the loop: take in what the job threads reported, and record the turn (a burst's
         reports over several turns, REPORTS_PER_TURN at a time)."""
