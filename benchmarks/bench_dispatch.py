@@ -111,12 +111,14 @@ async def _measure_burst(slot: datetime, done: asyncio.Event, ready: float) -> d
     slot_perf = time.perf_counter() + margin
     monitor = StallMonitor()
     monitor.start()
+    cpu = time.process_time()  # the wait for the slot costs next to none
     await done.wait()
     burst = (datetime.now(UTC) - slot).total_seconds()
+    cpu = time.process_time() - cpu
     stall = await monitor.stop()
     return {
         "ready_s": ready, "margin_s": margin, "stall_s": stall,
-        "stall_after_slot_s": monitor.stall_at - slot_perf, "burst_s": burst,
+        "stall_after_slot_s": monitor.stall_at - slot_perf, "burst_s": burst, "cpu_s": cpu,
     }  # fmt: skip
 
 
@@ -287,6 +289,7 @@ def _print_run(n: int, side: str, r: dict) -> None:
         f"  n={n:>6} {side:>8}: lateness p50 {ms(late['p50'])}"
         f" p99 {ms(late['p99'])} max {ms(late['max'])}"
         f" | stall {_ms(r['stall_s'])} | {r['rate']:.0f} runs/s"
+        f" | CPU {_ms(r.get('cpu_s', math.nan))}"
         f" | finished {r['finished']} missed {r['missed']}"
         f" not_started {r['not_started']} failed {r['failed']} | ready {r['ready_s']:.2f}s",
         flush=True,

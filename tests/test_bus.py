@@ -134,3 +134,47 @@ def test_a_number_older_than_the_journal_says_events_were_lost() -> None:
     assert (lost.value.after, lost.value.oldest) == (1, 4)
     with pytest.raises(EventsLostError):
         bus.subscribe(Event, print, after=0)
+
+
+# --- subscribers that take a turn's events at once (R26) ------------------------------------
+
+
+async def test_a_batch_subscriber_gets_a_turns_events_in_one_call_after_the_others() -> None:
+    bus = EventBus()
+    bus.bind(asyncio.get_running_loop())
+    calls: list[object] = []
+    bus.subscribe(PauseChanged, lambda event: calls.append(("one", event.name)))
+    bus.subscribe_batch(PauseChanged, lambda events: calls.append([e.name for e in events]))
+    bus.subscribe_batch((SchedulerStopped,), lambda events: calls.append(len(events)))
+    bus.publish_many([paused("a"), paused("b")])
+    bus.publish(paused("c"))
+    assert calls == []  # delivered on the loop's next turn
+    await asyncio.sleep(0)
+    assert calls == [("one", "a"), ("one", "b"), ("one", "c"), ["a", "b", "c"]]
+    bus.publish(stopped())
+    await asyncio.sleep(0)
+    assert calls[-1] == 1  # only its types, and never an empty batch
+
+
+def test_a_failing_batch_subscriber_silences_nobody_and_publish_many_numbers_in_order() -> None:
+    bus = EventBus()
+    heard: list[int] = []
+
+    def broken(_: list[Event]) -> None:
+        raise RuntimeError("subscriber bug")
+
+    bus.subscribe_batch(Event, broken)
+    bus.subscribe_batch(Event, lambda events: heard.extend(e.seq for e in events))
+    bus.publish_many([paused("a"), stopped(), paused("b")])
+    assert heard == [1, 2, 3]
+    assert bus.last_seq == 3
+
+
+def test_a_batch_subscriber_from_a_number_gets_the_rest_as_one_batch() -> None:
+    bus = EventBus()
+    for index in range(5):
+        bus.publish(paused(str(index)))
+    batches: list[list[int]] = []
+    bus.subscribe_batch(Event, lambda events: batches.append([e.seq for e in events]), after=2)
+    bus.publish(paused("new"))
+    assert batches == [[3, 4, 5], [6]]

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from tuisched.domain.config.dependencies import Cycle, CycleUnit, cycle_of
 from tuisched.domain.errors import ConfigError, CronError
 from tuisched.domain.events import RunFinished, SlotMissed
+from tuisched.domain.model import Job
 from tuisched.domain.schedule.cron import CronExpr
 from tuisched.domain.schedule.jitter import fire_time, jitter_delay
 from tuisched.domain.schedule.slots import next_slot, next_slots
@@ -377,7 +378,9 @@ async def test_lateness_is_counted_from_the_fire_time(tmp_path: Path) -> None:
         slots = [now - timedelta(minutes=9), now - timedelta(minutes=8)]
         # fired 5 s ago (in grace, though its slot is 9 minutes past) and 40 s ago (late)
         fires = [now - timedelta(seconds=5), now - timedelta(seconds=40)]
-        runtime.engine._firing._fire(job, slots, now, fires)
+        due: list[tuple[Job, datetime]] = []
+        runtime.engine._firing._fire(job, list(zip(slots, fires, strict=True)), now, due)
+        runtime.engine._firing._submit_slots(due)
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.slot == slots[0]
     assert [e.run.slot for e in events.of(SlotMissed)] == [slots[1]]

@@ -19,6 +19,7 @@ from tuisched.domain.events import (
     SchedulerStarted,
     SlotMissed,
 )
+from tuisched.domain.model import Job
 from tuisched.domain.runs import Result, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
 
@@ -358,7 +359,9 @@ async def test_slots_less_than_grace_late_run_and_later_ones_are_missed(tmp_path
     async with running(path) as (runtime, events):
         job = runtime.config.job("late")
         slots = [now - timedelta(seconds=s) for s in (200, 30, 29)]
-        runtime.engine._firing._fire(job, slots, now)
+        due: list[tuple[Job, datetime]] = []
+        runtime.engine._firing._fire(job, [(slot, slot) for slot in slots], now, due)
+        runtime.engine._firing._submit_slots(due)
         (finished,) = await events.wait_for(RunFinished)
     assert finished.run.slot == slots[2]
     missed = [e.run for e in events.of(SlotMissed)]

@@ -1,166 +1,190 @@
-"""The scheduler's lane (SPEC R26): the runtime on a thread and event loop of its own.
-
-A front end (the console's rendering, headless mode's signal handling) keeps
-its own loop. Whatever holds that loop, slots still fire; queries and
-commands are answered on the caller's loop; events reach a subscriber on the
-loop it subscribed from; and once the lane has stopped, nothing handed to it
-waits for ever.
-"""
+"""Job threads that take the next queued run themselves (R26): with real threads, a real
+run queue and a real history, each test awaits the reports the threads hand the loop."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
-import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
-import pytest
-
-from tuisched.domain.errors import SchedulerNotRunningError, TuischedError
-from tuisched.domain.events import Event, RunFinished
-from tuisched.domain.views import HistoryQuery, SchedulerState
-from tuisched.runtime.configfiles import load_config
-from tuisched.runtime.control import LocalScheduler
-from tuisched.runtime.loopthread import LoopThread
-from tuisched.runtime.runtime import Runtime
+from tuisched.domain.model import Job, PythonSpec
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.clock import SystemClock
+from tuisched.runtime.engine.lane import Lane, Report, ThreadRun
+from tuisched.runtime.engine.runqueue import RunQueue
+from tuisched.runtime.store import AsyncHistory, HistoryStore
 
 from . import engine_jobs
-from .runtime_fixtures import write_config
 
-JOBS = """
-tick:
-  python: "tests.engine_jobs:tick"
-  isolation: thread
-  schedule: {every: 1s, start: 2026-01-01T00:00}
-hello: {command: [/bin/true], schedule: manual}
-"""
+NOW = datetime(2026, 5, 7, 9, 0, tzinfo=UTC)
 
 
-def _watchdogs() -> set[threading.Thread]:
-    return {thread for thread in threading.enumerate() if thread.name == "tuisched-watchdog"}
+class Heard:
+    """The loop's end of a lane: every report, in order; tests await the ones they expect."""
 
+    def __init__(self) -> None:
+        self.reports: list[tuple[Report, str]] = []
+        self.changed = asyncio.Event()
+        self.lane: Lane | None = None
 
-def _hold_the_loop_until(condition: Callable[[], bool], within: float = 30) -> None:
-    """Block the caller's event loop, as a long render would, until `condition` holds."""
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, "never happened while the loop was held"
-        time.sleep(0.02)  # the point: nothing on this loop may run meanwhile
+    def take(self) -> None:
+        assert self.lane is not None
+        found, more = self.lane.reports(1000)
+        self.reports += [(report, run.run.run_id) for report, run in found]
+        if more:
+            asyncio.get_running_loop().call_soon(self.take)
+        self.changed.set()
 
-
-async def _set(event: threading.Event, within: float = 10) -> None:
-    """Return once another thread has set `event` (the caller's loop stays free)."""
-    assert await asyncio.to_thread(event.wait, within), "never set"
-
-
-async def test_slots_fire_while_the_front_ends_loop_is_held(tmp_path: Path) -> None:
-    scheduler = LocalScheduler(Runtime(load_config(write_config(tmp_path, JOBS)), kill_grace=0.5))
-    await scheduler.start()
-    try:
-        before = len(engine_jobs.TICKS)
-        _hold_the_loop_until(lambda: len(engine_jobs.TICKS) >= before + 2)
-    finally:
-        await scheduler.stop(grace=1)
-
-
-async def test_answers_and_events_come_back_to_the_callers_loop(tmp_path: Path) -> None:
-    scheduler = LocalScheduler(Runtime(load_config(write_config(tmp_path, JOBS)), kill_grace=0.5))
-    control = scheduler.control("tester")
-    heard_on: set[int] = set()
-    finished = asyncio.Event()
-
-    def hear(event: Event) -> None:
-        heard_on.add(threading.get_ident())
-        if isinstance(event, RunFinished) and event.run.job == "hello":
-            finished.set()
-
-    control.subscribe(hear)  # before the start, as headless mode does
-    await scheduler.start()
-    try:
-        assert scheduler.lane.loop is not asyncio.get_running_loop()
-        assert (await control.status()).state is SchedulerState.RUNNING
-        run = await control.run_now("hello")
+    async def until(self, report: Report, run_id: str) -> None:
         async with asyncio.timeout(10):
-            await finished.wait()
-        assert heard_on == {threading.get_ident()}  # every event, on this loop's thread
-        assert (await control.history(HistoryQuery(job="hello")))[0].run_id == run.run_id
+            while (report, run_id) not in self.reports:
+                self.changed.clear()
+                await self.changed.wait()
+
+
+@asynccontextmanager
+async def lane(tmp_path: Path, *, backlogged: str = "") -> AsyncIterator[tuple[Lane, Heard]]:
+    history = AsyncHistory(HistoryStore.open_sqlite(tmp_path / "history.db"))
+    history.start()
+    heard = Heard()
+    made = heard.lane = Lane(
+        queue=RunQueue(), history=history, clock=SystemClock(), heard=heard.take,
+        backlogged=lambda job: job == backlogged,
+    )  # fmt: skip
+    try:
+        yield made, heard
     finally:
-        await scheduler.stop(grace=1)
-    with pytest.raises(SchedulerNotRunningError):
-        await control.jobs()  # the lane has ended: an answer, not a wait
+        made.open(accepting=False)
+        await history.close()
 
 
-async def test_work_handed_to_a_lane_that_stops_fails_instead_of_waiting() -> None:
-    lane = LoopThread()
-    lane.start()
-    started = threading.Event()
-
-    async def forever() -> None:
-        started.set()
-        await asyncio.Event().wait()
-
-    pending = asyncio.ensure_future(lane.run(forever()))
-    await _set(started)
-    await lane.stop()
-    with pytest.raises(SchedulerNotRunningError):
-        await pending
-    with pytest.raises(SchedulerNotRunningError):
-        await lane.run(asyncio.sleep(0))
+def queued(run_id: str, job: str = "j") -> RunRecord:
+    return RunRecord(
+        run_id=run_id, job=job, slot=NOW, trigger=Trigger.SCHEDULE, state=RunState.QUEUED,
+        queued_at=NOW,
+    )  # fmt: skip
 
 
-async def test_cancelling_the_caller_cancels_the_work_on_the_lane() -> None:
-    lane = LoopThread()
-    lane.start()
-    started, cancelled = threading.Event(), threading.Event()
-
-    async def forever() -> None:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-
-    caller = asyncio.ensure_future(lane.run(forever()))
-    await _set(started)
-    caller.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await caller
-    await _set(cancelled)
-    await lane.stop()
+def thread_run(
+    run_id: str, call: Callable[[], object], ticket: int = 0, job: str = "j"
+) -> ThreadRun:
+    return ThreadRun(queued(run_id, job), call, ticket, f"tuisched-job-{run_id}")
 
 
-async def test_a_start_that_fails_closes_what_it_had_opened(tmp_path: Path) -> None:
-    path = write_config(tmp_path, JOBS)
-    history = tmp_path / "state" / "history.db"
-    history.mkdir(parents=True)  # the history cannot be opened
-    runtime = Runtime(load_config(path), kill_grace=0.5)
-    before = _watchdogs()
-    with pytest.raises(TuischedError, match=r"history\.db"):
-        await runtime.start()
-    ends = asyncio.get_running_loop().time() + 10
-    while not _watchdogs() <= before:  # its own watchdog ends (at its next wake-up)
-        assert asyncio.get_running_loop().time() < ends, "the watchdog of a failed start runs on"
-        await asyncio.sleep(0.05)  # another thread's end: nothing to await here
-    history.rmdir()
-    again = Runtime(load_config(path), kill_grace=0.5)  # the lock was released
-    await again.start()
-    await again.stop(grace=1)
+def job(name: str, target: str = "noop") -> Job:
+    """A python job on a thread whose target is a function of tests.engine_jobs (imported)."""
+    kind = PythonSpec(target=f"tests.engine_jobs:{target}", in_thread=True)
+    return Job(name=name, kind=kind, schedule=None, timezone=ZoneInfo("UTC"))
 
 
-async def test_two_stops_at_once_end_the_lane_once() -> None:
-    lane = LoopThread()
-    lane.start()
-    started = threading.Event()
+async def test_a_thread_takes_the_next_run_itself_and_reports_both_at_once(
+    tmp_path: Path,
+) -> None:
+    """The end of a run and the start of the one its thread takes come in one report: the
+    loop never counts the worker free in between (max_workers holds)."""
+    engine_jobs.STARTED.clear()
+    gate = threading.Event()
 
-    async def forever() -> None:
-        started.set()
-        await asyncio.Event().wait()
+    def first() -> None:
+        gate.wait(10)
+        engine_jobs.STARTED.append("a")
 
-    pending = asyncio.ensure_future(lane.run(forever()))
-    await _set(started)
-    await asyncio.gather(lane.stop(), lane.stop())  # a cancelled start and a console closing
-    assert lane.loop is None
-    with pytest.raises(SchedulerNotRunningError):
-        await pending
+    async with lane(tmp_path) as (made, heard):
+        for name in ("c", "b"):  # they leave by name: b first
+            made._queue.push(queued(name, job=name), job(name, target=f"record_{name}"), 0)
+        made.hand(thread_run("a", first))
+        await heard.until(Report.STARTED, "a")
+        gate.set()
+        await heard.until(Report.ENDED, "c")
+    assert engine_jobs.STARTED == ["a", "b", "c"]
+    ends = [i for i, (report, _) in enumerate(heard.reports) if report is Report.ENDED]
+    # The same thread ran all three: each start came with the end before it.
+    assert [heard.reports[i + 1] for i in ends[:2]] == [
+        (Report.STARTED, "b"), (Report.STARTED, "c"),
+    ]  # fmt: skip
+
+
+async def test_a_thread_starts_a_run_only_once_its_row_is_in_the_history(
+    tmp_path: Path,
+) -> None:
+    """The guard of a slot: the job finds its own row when it runs."""
+    db = tmp_path / "history.db"
+    found: list[int] = []
+
+    def look() -> None:
+        with sqlite3.connect(db) as connection:
+            found.append(connection.execute("SELECT count(*) FROM runs").fetchone()[0])
+
+    history = AsyncHistory(HistoryStore.open_sqlite(db))
+    heard = Heard()
+    made = heard.lane = Lane(
+        queue=RunQueue(), history=history, clock=SystemClock(), heard=heard.take,
+        backlogged=lambda _: False,
+    )  # fmt: skip
+    ticket = history.insert_soon(queued("r"))  # the writer is not started yet
+    made.hand(thread_run("r", look, ticket))
+    await heard.until(Report.TAKEN, "r")
+    assert (Report.STARTED, "r") not in heard.reports
+    history.start()
+    await heard.until(Report.ENDED, "r")
+    await history.close()
+    assert found == [1]
+
+
+async def test_a_run_stopped_after_its_thread_took_it_does_not_start(tmp_path: Path) -> None:
+    ran: list[str] = []
+    async with lane(tmp_path) as (made, heard):
+        late = made._history.insert_soon(queued("x")) + 1_000_000  # lands only after a wait
+        waiting = thread_run("b", lambda: ran.append("b"), late)
+        made.hand(waiting)
+        await heard.until(Report.TAKEN, "b")
+        assert made.stop(waiting, Result.STOPPED, kill=False)
+        await heard.until(Report.ENDED, "b")
+    assert ran == []
+    assert (Report.STARTED, "b") not in heard.reports
+    assert waiting.started is None  # what the loop closes as NOT_STARTED
+
+
+async def test_a_thread_given_up_on_takes_nothing_next(tmp_path: Path) -> None:
+    gate = threading.Event()
+    async with lane(tmp_path) as (made, heard):
+        stuck = thread_run("stuck", lambda: gate.wait(10))
+        made._queue.push(queued("next", job="n"), job("n"), 0)
+        made.hand(stuck)
+        await heard.until(Report.STARTED, "stuck")
+        assert made.abandon(stuck)
+        gate.set()
+        await heard.until(Report.ENDED, "stuck")
+        assert made._queue.pop() is not None  # still queued: its worker is the loop's to give
+    assert not made.abandon(stuck)  # the thread is through with it
+
+
+async def test_a_job_with_runs_backlogged_leaves_the_next_run_to_the_loop(
+    tmp_path: Path,
+) -> None:
+    """`overlap: queue`: the backlogged run may come before the queue's head."""
+    async with lane(tmp_path, backlogged="a") as (made, heard):
+        made._queue.push(queued("next", job="n"), job("n"), 0)
+        made.hand(thread_run("a1", lambda: None, job="a"))
+        await heard.until(Report.ENDED, "a1")
+        assert len(made._queue) == 1
+
+
+async def test_a_lowered_max_workers_makes_threads_give_their_workers_back(
+    tmp_path: Path,
+) -> None:
+    """A reload that lowers `max_workers`: a thread at its run's end hands its worker back
+    to the loop (which counts it against the new limit) instead of passing it on."""
+    async with lane(tmp_path) as (made, heard):
+        made._queue.push(queued("next", job="n"), job("n"), 0)
+        made.shrink(1)
+        made.hand(thread_run("a", lambda: None))
+        await heard.until(Report.ENDED, "a")
+        assert len(made._queue) == 1
+        made.hand(thread_run("b", lambda: None))  # given back once: the next one passes on
+        await heard.until(Report.ENDED, "next")

@@ -236,3 +236,60 @@ def test_a_recorded_process_is_known_by_its_start_ticks_not_its_pid_alone(tmp_pa
     finally:
         sleeper.kill()
         sleeper.wait()
+
+
+# --- APScheduler 3: the pass over due jobs that the engine replaces -----------------------
+
+
+def test_apschedulers_loop_still_calls_the_pass_over_due_jobs_the_engine_replaces() -> None:
+    """`_BurstScheduler` (runtime/engine/firing.py) overrides APScheduler 3's private
+    `_process_jobs`: its main loop must still call it for the seconds to wait, and the
+    scheduler hold the job store lock it takes."""
+    import inspect
+
+    from apscheduler.schedulers.base import BaseScheduler
+    from apscheduler.schedulers.blocking import BlockingScheduler
+
+    assert "wait_seconds = self._process_jobs()" in inspect.getsource(BlockingScheduler._main_loop)
+    assert "_jobstores_lock" in inspect.getsource(BaseScheduler.__init__)
+
+
+def test_the_burst_pass_hands_every_due_job_over_at_once_then_moves_them_on() -> None:
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from apscheduler.job import Job as ApsJob
+
+    from tuisched.domain.model import AtSchedule, EverySchedule, Unit
+    from tuisched.runtime.engine.firing import _BurstScheduler, _due
+    from tuisched.runtime.engine.jobstore import HeapJobStore
+    from tuisched.runtime.engine.trigger import SlotTrigger
+
+    utc = ZoneInfo("UTC")
+    now = datetime.now(UTC)
+    due = now - timedelta(seconds=1)
+    handed: list[list[str]] = []
+    store = HeapJobStore()
+    scheduler = _BurstScheduler(store, lambda batch: handed.append([job for job, _ in batch]))
+    schedules = {
+        "once": AtSchedule(at=due, tz=utc),
+        "often": EverySchedule(step=1, unit=Unit.HOUR, start=due, stop=None, tz=utc),
+    }
+
+    def add(name: str, schedule: object, first: datetime) -> None:
+        store.add_job(ApsJob(
+            scheduler, id=name, func=print, trigger=SlotTrigger(schedule, name),  # type: ignore[arg-type]
+            executor="default", args=(), kwargs={}, name=name, misfire_grace_time=None,
+            coalesce=False, max_instances=1, next_run_time=first,
+        ))  # fmt: skip
+
+    for name, schedule in schedules.items():
+        add(name, schedule, due)
+    add("later", schedules["once"], now + timedelta(hours=2))
+    wait = scheduler._process_jobs()
+    assert handed == [["once", "often"]]  # one batch, due order
+    assert store.lookup_job("once") is None  # its one slot has fired
+    assert store.lookup_job("often").next_run_time == due + timedelta(hours=1)
+    assert wait is not None
+    assert 0 < wait <= 3600  # until the first next run time (an hour at most)
+    assert _due(store.lookup_job("often"), due) == (due, due)

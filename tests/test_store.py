@@ -497,13 +497,13 @@ def test_writes_of_one_loop_turn_are_one_transaction(db_path: Path) -> None:
     two turns of 3,000 runs each are two transactions, whatever the thread's timing."""
     store = HistoryStore.open_sqlite(db_path)
     batches: list[int] = []
-    write_many = store.write_many
+    land = store.land
 
-    def counting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
-        batches.append(len(inserts) + len(updates))
-        write_many(inserts, updates)
+    def counting(runs: Sequence[RunRecord]) -> None:
+        batches.append(len(runs))
+        land(runs)
 
-    store.write_many = counting  # type: ignore[method-assign]
+    store.land = counting  # type: ignore[method-assign]
 
     async def main() -> int:
         history = AsyncHistory(store)
@@ -523,7 +523,7 @@ def test_writes_of_one_loop_turn_are_one_transaction(db_path: Path) -> None:
 def test_writes_land_when_the_loop_turn_ends(db_path: Path) -> None:
     """Nobody waits for a fire-and-forget write: the end of its loop turn sends it."""
     store = HistoryStore.open_sqlite(db_path)
-    write_many = store.write_many
+    land = store.land
 
     landed: list[str] = []
 
@@ -531,12 +531,12 @@ def test_writes_land_when_the_loop_turn_ends(db_path: Path) -> None:
         loop = asyncio.get_running_loop()
         written = asyncio.Event()
 
-        def noting(inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> None:
-            write_many(inserts, updates)
-            landed.extend(run.run_id for run in inserts)
+        def noting(runs: Sequence[RunRecord]) -> None:
+            land(runs)
+            landed.extend(run.run_id for run in runs)
             loop.call_soon_threadsafe(written.set)
 
-        store.write_many = noting  # type: ignore[method-assign]
+        store.land = noting  # type: ignore[method-assign]
         history = AsyncHistory(store)
         history.start()
         history.insert_soon(make_run("r1"))
@@ -599,6 +599,7 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
     # The batch fails, then the write alone fails twice more before the database frees up.
     failures = iter([HistoryUnavailableError("history database: database is locked")] * 3)
     real_write_many = HistoryStore.write_many
+    real_land = HistoryStore.land
 
     def flaky(store: HistoryStore, inserts: list[RunRecord], updates: list[RunRecord]) -> None:
         failure = next(failures, None)
@@ -606,7 +607,14 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
             raise failure
         real_write_many(store, inserts, updates)
 
+    def flaky_batch(store: HistoryStore, runs: list[RunRecord]) -> None:
+        failure = next(failures, None)
+        if failure is not None:
+            raise failure
+        real_land(store, runs)
+
     monkeypatch.setattr(HistoryStore, "write_many", flaky)
+    monkeypatch.setattr(HistoryStore, "land", flaky_batch)
 
     async def main() -> RunRecord | None:
         history = AsyncHistory(HistoryStore.open_sqlite(db_path))
@@ -789,3 +797,90 @@ def test_a_committed_write_is_told_before_a_slow_call_queued_after_it_runs() -> 
             await history.close()
 
     asyncio.run(scenario())
+
+
+# --- landing a batch: many rows to a statement, new rows first (R26) ------------------------
+
+
+@pytest.mark.parametrize("count", [1, 2, 1500])
+def test_land_inserts_new_rows_and_replaces_known_ones_in_statements_of_many(
+    store: HistoryStore, count: int
+) -> None:
+    """`land` writes each run in the state given, whether its row exists or not, across
+    statements of up to ROWS_PER_STATEMENT rows (1,500 runs take two)."""
+    known = [make_run(f"k{i:04}", minutes=i) for i in range(count)]
+    store.write_many(known, [])
+    done = [replace(run, state=RunState.SUCCESS, result=Result.COMPLETED) for run in known]
+    new = [make_run(f"n{i:04}", job="other", minutes=i) for i in range(count)]
+    store.land([*done, *new])
+    assert [store.get(run.run_id) for run in [*done, *new]] == [*done, *new]
+
+
+def test_a_batchs_new_rows_land_before_the_rest_of_it(db_path: Path) -> None:
+    """A run waits for its row only: in a batch of new rows and updates, the new rows land
+    first, and `landed` tells them before `committed` tells the whole batch."""
+    store = HistoryStore.open_sqlite(db_path)
+    seen: list[tuple[list[str], bool, bool]] = []
+    land = store.land
+    tickets: dict[str, int] = {}
+
+    def noting(runs: Sequence[RunRecord]) -> None:
+        if tickets:
+            landed = history.landed(tickets["new"])
+            seen.append(([run.run_id for run in runs], landed, history.committed(tickets["old"])))
+        land(runs)
+
+    async def main() -> None:
+        await history.insert(make_run("old"))
+        store.land = noting  # type: ignore[method-assign]
+        # One turn of the loop: one batch of the writer, with an update and a new row.
+        tickets["old"] = history.update_soon(make_run("old", state=RunState.RUNNING))
+        tickets["new"] = history.insert_soon(make_run("new"))
+        await history.flush()
+        assert history.landed(tickets["new"])
+        assert history.committed(tickets["old"])
+        await history.close()
+
+    history = AsyncHistory(store)
+    history.start()
+    asyncio.run(main())
+    assert seen == [(["new"], False, False), (["old"], True, False)]
+
+
+def test_a_thread_waits_for_a_row_to_land(db_path: Path) -> None:
+    async def main() -> tuple[bool, bool]:
+        history = AsyncHistory(HistoryStore.open_sqlite(db_path))
+        ticket = history.insert_soon(make_run("r1"))
+        waited = asyncio.get_running_loop().run_in_executor(None, history.wait_landed, ticket, 30.0)
+        early = history.wait_landed(ticket, 0.0)  # the writer is not started: not yet
+        history.start()
+        landed = await waited
+        await history.close()
+        return early, landed
+
+    assert asyncio.run(main()) == (False, True)
+
+
+def test_a_runs_start_and_end_keep_every_other_field() -> None:
+    """`started` and `finished` are spelled out for speed: they must change only what they
+    say, whatever fields RunRecord gains."""
+    from dataclasses import fields
+
+    from tuisched.domain.runs import Outcome
+
+    run = make_run(
+        "full", status="s", exit_code=3, reason="r", output_tail="t", attempt=2, fence=9,
+        result=Result.ERROR, started_at=T0, ended_at=T0, pid=7,
+    )  # fmt: skip
+    later = T0 + timedelta(minutes=1)
+    started = run.started(later, pid=42)
+    assert started == replace(run, state=RunState.RUNNING, started_at=later, pid=42)
+    outcome = Outcome(state=RunState.FAILED, result=Result.COMPLETED, status="x", exit_code=1)
+    finished = run.finished(outcome, later, "tail")
+    changed = {"state", "result", "status", "exit_code", "reason", "ended_at", "output_tail"}
+    for field in fields(RunRecord):
+        if field.name not in changed:
+            assert getattr(finished, field.name) == getattr(run, field.name), field.name
+    assert (finished.state, finished.ended_at, finished.output_tail) == (
+        RunState.FAILED, later, "tail",
+    )  # fmt: skip

@@ -11,6 +11,7 @@ or a `|` (replaced by spaces and `¦`), so a line always splits into five.
 
 from __future__ import annotations
 
+import math
 import unicodedata
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -37,9 +38,26 @@ def _clean(text: str) -> str:
     return text if len(text) <= MAX_FIELD else text[: MAX_FIELD - 1] + "…"
 
 
+_SECONDS_KEPT = 512
+"""Seconds whose text `_time` remembers: the runs of a burst end in the same few seconds."""
+_seconds: dict[tuple[ZoneInfo, int], str] = {}
+
+
 def _time(moment: datetime | None, tz: ZoneInfo) -> str:
-    """`moment` in `tz`, ISO 8601 to the second, or `-`."""
-    return ABSENT if moment is None else moment.astimezone(tz).isoformat(timespec="seconds")
+    """`moment` in `tz`, ISO 8601 to the second, or `-`.
+
+    The text of a second is remembered: a zone's `astimezone` is most of a
+    line's cost, and a burst's thousands of runs share a few seconds.
+    """
+    if moment is None:
+        return ABSENT
+    key = (tz, math.floor(moment.timestamp()))
+    text = _seconds.get(key)
+    if text is None:
+        if len(_seconds) >= _SECONDS_KEPT:
+            _seconds.clear()
+        text = _seconds[key] = moment.astimezone(tz).isoformat(timespec="seconds")
+    return text
 
 
 def _status(run: RunRecord, tz: ZoneInfo) -> str:
@@ -57,10 +75,11 @@ def audit_line(run: RunRecord, tz: ZoneInfo) -> str:
     """
     launched = None if run.state in _NO_LAUNCH else run.started_at
     fields = (
-        run.job,
+        _clean(run.job),
+        # Our own texts: ISO times and result names need no cleaning.
         _time(launched, tz),
         _time(run.ended_at, tz),
         ABSENT if run.result is None else run.result.value,
-        _status(run, tz),
+        _clean(_status(run, tz)),
     )
-    return SEPARATOR.join(_clean(field) for field in fields)
+    return SEPARATOR.join(fields)

@@ -17,6 +17,7 @@ from tuisched.domain.events import RunQueued
 from tuisched.domain.model import Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.runtime.clock import Clock, Timer
+from tuisched.runtime.engine.lane import ThreadRun, ThreadRunner, thread_run
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.runqueue import RunQueue
 from tuisched.runtime.execution import Runner
@@ -34,8 +35,10 @@ class Active:
 
     run: RunRecord
     job: Job
+    thread: ThreadRun | None = None
+    """Set for a run a job thread starts by itself (see `lane`)."""
     output: OutputCapture | None = None
-    runner: Runner | None = None
+    runner: Runner | ThreadRunner | None = None
     stop_result: Result | None = None
     kill: bool = False
     began: float | None = None
@@ -56,15 +59,17 @@ class Dispatcher:
         clock: Clock,
         accepting: Callable[[], bool],
         start: Callable[[Active], None],
+        queue: RunQueue,
     ) -> None:
-        """`start(active)` runs a run that got a worker (it calls `release` when done)."""
+        """`start(active)` runs a run that got a worker (it calls `release` when done);
+        `queue` is shared with the job threads (see `lane`)."""
         self._config = config
         self._history = history
         self._outcomes = outcomes
         self._clock = clock
         self._accepting = accepting
         self._start = start
-        self._queue = RunQueue()
+        self._queue = queue
         self.active: dict[str, Active] = {}
         """Runs holding a worker, by run id."""
         self._jobs_of: dict[str, Job] = {}
@@ -89,34 +94,91 @@ class Dispatcher:
         if run.state is not RunState.QUEUED or run.reason:  # e.g. it was WAITING
             run = replace(run, state=RunState.QUEUED, reason="")
         busy = self._busy[job.name]
-        if busy and job.overlap is Overlap.SKIP:
-            reason = self._busy_reason(job.name)
-            return self._outcomes.not_started(run, Result.SKIPPED, reason, recorded=recorded)
-        if busy and job.overlap is Overlap.QUEUE and len(self._backlog[job.name]) >= MAX_BACKLOG:
-            reason = f"{MAX_BACKLOG} runs already waiting"
-            return self._outcomes.not_started(run, Result.SKIPPED, reason, recorded=recorded)
+        refused = self._refusal(job) if busy and job.overlap is not Overlap.ALLOW else ""
+        if refused:
+            return self._outcomes.not_started(run, Result.SKIPPED, refused, recorded=recorded)
         write = self._history.update_soon if recorded else self._history.insert_soon
-        self._tickets[run.run_id] = write(run)
+        ticket = self._tickets[run.run_id] = write(run)
         self._jobs_of[run.run_id] = job
         self._outcomes.publish(RunQueued(at=self._clock.now(), run=run))
         if busy and job.overlap is Overlap.QUEUE:
             self._backlog[job.name].append(run)
         else:
-            self._queue.push(run, job.priority)
+            self._queue.push(run, job, ticket)
         busy.add(run.run_id)
         self.dispatch()
         return run
+
+    def enqueue_many(self, items: list[tuple[RunRecord, Job]]) -> None:
+        """Queue new runs (QUEUED, no row yet) under the overlap rules, in order: `enqueue`
+        of each, with one batch of history writes and one publication for all."""
+        if not self._accepting():
+            for run, _ in items:
+                self._outcomes.not_started(run, Result.SHUTDOWN, SHUTTING_DOWN)
+            return
+        admitted: list[tuple[RunRecord, Job, bool]] = []
+        for run, job in items:
+            busy = self._busy[job.name]
+            if busy and job.overlap is not Overlap.ALLOW:
+                refused = self._refusal(job)
+                if refused:
+                    self._outcomes.not_started(run, Result.SKIPPED, refused)
+                    continue
+            admitted.append((run, job, bool(busy) and job.overlap is Overlap.QUEUE))
+            busy.add(run.run_id)
+        if not admitted:
+            return
+        first = self._history.write_soon([run for run, _, _ in admitted], ()) - len(admitted) + 1
+        now = self._clock.now()
+        events: list[RunQueued] = []
+        queued: list[tuple[RunRecord, Job, int]] = []
+        for index, (run, job, backlogged) in enumerate(admitted):
+            self._tickets[run.run_id] = first + index
+            self._jobs_of[run.run_id] = job
+            events.append(RunQueued(at=now, run=run))
+            if backlogged:
+                self._backlog[job.name].append(run)
+            else:
+                queued.append((run, job, first + index))
+        self._outcomes.publish_many(events)
+        self._queue.push_many(queued)
+        self.dispatch()
+
+    def _refusal(self, job: Job) -> str:
+        """Why a new run of `job`, which has a run queued or running, is skipped ("" when
+        it may queue behind it)."""
+        if job.overlap is Overlap.SKIP:
+            return self._busy_reason(job.name)
+        if len(self._backlog[job.name]) >= MAX_BACKLOG:
+            return f"{MAX_BACKLOG} runs already waiting"
+        return ""
 
     def dispatch(self) -> None:
         """Give free workers to the next queued runs."""
         limit = self._config().settings.max_workers
         while self._accepting() and len(self.active) < limit:
-            run = self._queue.pop()
-            if run is None:
+            popped = self._queue.pop()
+            if popped is None:
                 return
-            active = Active(run=run, job=self._jobs_of[run.run_id])
+            run, job, ticket = popped
+            active = Active(run=run, job=job, thread=thread_run(run, job, ticket))
             self.active[run.run_id] = active
             self._start(active)
+
+    def adopt(self, thread: ThreadRun) -> Active:
+        """A job thread took `thread` from the queue: it holds a worker now (the one of the
+        run that ended on that thread, released in the same pass)."""
+        run_id = thread.run.run_id
+        self._tickets.pop(run_id, None)
+        active = self.active[run_id] = Active(
+            run=thread.run, job=self._jobs_of[run_id], thread=thread
+        )
+        return active
+
+    def backlogged(self, job: str) -> bool:
+        """Whether runs of `job` wait behind its running one (`overlap: queue`); from any
+        thread."""
+        return bool(self._backlog.get(job))
 
     def ticket(self, run_id: str) -> int:
         """The history ticket of `run_id`'s QUEUED row (0 when none is pending)."""
@@ -127,13 +189,13 @@ class Dispatcher:
         self.active.pop(run.run_id, None)
         self._tickets.pop(run.run_id, None)
         self._jobs_of.pop(run.run_id, None)
-        busy = self._busy[run.job]
+        busy = self._busy.get(run.job, set())
         busy.discard(run.run_id)
-        backlog = self._backlog[run.job]
-        backlogged = {waiting.run_id for waiting in backlog}
-        if backlog and self._accepting() and not busy - backlogged:
+        backlog = self._backlog.get(run.job)
+        if backlog and self._accepting() and not busy - {waiting.run_id for waiting in backlog}:
             waiting = backlog.popleft()
-            self._queue.push(waiting, self._jobs_of[waiting.run_id].priority)
+            job = self._jobs_of[waiting.run_id]
+            self._queue.push(waiting, job, self._tickets.get(waiting.run_id, 0))
         if not busy:
             self._busy.pop(run.job, None)
             self._backlog.pop(run.job, None)

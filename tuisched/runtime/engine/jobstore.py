@@ -58,6 +58,20 @@ class HeapJobStore(BaseJobStore):  # type: ignore[misc]  # APScheduler is untype
             heapq.heappush(self._heap, entry)
         return [self._jobs[job_id][0] for _, _, job_id in due]
 
+    def take_due(self, now: datetime, limit: int) -> list[Any]:
+        """Up to `limit` jobs due at `now`, in due order, out of the heap: each must be given
+        back with `update_job` (with its next run time) or `remove_job` (`get_due_jobs`
+        leaves them in, at the cost of pushing them all back)."""
+        now_timestamp = datetime_to_utc_timestamp(now)
+        heap, jobs = self._heap, self._jobs
+        due: list[Any] = []
+        while (
+            len(due) < limit and (top := self._live_top()) is not None and top[0] <= now_timestamp
+        ):
+            heapq.heappop(heap)
+            due.append(jobs[top[2]][0])
+        return due
+
     def get_next_run_time(self) -> datetime | None:
         top = self._live_top()
         return self._jobs[top[2]][0].next_run_time if top is not None else None

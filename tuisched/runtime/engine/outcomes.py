@@ -7,7 +7,7 @@ stop while queued, a missed slot, a retry that will not come) goes through
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +33,10 @@ class Outcomes:
     def publish(self, event: Event) -> None:
         """Publish `event` on the bus."""
         self.bus.publish(event)
+
+    def publish_many(self, events: Sequence[Event]) -> None:
+        """Publish `events` on the bus, in order (a turn's: see `turn`)."""
+        self.bus.publish_many(events)
 
     def not_started(
         self, run: RunRecord, result: Result, reason: str, *, recorded: bool = False

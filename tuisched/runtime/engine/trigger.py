@@ -6,7 +6,7 @@ from datetime import datetime, timedelta
 
 from apscheduler.triggers.base import BaseTrigger
 
-from tuisched.domain.model import Schedule
+from tuisched.domain.model import AtSchedule, Schedule
 from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import describe, next_slot, previous_slot
 
@@ -39,6 +39,8 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]  # APScheduler 3 is untype
         """The fire time of the next slot strictly after `previous_fire_time` if given,
         else after `now` (a jittered fire time always comes before the next slot, so
         the next slot after it is the one that follows)."""
+        if previous_fire_time is not None and isinstance(self.schedule, AtSchedule):
+            return None  # its one slot has fired (10,000 of them at once: no need to ask)
         after = now if previous_fire_time is None else previous_fire_time
         slot = next_slot(self.schedule, after)
         return None if slot is None else self.fire_at(slot)

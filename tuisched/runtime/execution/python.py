@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import queue
@@ -12,7 +13,7 @@ import sys
 import threading
 import traceback
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -46,13 +47,14 @@ class _Ending:
     """The job did not stop within the grace period; its thread was left running."""
 
 
-def _already_imported_function(target: str) -> Callable[[], object] | None:
+def function_now(target: str) -> Callable[[], object] | None:
     """`target` if it names a plain function of a module imported already, else None.
 
-    Such a run needs nothing from its worker thread before it runs (no
-    import, no instance), which saves a round trip between threads per run.
-    Anything else (a class, a module not imported yet, a missing attribute)
-    takes the worker-thread path, where failures become launch failures.
+    Such a run needs nothing before it runs (no import, no instance): a job
+    thread can start it by itself (see `run_on_job_thread`). Anything else (a
+    class, a module not imported yet, a missing attribute) takes
+    `PythonRunner`, which imports it in its thread, where failures become
+    launch failures.
     """
     module_name, _, attr = target.partition(":")
     obj: Any = sys.modules.get(module_name)
@@ -72,22 +74,35 @@ class _Link:
     ending: asyncio.Future[_Ending]
 
 
+Work = Callable[[], "Work | None"]
+"""What a job thread does: run one run, and return what it does next (None: nothing)."""
+
+
 class _Workers:
     """Daemon threads reused across python runs; a new one starts only when none is idle.
 
     Daemon threads, not an executor's: a job that never returns can neither
     block interpreter shutdown nor starve other runs (the next run simply
-    gets a new thread). Idle threads end after `IDLE_SECONDS`.
+    gets a new thread). Idle threads end after `IDLE_SECONDS`. A thread goes
+    on with the work its work returns, so it can take the next run itself.
+
+    New threads are started by a starter thread of their own, never by the
+    caller: `Thread.start()` waits until the new thread runs, which on a busy
+    machine held the event loop for a good part of a second.
     """
 
     IDLE_SECONDS = 60.0
 
     def __init__(self) -> None:
-        self._work: queue.SimpleQueue[tuple[Callable[[], None], str]] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[tuple[Work, str]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._idle = 0
+        """Threads waiting for work that nobody was promised yet."""
+        self._wanted: queue.SimpleQueue[bool] = queue.SimpleQueue()
+        """One item per thread to start: True for one that waits idle for work to come."""
+        self._starter: threading.Thread | None = None
 
-    def submit(self, work: Callable[[], None], name: str) -> None:
+    def submit(self, work: Work, name: str) -> None:
         """Run `work` on an idle thread, or on a new one, naming the thread `name` meanwhile."""
         with self._lock:
             reuse = self._idle > 0
@@ -95,6 +110,27 @@ class _Workers:
                 self._idle -= 1  # that thread is promised to this work
         self._work.put((work, name))
         if not reuse:
+            self._start(idle=False)
+
+    def keep_ready(self, count: int) -> None:
+        """Have at least `count` threads waiting for work (they retire when idle for long)."""
+        with self._lock:
+            missing = count - self._idle
+            self._idle += max(0, missing)  # counted from now: the work may come before they do
+        for _ in range(missing):
+            self._start(idle=True)
+
+    def _start(self, *, idle: bool) -> None:
+        self._wanted.put(idle)
+        if self._starter is None:  # once: the one thread the caller waits for
+            self._starter = threading.Thread(
+                target=self._start_threads, name="tuisched-job-starter", daemon=True
+            )
+            self._starter.start()
+
+    def _start_threads(self) -> None:
+        while True:
+            self._wanted.get()
             threading.Thread(target=self._serve, name="tuisched-job", daemon=True).start()
 
     def _serve(self) -> None:
@@ -109,13 +145,87 @@ class _Workers:
                 continue
             thread = threading.current_thread()
             thread.name = name  # the job's name shows in py-spy, gdb and thread dumps
-            work()  # the work reports its own outcome and never raises
+            going: Work | None = work
+            while going is not None:  # each work reports its own outcome and never raises
+                going = going()
             thread.name = "tuisched-job"
             with self._lock:
                 self._idle += 1
 
 
 _WORKERS = _Workers()
+
+
+def run_on_job_thread(work: Work, name: str) -> None:
+    """Run `work` on a job thread (an idle one, or a new one), then what it returns, and so
+    on; the thread is named `name` meanwhile. `work` must report its own outcome and never
+    raise."""
+    _WORKERS.submit(work, name)
+
+
+def keep_job_threads(count: int) -> None:
+    """Have `count` job threads started and waiting for runs (started off the caller's
+    thread), so that a burst's first runs do not wait for threads to start."""
+    _WORKERS.keep_ready(count)
+
+
+def import_soon(targets: Iterable[str]) -> None:
+    """Import the modules of python job `targets` that are not imported yet, in a job thread
+    (the caller does not wait): the first run of a plain function then starts like the next
+    ones, on a job thread by itself (see `function_now`), instead of importing first.
+
+    A module that fails to import is left alone (its run then fails to launch, saying why).
+    """
+    modules = {target.partition(":")[0] for target in targets}
+    missing = sorted(name for name in modules if name and name not in sys.modules)
+    if missing:
+        _WORKERS.submit(lambda: _import_quietly(missing), "tuisched-job-imports")
+
+
+def _import_quietly(modules: list[str]) -> None:
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as error:  # a job module's SystemExit included: its run says why
+            log.debug("importing %s ahead of its runs failed: %s", name, _describe(error))
+
+
+def call_function(function: Callable[[], object]) -> tuple[str, str] | None:
+    """Call a python job's function on this (job) thread: None if it returned, else what it
+    raised (`Error: message`) and its traceback."""
+    try:
+        function()
+    except BaseException as exc:  # a job's SystemExit fails the run, not the scheduler
+        return _describe(exc), "".join(traceback.format_exception(exc))
+    return None
+
+
+_RETURNED = Outcome(state=RunState.SUCCESS, result=Result.COMPLETED)
+
+
+def thread_outcome(
+    stop: Result | None, error: str | None, *, abandoned: bool, kill_grace: float,
+    status: str = "", stop_error: str = "",
+) -> Outcome:  # fmt: skip
+    """How a python run on a thread ended: `stop` is the result an operator or a timeout
+    asked for (None if nobody did); `error` what the job raised (`Error: message`);
+    `abandoned` when its thread was given up on; `status` the instance's own."""
+    if stop is None and error is None and not abandoned and not status and not stop_error:
+        return _RETURNED  # the usual outcome: one object for them all
+    result = stop if stop is not None else Result.COMPLETED
+    if abandoned:
+        status = f"did not stop within {kill_grace:g}s; its thread was left running"
+    elif error is not None:
+        status = error
+    else:
+        status = status or ("stopped" if stop is not None else "")
+    ok = stop is None and error is None and not abandoned
+    return Outcome(
+        state=RunState.SUCCESS if ok else RunState.FAILED,
+        result=result,
+        status=_cut(status),
+        reason=stop_error,
+    )
 
 
 class PythonRunner:
@@ -169,27 +279,12 @@ class PythonRunner:
             return _NO_PROPS
         return _NO_PROPS
 
-    def start_at_once(self, ended: Callable[[], None]) -> bool:
-        """Start now, without awaiting, if nothing must be waited for first; then call
-        `ended()` on the loop once the run has ended (read `outcome()` then).
-
-        False (nothing started) when the target must first be imported or
-        instantiated in the worker thread, or a stop came already: use `start()`.
-        """
-        function = _already_imported_function(self._target)
-        if function is None or self._stop is not None:
-            return False
-        link = self._submit(lambda link: self._thread_call(link, function))
-        self._launched = True
-        link.ending.add_done_callback(lambda _: ended())
-        return True
-
     def _submit(self, work: Callable[[_Link], None]) -> _Link:
         """Hand `work(link)` to a job thread; the link is where its reports land."""
         loop = asyncio.get_running_loop()
         link = _Link(loop, _crossing(loop), loop.create_future(), loop.create_future())
         self._link = link
-        _WORKERS.submit(functools.partial(work, link), f"tuisched-job-{self._target}")
+        _WORKERS.submit(functools.partial(_once, work, link), f"tuisched-job-{self._target}")
         return link
 
     async def start(self) -> int | None:
@@ -200,7 +295,7 @@ class PythonRunner:
         """
         if self._stop is not None:
             return None
-        function = _already_imported_function(self._target)
+        function = function_now(self._target)
         if function is not None:  # no import, no instance: nothing to wait for
             self._submit(lambda link: self._thread_call(link, function))
             self._launched = True
@@ -230,8 +325,7 @@ class PythonRunner:
         return self.outcome()
 
     def outcome(self) -> Outcome:
-        """How the run ended, once it has (after `wait()`, or after `start_at_once`'s
-        `ended()`); closes the output capture."""
+        """How the run ended, once it has (after `wait()`); closes the output capture."""
         link = self._link
         assert link is not None  # noqa: S101  (started)
         if self._give_up is not None:
@@ -321,20 +415,16 @@ class PythonRunner:
         link.ending.set_result(ending)
 
     def _outcome(self, ending: _Ending) -> Outcome:
-        result = self._stop.result if self._stop is not None else Result.COMPLETED
-        if ending.abandoned:
-            status = f"did not stop within {self._kill_grace:g}s; its thread was left running"
-        elif ending.error is not None:
-            status = ending.error
-        else:
-            status = self.status or ("stopped" if self._stop is not None else "")
-        ok = self._stop is None and ending.error is None and not ending.abandoned
-        return Outcome(
-            state=RunState.SUCCESS if ok else RunState.FAILED,
-            result=result,
-            status=_cut(status),
-            reason=self._stop_error,
-        )
+        return thread_outcome(
+            self._stop.result if self._stop is not None else None, ending.error,
+            abandoned=ending.abandoned, kill_grace=self._kill_grace, status=self.status,
+            stop_error=self._stop_error,
+        )  # fmt: skip
+
+
+def _once(work: Callable[[_Link], None], link: _Link) -> None:
+    """`work(link)` as a job thread's work that leads to nothing else."""
+    work(link)
 
 
 class _Crossing:

@@ -86,9 +86,15 @@ class AppendFile:
         On the loop, lines added in one turn are written together in the log
         lane; with no loop running, the line is written at once.
         """
+        self.add_many([line])
+
+    def add_many(self, lines: list[str]) -> None:
+        """`add` each of `lines`, in order, at the cost of one."""
+        if not lines:
+            return
         with self._lock:
-            self._pending.append(line + "\n")
-            first = len(self._pending) == 1
+            first = not self._pending
+            self._pending.append("\n".join(lines) + "\n")
         if not first:
             return
         try:

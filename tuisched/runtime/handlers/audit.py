@@ -58,12 +58,14 @@ class AuditLog:
         self._file.add(audit_line(run, self.tz))
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
-        """Write a line for every run that finished, did not start, was abandoned or missed."""
-        return [bus.subscribe(kind, self._on_event) for kind in _AUDITED]
+        """Write a line for every run that finished, did not start, was abandoned or missed
+        (a turn's lines at once)."""
+        return [bus.subscribe_batch(_AUDITED, self._on_events)]
 
-    def _on_event(self, event: RunEvent) -> None:
+    def _on_events(self, events: list[RunEvent]) -> None:
         if not self._closed:  # a burst of thousands of runs costs one write, not thousands
-            self._file.add(audit_line(event.run, self.tz))
+            tz = self.tz
+            self._file.add_many([audit_line(event.run, tz) for event in events])
 
     def flush(self) -> None:
         """Write the lines of events received so far (blocking: not on the loop)."""

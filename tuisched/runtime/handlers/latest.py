@@ -23,8 +23,9 @@ class LatestRuns:
         self._lines: dict[str, str] = {}
 
     def subscribe(self, bus: EventBus) -> list[Subscription]:
-        """Follow the run events of `bus` (subscribe before reading the history: see `merge`)."""
-        return [bus.subscribe(RunEvent, self._on_run)]
+        """Follow the run events of `bus`, a turn's at once (subscribe before reading the
+        history: see `merge`)."""
+        return [bus.subscribe_batch(RunEvent, self._on_runs)]
 
     def merge(self, from_history: Mapping[str, RunRecord]) -> None:
         """Take the history's newest runs, keeping a newer one an event already brought."""
@@ -41,15 +42,17 @@ class LatestRuns:
         """The last output line of a run in progress ("" before any)."""
         return self._lines.get(run_id, "")
 
-    def _on_run(self, event: RunEvent) -> None:
-        run = event.run
-        if isinstance(event, RunOutputWritten):
-            if event.lines:
-                self._lines[run.run_id] = event.lines[-1]
-            return
-        if run.state.terminal:
-            self._last[run.job] = run
-            self._lines.pop(run.run_id, None)
+    def _on_runs(self, events: list[RunEvent]) -> None:
+        last, lines = self._last, self._lines
+        for event in events:
+            run = event.run
+            if isinstance(event, RunOutputWritten):
+                if event.lines:
+                    lines[run.run_id] = event.lines[-1]
+            elif run.state.terminal:
+                last[run.job] = run
+                if lines:
+                    lines.pop(run.run_id, None)
 
 
 def _ended(run: RunRecord) -> float:

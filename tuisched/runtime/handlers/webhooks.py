@@ -154,6 +154,8 @@ class WebhookHandler:
         self, run: RunRecord, alert: AlertEvent, message_data: Mapping[str, object]
     ) -> list[_Alert]:
         config = self._config()
+        if not config.webhooks:
+            return []
         job = config.jobs.get(run.job)
         hooks = webhooks_for(config, job, alert) if job is not None else []
         if job is None or not hooks:

@@ -51,9 +51,8 @@ from tuisched.runtime.store.schema import (
     BUSY_TIMEOUT_MS,
     SCHEMA_VERSION,
     _BatchStatement,
+    _Landing,
     _record,
-    _row,
-    _update_params,
     meta,
     metadata,
     nodes,
@@ -235,6 +234,7 @@ class HistoryStore:
         self._insert = _BatchStatement.compile(runs.insert(), _RUN_COLUMNS, dialect)
         keys = [*_RUN_COLUMNS[1:], "b_run_id"]
         self._update = _BatchStatement.compile(_UPDATE_RUN, keys, dialect)
+        self._landing = _Landing(dialect)
 
     @classmethod
     def open(cls, url: str, *, password: str | None = None) -> HistoryStore:
@@ -354,12 +354,23 @@ class HistoryStore:
         """
         with self._begin() as connection:
             if inserts:
-                self._insert.execute(connection, map(_row, inserts))
+                self._insert.execute(connection, inserts)
             if updates:
                 self._apply_updates(connection, updates)
 
+    def land(self, runs: Sequence[RunRecord]) -> None:
+        """Write the rows of `runs` in the states given, inserting or replacing each, in one
+        transaction: how a batch of the writer thread lands (a few hundred rows to a
+        statement). All or nothing.
+
+        Raises:
+            HistoryUnavailableError: the database is locked or unreachable (retry).
+        """
+        with self._begin() as connection:
+            self._landing.execute(connection, runs)
+
     def _apply_updates(self, connection: Connection, updates: Sequence[RunRecord]) -> None:
-        changed = self._update.execute(connection, map(_update_params, updates))
+        changed = self._update.execute(connection, updates)
         sane = self._engine.dialect.supports_sane_multi_rowcount or len(updates) == 1
         if sane and changed != len(updates):
             wanted = {run.run_id for run in updates}

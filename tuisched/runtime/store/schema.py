@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import operator
+import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,9 +27,10 @@ from sqlalchemy import (
     Update,
     bindparam,
 )
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.types import TypeEngine
 
+from tuisched.domain.errors import HistoryError
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 
 T = TypeVar("T")
@@ -85,11 +88,14 @@ class UTCDateTime(TypeDecorator[datetime]):
         """UTC; as naive text where the database cannot keep a zone."""
         if value is None:
             return None
-        if value.utcoffset() is None:
+        if value.tzinfo is UTC:  # the usual (the runtime's clock): no conversion
+            moment = value
+        elif value.utcoffset() is None:
             raise ValueError(f"naive datetime {value.isoformat()} cannot be stored")
-        moment = value.astimezone(UTC)
+        else:
+            moment = value.astimezone(UTC)
         if dialect.name == "sqlite":
-            return moment.replace(tzinfo=None).isoformat(" ", "microseconds")
+            return moment.isoformat(" ", "microseconds")[:-6]  # without its "+00:00"
         return moment
 
     def process_result_value(self, value: object, dialect: Dialect) -> datetime | None:
@@ -167,35 +173,6 @@ _UPDATE_RUN = runs.update().where(runs.c.run_id == bindparam("b_run_id"))
 """Every column but the key is SET (the parameters say which); `b_run_id` picks the row."""
 
 
-def _row(run: RunRecord) -> dict[str, Any]:
-    """The column values of `run`."""
-    return {
-        "run_id": run.run_id,
-        "job": run.job,
-        "slot": run.slot,
-        "trigger": run.trigger.value,
-        "state": run.state.value,
-        "result": None if run.result is None else run.result.value,
-        "status": run.status,
-        "exit_code": run.exit_code,
-        "queued_at": run.queued_at,
-        "started_at": run.started_at,
-        "ended_at": run.ended_at,
-        "pid": run.pid,
-        "node": run.node,
-        "reason": run.reason,
-        "output_tail": run.output_tail,
-        "attempt": run.attempt,
-    }
-
-
-def _update_params(run: RunRecord) -> dict[str, Any]:
-    """The parameters of `_UPDATE_RUN` for `run`: every column but the key is SET."""
-    params = _row(run)
-    params["b_run_id"] = params.pop("run_id")
-    return params
-
-
 def _record(row: RowMapping) -> RunRecord:
     """The run a `runs` row holds."""
     return RunRecord(
@@ -218,39 +195,179 @@ def _record(row: RowMapping) -> RunRecord:
     )
 
 
+_ATTRIBUTE = {**{name: name for name in _RUN_COLUMNS}, "b_run_id": "run_id"}
+"""The RunRecord attribute each statement parameter takes its value from."""
+_ENUMS = frozenset({"trigger", "state", "result"})
+"""Attributes stored as their enum's `.value`."""
+_CACHED_VALUES = 256
+"""Converted instants remembered per column: a burst's runs share their slot and times."""
+
+
+def _remembering(process: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`process`, remembering its last few results: the runs of one burst share their
+    slot and often their instants, and converting one costs a few microseconds."""
+    seen: dict[Any, Any] = {}
+
+    def convert(value: Any) -> Any:
+        if value is None:
+            return None
+        found = seen.get(value)
+        if found is None:
+            if len(seen) >= _CACHED_VALUES:
+                seen.clear()
+            found = seen[value] = process(value)
+        return found
+
+    return convert
+
+
 @dataclass(frozen=True, slots=True)
 class _BatchStatement:
-    """A Core statement compiled once for one dialect, for executemany of many rows.
+    """A Core statement compiled once for one dialect, for executemany of many runs.
 
     SQLAlchemy prepares executemany parameters row by row, which costs the
     writer thread more than SQLite's own work. This compiles the statement once
-    and converts values with the dialect's own bind processors, so the SQL is
-    still Core's (dialect-neutral) at about half the cost per row.
+    and takes each run's values straight from its record, converted with the
+    dialect's own bind processors, so the SQL is still Core's (dialect-neutral)
+    at a fraction of the cost per row.
     """
 
     sql: str
     names: tuple[str, ...]
+    values: Callable[[RunRecord], tuple[Any, ...]]
+    """A run's attributes in parameter order (C speed: `operator.attrgetter`)."""
+    enums: tuple[int, ...]
+    """Positions of the values stored as their enum's text."""
     processed: tuple[tuple[int, Callable[[Any], Any]], ...]
     """(position, bind processor) of the parameters the dialect converts."""
     positional: bool
 
     @classmethod
     def compile(cls, statement: Insert | Update, keys: Sequence[str], dialect: Dialect) -> Self:
-        """`statement` for `dialect`, taking parameters named `keys`."""
+        """`statement` for `dialect`, taking parameters named `keys` (run attributes, and
+        `b_run_id` for the run id in a WHERE clause)."""
         compiled = statement.compile(dialect=dialect, column_keys=list(keys))
         names = tuple(compiled.positiontup or compiled.binds)
         types = (compiled.binds[name].type.dialect_impl(dialect) for name in names)
         processors = (kind.bind_processor(dialect) for kind in types)
-        processed = tuple((i, fn) for i, fn in enumerate(processors) if fn is not None)
-        return cls(compiled.string, names, processed, compiled.positional)
+        processed = tuple((i, _remembering(fn)) for i, fn in enumerate(processors) if fn)
+        attributes = [_ATTRIBUTE[name] for name in names]
+        enums = tuple(i for i, name in enumerate(attributes) if name in _ENUMS)
+        values = operator.attrgetter(*attributes)
+        return cls(compiled.string, names, values, enums, processed, compiled.positional)
 
-    def execute(self, connection: Connection, rows: Iterable[dict[str, Any]]) -> int:
-        """Run the statement once per row; the number of rows it changed."""
-        converted = [self._parameters(row) for row in rows]
+    def execute(self, connection: Connection, runs: Iterable[RunRecord]) -> int:
+        """Run the statement once per run; the number of rows it changed."""
+        converted = [self._parameters(run) for run in runs]
         return connection.exec_driver_sql(self.sql, converted).rowcount
 
-    def _parameters(self, row: dict[str, Any]) -> tuple[Any, ...] | dict[str, Any]:
-        values = [row[name] for name in self.names]
+    def parameters(self, run: RunRecord) -> tuple[Any, ...] | dict[str, Any]:
+        """The statement's parameters for `run`."""
+        return self._parameters(run)
+
+    def _parameters(self, run: RunRecord) -> tuple[Any, ...] | dict[str, Any]:
+        values = list(self.values(run))
+        for position in self.enums:
+            value = values[position]
+            if value is not None:
+                values[position] = value.value
         for position, process in self.processed:
             values[position] = process(values[position])
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
+
+
+ROWS_PER_STATEMENT = 1024 if sqlite3.sqlite_version_info >= (3, 32) else 62
+"""Most runs one statement lands: 16 parameters a row, under SQLite's limit on the parameters
+of a statement (999 before SQLite 3.32, 32,766 since)."""
+STATEMENTS_KEPT = 32
+"""Statements of so many rows remembered (a burst's batches come in a few sizes)."""
+
+
+class _Landing:
+    """Rows of runs inserted or replaced, many to a statement where the dialect allows.
+
+    SQLite's Python driver lets other threads run during each statement and
+    takes the interpreter lock back after it: one statement per row (an
+    executemany) makes the writer wait for a busy event loop once per row,
+    up to a switch interval (5 ms) each time. A statement of up to
+    ROWS_PER_STATEMENT rows waits once. Dialects whose driver does not take
+    positional parameters run a one-row statement per run.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self._one = _BatchStatement.compile(_upsert(dialect, 1), _RUN_COLUMNS, dialect)
+        self._many: dict[int, str] = {}
+        """SQL of the statements of so many rows, the most recently made last."""
+        self._rows = _values_group(self._one.sql) if self._one.positional else None
+        """The one-row statement cut around its VALUES group, when another row's group can
+        be repeated in it (checked against a statement of two rows compiled by SQLAlchemy:
+        compiling one of 256 rows costs a tenth of a second)."""
+        if self._rows is not None and self._statement(2) != self._compiled(2):
+            self._rows = None
+
+    def execute(self, connection: Connection, runs: Sequence[RunRecord]) -> None:
+        """Insert or replace the rows of `runs`."""
+        one = self._one
+        if not one.positional:
+            one.execute(connection, runs)
+            return
+        params = [one.parameters(run) for run in runs]
+        for start in range(0, len(params), ROWS_PER_STATEMENT):
+            chunk = params[start : start + ROWS_PER_STATEMENT]
+            sql = one.sql if len(chunk) == 1 else self._statement(len(chunk))
+            connection.exec_driver_sql(sql, tuple(value for row in chunk for value in row))
+
+    def _statement(self, rows: int) -> str:
+        sql = self._many.get(rows)
+        if sql is None:
+            if self._rows is not None:
+                head, group, tail = self._rows
+                sql = head + ", ".join([group] * rows) + tail
+            else:
+                sql = self._compiled(rows)
+            if len(self._many) >= STATEMENTS_KEPT:
+                del self._many[next(iter(self._many))]  # the oldest size
+            self._many[rows] = sql
+        return sql
+
+    def _compiled(self, rows: int) -> str:
+        """The statement of `rows` rows, as SQLAlchemy compiles it."""
+        compiled = _upsert(self._dialect, rows).compile(dialect=self._dialect)
+        names = [f"{name}__{i}" for i in range(rows) for name in self._one.names]
+        if list(compiled.positiontup or ()) != names:  # pragma: no cover  (a new SQLAlchemy)
+            raise HistoryError("the history's multi-row statement has an unexpected form")
+        return compiled.string
+
+
+def _values_group(sql: str) -> tuple[str, str, str] | None:
+    """`sql` cut into what comes before its one VALUES group, the group, and what follows."""
+    start = sql.find(" VALUES (")
+    if start < 0:
+        return None
+    start += len(" VALUES ")
+    end = sql.find(")", start) + 1
+    return sql[:start], sql[start:end], sql[end:]
+
+
+def _upsert(dialect: Dialect, rows: int) -> Insert:
+    """INSERT of `rows` runs that replaces the row of a run id already there."""
+    insert = postgresql.insert if dialect.name == "postgresql" else sqlite.insert
+    if rows == 1:
+        statement = insert(runs)
+    else:
+        values: list[dict[str, Any]] = [
+            {name: bindparam(f"{name}__{i}") for name in _RUN_COLUMNS} for i in range(rows)
+        ]
+        statement = insert(runs).values(values)
+    keep = {name: statement.excluded[name] for name in _CHANGING}
+    return statement.on_conflict_do_update(index_elements=["run_id"], set_=keep)
+
+
+_CHANGING = (
+    "state", "result", "status", "exit_code", "started_at", "ended_at", "pid", "reason",
+    "output_tail",
+)  # fmt: skip
+"""The columns a run's later rows change. Its job, slot, trigger, queued_at, node and attempt
+are those it was created with: leaving them out of an upsert spares SQLite two of the
+table's indexes on every run's end."""

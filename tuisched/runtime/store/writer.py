@@ -153,6 +153,11 @@ class AsyncHistory:
         self._done = 0
         """Tickets up to this one have been processed (written, or failed and logged)."""
         self._ready = threading.Condition()
+        self._landed = threading.Condition(threading.Lock())
+        """Notified each time `_done` or `_rows` moves on (what `wait_landed` waits for)."""
+        self._rows = 0
+        """The rows of the writes with tickets up to this one exist (the new rows of a batch
+        land before the rest of it: see `_commit`)."""
         self._thread: threading.Thread | None = None
         self._closing: asyncio.Future[Any] | None = None
         self._held: list[_Write] = []
@@ -213,6 +218,33 @@ class AsyncHistory:
         """True once the operation that returned `ticket` has been written."""
         return self._done >= ticket
 
+    def landed(self, ticket: int) -> bool:
+        """True once the run that `insert_soon` or `update_soon` returned `ticket` for has its
+        row in the database: the insert committed, or the row it updates there (in a
+        state that may be older). What a run's start waits for: a slot the history holds
+        never runs again."""
+        return self._done >= ticket or self._rows >= ticket
+
+    def wait_landed(self, ticket: int, timeout: float) -> bool:
+        """Block until `landed(ticket)`, for `timeout` seconds at most; whether it is. For
+        threads other than the loop's (a job thread starting the next run itself)."""
+        if self.landed(ticket):
+            return True
+        with self._landed:
+            return self._landed.wait_for(lambda: self.landed(ticket), timeout)
+
+    def write_soon(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> int:
+        """Add `inserts` and replace the rows of `updates`, in that order, without waiting:
+        `insert_soon` and `update_soon` for many runs at one cost. Returns the ticket of
+        the last write (see `insert_soon`); the writes before it have the tickets before.
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        ops = [_Write("insert", run, None) for run in inserts]
+        ops += [_Write("update", run, None) for run in updates]
+        return self._enqueue_many(ops)
+
     def update_soon(self, run: RunRecord) -> int:
         """Replace the row of `run` without waiting; ordered with every other operation.
 
@@ -256,6 +288,19 @@ class AsyncHistory:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._enqueue(_Write(kind, run, future))
         await future
+
+    def _enqueue_many(self, ops: list[_Write]) -> int:
+        """Queue fire-and-forget writes, as `_enqueue(op, soon=True)` each would."""
+        with self._ready:
+            if self._closing is not None:
+                raise HistoryError("the run history is closed")
+            for op in ops:
+                self._tickets += 1
+                op.ticket = self._tickets
+            self._pending.extend(ops)
+            if ops and (self._wake_on is None or self._wake_on.is_closed()):
+                self._wake_at_turn_end()
+            return self._tickets
 
     def _enqueue(self, op: _Op, *, soon: bool = False) -> int:
         """Queue `op`. With `soon`, on an event loop, the writer is woken once at the
@@ -311,24 +356,39 @@ class AsyncHistory:
                 batch = [self._pending.popleft() for _ in range(self._released)]
                 self._released = 0
                 through = self._tickets - len(self._pending)
-            stopped = self._process(batch)
-            # Tickets up to the first held write are done; an int store is atomic.
-            self._done = self._held[0].ticket - 1 if self._held else through
+            stopped = self._process(batch, through - len(batch))
+            self._mark_done(through)
             if stopped:
                 return
 
-    def _process(self, batch: list[_Op]) -> bool:
-        """Run one batch in order; True once the store is closed."""
+    def _rows_landed(self, through: int) -> None:
+        """The rows of the writes up to `through` exist (their latest states may not have
+        landed yet): what `landed` tells."""
+        with self._landed:
+            self._rows = max(self._rows, through)
+            self._landed.notify_all()
+
+    def _mark_done(self, through: int) -> None:
+        """Tickets up to `through` are processed: done, up to the first write held."""
+        with self._landed:  # an int store is atomic: `committed` reads it without the lock
+            self._done = self._held[0].ticket - 1 if self._held else through
+            self._landed.notify_all()
+
+    def _process(self, batch: list[_Op], before: int) -> bool:
+        """Run one batch in order (its tickets follow `before`); True once the store is
+        closed."""
         settlements: list[_Settlement] = []
         writes: list[_Write] = []
         stopped = False
-        for op in batch:
+        for index, op in enumerate(batch):
             if isinstance(op, _Write):
                 writes.append(op)
                 continue
             self._commit(writes, settlements)
             writes = []
-            if settlements:  # told now, not after the call (a prune batch may take a while)
+            # Told now, not after the call: a prune batch may take a while.
+            self._mark_done(before + index)
+            if settlements:
                 _settle(settlements)
                 settlements = []
             if isinstance(op, _Call):
@@ -351,8 +411,13 @@ class AsyncHistory:
             return
         merged = _coalesce(self._held)
         if merged is not None:
+            inserts, updates = merged
             try:
-                self._store.write_many(*merged)
+                # Every write lands its run's latest state, as `_upsert` does one at a time.
+                if inserts and updates:  # first the new rows: runs wait for them to start
+                    self._store.land(inserts)
+                    self._rows_landed(self._held[-1].ticket)
+                self._store.land(updates if inserts and updates else [*inserts, *updates])
             except HistoryUnavailableError as error:
                 self._outage_goes_on(error)
                 return
