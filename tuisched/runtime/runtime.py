@@ -45,7 +45,13 @@ from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.backfill import Backfills
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.ledger import Ledger
-from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
+from tuisched.runtime.execution import (
+    close_fork_servers,
+    install_child_watcher,
+    kill_forked,
+    kill_leftovers,
+    open_fork_servers,
+)
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -102,6 +108,8 @@ LEFTOVER_GRACE = 1.0
 """Seconds the processes ended runs left running get between SIGTERM and SIGKILL at stop."""
 PROCESSES_RECORD = "processes.json"
 """The processes of runs, in the state directory: a killed scheduler's next start stops them."""
+FORK_JOURNALS = "forks"
+"""The folder where fork servers record the process of each python run (same purpose)."""
 MAIL_GRACE = 1.0
 """Seconds alert mail gets at shutdown when the runs took the whole grace."""
 
@@ -302,7 +310,7 @@ class Runtime:
         if self._following is not None:
             self._following.cancel()
         await self._stop_retention()
-        await close_warm_pool()
+        await close_fork_servers()
         await self._drain_alerts(0)
         if self._history is not None:
             await self._history.close()
@@ -321,6 +329,8 @@ class Runtime:
         become_subreaper()  # orphans of runs are adopted here, not by init
         record = settings.state_dir / PROCESSES_RECORD if self.role.exclusive else None
         self._descendants = Descendants(record)
+        journals = settings.state_dir / FORK_JOURNALS if self.role.exclusive else None
+        open_fork_servers(journals, self._clock)
         install_child_watcher()
         self.watchdog.start()
         self.bus.bind(asyncio.get_running_loop())
@@ -429,7 +439,7 @@ class Runtime:
         await self._engine.drain(grace)
         if self.cluster is not None:  # the runs' ends, fenced, then leave
             await self.cluster.stop(grace)
-        await close_warm_pool()
+        await close_fork_servers()
         await self._stop_leftovers()
         # Mail gets what is left of the grace (at least MAIL_GRACE s for the last runs' alerts).
         spent = (self._clock.now() - draining_since).total_seconds()
@@ -509,21 +519,33 @@ class Runtime:
         closed: list[RunRecord] = await self._history.call(
             lambda store: store.close_abandoned(self.node, now)
         )
-        record = self.config.settings.state_dir / PROCESSES_RECORD
-        recorded = (
-            await in_thread(Lane.PROCESSES, kill_recorded, record) if self.role.exclusive else 0
-        )
+        killed = await self._kill_left_processes([run.run_id for run in closed])
         if closed:
-            run_ids = [run.run_id for run in closed]
-            killed = recorded + await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
             log.warning(
                 "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
                 len(closed), killed,
             )  # fmt: skip
-        elif recorded:
-            log.warning("%d process(es) left by the runs of a dead scheduler killed", recorded)
+        elif killed:
+            log.warning("%d process(es) left by the runs of a dead scheduler killed", killed)
         for run in closed:
             self.bus.publish(RunAbandoned(at=now, run=run))
+
+    async def _kill_left_processes(self, abandoned: list[str]) -> int:
+        """Kill what a dead scheduler's runs left: the processes recorded in the state
+        directory, the python runs' processes its fork servers journaled, and every
+        process carrying the id of one of those runs or of an `abandoned` one. How many."""
+        state_dir = self.config.settings.state_dir
+        killed, run_ids = 0, set(abandoned)
+        if self.role.exclusive:
+            killed = await in_thread(Lane.PROCESSES, kill_recorded, state_dir / PROCESSES_RECORD)
+            forked, journaled = await in_thread(
+                Lane.PROCESSES, kill_forked, state_dir / FORK_JOURNALS
+            )
+            killed += forked
+            run_ids |= journaled
+        if run_ids:
+            killed += await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
+        return killed
 
     async def _mark_alive(self) -> None:
         """Note in the history that this scheduler is alive now (a heartbeat).

@@ -31,9 +31,10 @@ from tuisched.runtime.execution.base import (
     install_child_watcher,
 )
 from tuisched.runtime.execution.command import CommandRunner
-from tuisched.runtime.execution.leftovers import kill_leftovers
+from tuisched.runtime.execution.forking import close_fork_servers, open_fork_servers
+from tuisched.runtime.execution.leftovers import kill_forked, kill_leftovers
 from tuisched.runtime.execution.output import OutputCapture
-from tuisched.runtime.execution.pyprocess import ProcessPythonRunner, close_warm_pool
+from tuisched.runtime.execution.pyprocess import ProcessPythonRunner
 from tuisched.runtime.execution.python import PythonRunner
 from tuisched.runtime.execution.waitfor import WaitForRunner, watch_root
 
@@ -45,10 +46,12 @@ __all__ = [
     "PythonRunner",
     "Runner",
     "WaitForRunner",
-    "close_warm_pool",
+    "close_fork_servers",
     "install_child_watcher",
+    "kill_forked",
     "kill_leftovers",
     "make_runner",
+    "open_fork_servers",
     "watch_root",
 ]
 
