@@ -348,3 +348,12 @@ def _all_pids(folder: Path, *, count: int, within: float) -> list[list[int]]:
 def _start_ticks(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_bytes()
     return int(stat[stat.rfind(b")") + 2 :].split()[19])
+
+
+def test_files_of_the_standard_library_are_not_watched_but_site_packages_in_it_are() -> None:
+    from tuisched.runtime.execution.forkserver import Watched
+
+    stdlib = Path(os.__file__).parent
+    assert Watched._in_stdlib(str(stdlib / "json" / "decoder.py"))
+    assert not Watched._in_stdlib(str(stdlib / "site-packages" / "requests" / "api.py"))
+    assert not Watched._in_stdlib(str(REPO / "tests" / "jobs_for_tests.py"))

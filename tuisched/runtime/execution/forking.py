@@ -137,8 +137,13 @@ class ForkServer:
         server._said = said
         try:
             await server._ready_in_time()
+        except asyncio.CancelledError:  # nobody needs it any more (the scheduler stops)
+            server.kill("no longer needed", warn=False)
+            await _settled(server.gone)
+            raise
         except BaseException:
             server.kill("it was not ready")
+            await _settled(server.gone)  # its socket and pipe are closed once it is reaped
             raise
         return server
 
@@ -203,10 +208,11 @@ class ForkServer:
             self._retired = True
             self._send(b"R")
 
-    def kill(self, why: str) -> None:
+    def kill(self, why: str, *, warn: bool = True) -> None:
         """End the server now (it is hung, or must go): its runs are killed with it."""
         if not self.gone.done():
-            log.warning("python fork server %d: %s; it is stopped", self.pid, why)
+            if warn:
+                log.warning("python fork server %d: %s; it is stopped", self.pid, why)
             self._said.append(why)
             self._retired = True
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -328,6 +334,12 @@ class ForkServer:
 
     def _gone_words(self) -> str:
         return self.gone.result() if self.gone.done() else "the python fork server was retired"
+
+
+async def _settled(future: asyncio.Future[str]) -> None:
+    """Wait for `future`, even in a task being cancelled (only a further cancel ends it)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        await asyncio.shield(future)
 
 
 def _heard(said: deque[str], data: bytes) -> None:

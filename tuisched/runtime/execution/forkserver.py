@@ -64,6 +64,7 @@ Promises the scheduler builds on:
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # no stubs; see where it is used
+import _socket
 import _thread
 import array
 import contextlib
@@ -75,7 +76,6 @@ import json
 import os
 import select
 import signal
-import socket
 import sys
 from types import ModuleType
 
@@ -134,7 +134,7 @@ def _stamp_address() -> int | None:
         with open("/proc/self/stat", "rb") as stat:  # noqa: PTH123
             data = stat.read()
         fields = data[data.rfind(b")") + 2 :].split()
-        start, end = int(fields[48]), int(fields[49])  # env_start, env_end (fields 51, 52)
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
         with open("/proc/self/environ", "rb") as environ:  # noqa: PTH123
             block = environ.read()
     except (OSError, ValueError, IndexError):
@@ -215,16 +215,25 @@ def _complain(text: str) -> None:
 class Watched:
     """The files a `load` brought in, as they were then."""
 
-    def __init__(self, before: set[str], stdlib: tuple[str, ...]) -> None:
+    STDLIB = os.path.dirname(os.__file__) + os.sep  # noqa: PTH120
+    """Where the standard library is: its files change only with Python itself."""
+
+    def __init__(self, before: set[str]) -> None:
         self._files: dict[str, tuple[int, int, int]] = {}
         for name in set(sys.modules) - before:
             try:
                 path = getattr(sys.modules[name], "__file__", None)
             except Exception:  # noqa: S112  (a module with a strange __getattr__: no file)
                 continue
-            if isinstance(path, str) and not path.startswith(stdlib):
+            if isinstance(path, str) and not self._in_stdlib(path):
                 with contextlib.suppress(OSError):
                     self._files[path] = self._look(path)
+
+    @classmethod
+    def _in_stdlib(cls, path: str) -> bool:
+        """Under the standard library's folder, but not in a site-packages inside it
+        (where an installation without a venv keeps third-party packages)."""
+        return path.startswith(cls.STDLIB) and "-packages" + os.sep not in path
 
     def __len__(self) -> int:
         return len(self._files)
@@ -245,16 +254,18 @@ class Watched:
         return False
 
 
-def _receive(control: socket.socket) -> tuple[bytes, list[int]]:
+def _receive(control: _socket.socket) -> tuple[bytes, list[int]]:
     """One message and the descriptors that came with it, without waiting.
 
-    (`socket.recv_fds` of Python 3.11 drops its `flags`, so it would wait.)
+    (`socket.recv_fds` of Python 3.11 drops its `flags`, so it would wait. And
+    `_socket`, not `socket`: that module and its enums would add a few hundred
+    kilobytes for every fork to copy.)
     """
-    space = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
-    data, ancillary, _, _ = control.recvmsg(_MESSAGE_BYTES, space, socket.MSG_DONTWAIT)
+    space = _socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
+    data, ancillary, _, _ = control.recvmsg(_MESSAGE_BYTES, space, _socket.MSG_DONTWAIT)
     fds = array.array("i")
     for level, kind, payload in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
             fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
     return data, list(fds)
 
@@ -262,7 +273,7 @@ def _receive(control: socket.socket) -> tuple[bytes, list[int]]:
 class Server:
     """The loop: messages from the scheduler, forks, and the ends of run processes."""
 
-    def __init__(self, control: socket.socket, journal: Journal | None) -> None:
+    def __init__(self, control: _socket.socket, journal: Journal | None) -> None:
         self._control = control
         self._journal = journal
         self._harness = _harness()
@@ -337,10 +348,7 @@ class Server:
             raise SystemExit(1)
 
     def _load(self, module: str | None, path: list[str]) -> None:
-        import sysconfig  # noqa: PLC0415  (here: the forks need none of it)
-
         sys.path[:] = path
-        stdlib = tuple({sysconfig.get_paths()[name] + os.sep for name in ("stdlib", "platstdlib")})
         before = set(sys.modules)
         if module is not None:
             try:
@@ -349,7 +357,7 @@ class Server:
                 self._leave(f"importing it failed ({self._harness.describe(exc)})")
             if _threads() > 1:
                 self._leave("importing it started a thread, and a process with threads cannot fork")
-        self._watched = Watched(before, stdlib)
+        self._watched = Watched(before)
         self._settle()
         self._send(json.dumps({"loaded": len(self._watched)}).encode())
 
@@ -457,7 +465,7 @@ def _die_with(scheduler: int) -> None:
 
 def main() -> None:
     """Serve the scheduler named on the command line."""
-    control = socket.socket(fileno=int(sys.argv[1]))
+    control = _socket.socket(fileno=int(sys.argv[1]))
     control.setblocking(True)
     _die_with(int(sys.argv[2]))
     journal = Journal(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else None
