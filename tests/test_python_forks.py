@@ -357,3 +357,16 @@ def test_files_of_the_standard_library_are_not_watched_but_site_packages_in_it_a
     assert Watched._in_stdlib(str(stdlib / "json" / "decoder.py"))
     assert not Watched._in_stdlib(str(stdlib / "site-packages" / "requests" / "api.py"))
     assert not Watched._in_stdlib(str(REPO / "tests" / "jobs_for_tests.py"))
+
+
+async def test_runtimes_on_one_loop_share_its_fork_servers_until_the_last_stops() -> None:
+    clock = forking.SystemClock()
+    forking.open_fork_servers(None, clock)
+    servers = forking.fork_servers()
+    forking.open_fork_servers(None, clock)  # a second runtime on the same loop
+    assert forking.fork_servers() is servers
+    await close_fork_servers()
+    assert forking.fork_servers() is servers  # the first one still runs
+    await close_fork_servers()
+    assert forking.fork_servers() is not servers
+    await close_fork_servers()

@@ -12,8 +12,9 @@ and every runner writes its `OutputCapture` from that thread only. The one
 exception is the worker thread of a python job, which talks back to the loop
 in exactly one place, `PythonRunner._cross`. `wait()` closes the capture.
 
-Processes: a command runs in its own session and process group, with stdin
-from /dev/null and stderr merged into stdout. Stopping signals the whole group
+Processes: a command, or a python job's process (a fork of a fork server,
+`forking.py`), runs in its own session and process group, with stdin from
+/dev/null and stderr merged into stdout. Stopping signals the whole group
 (SIGTERM, then SIGKILL after the grace period), and when a run ends anything
 left in its group is killed, so no process outlives its run.
 """
@@ -68,12 +69,14 @@ def make_runner(
 
     Args:
         kind: What to run.
-        env: The complete environment of a command (the engine has merged the
-            job's env over the scheduler's, secrets removed). Unused by the
-            other kinds: a python job shares the scheduler's process.
+        env: The complete environment of a command or of a python job in a
+            process of its own (the engine has merged the job's env over the
+            scheduler's, secrets removed). Unused by the other kinds: a python
+            job on a thread shares the scheduler's process.
         output: Where the run's output goes; the runner closes it in `wait()`.
-        kill_grace: Seconds between SIGTERM and SIGKILL for a command, or
-            between `stop()` and giving up on a python job's thread.
+        kill_grace: Seconds between SIGTERM and SIGKILL for a command or a
+            python job's process, or between `stop()` and giving up on a python
+            job's thread.
         clock: The clock those seconds are counted on (default: real time).
     """
     match kind:

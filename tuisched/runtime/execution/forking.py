@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tuisched.domain.errors import LaunchError
+from tuisched.domain.errors import LaunchError, StateError
 from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.execution.command import _exit_words
 from tuisched.runtime.execution.spawn import Child, spawn
@@ -452,7 +452,10 @@ class ForkServers:
 
     async def _start(self, env: Mapping[str, str]) -> ForkServer:
         if not self._folder_made and self._journals is not None:
-            await in_thread(Lane.PROCESSES, private_folder, self._journals)
+            try:
+                await in_thread(Lane.PROCESSES, private_folder, self._journals)
+            except StateError as error:
+                raise LaunchError(str(error)) from error
             self._folder_made = True
         server = await ForkServer.start(env, self._journals, self._clock)
         self._alive.add(server)
@@ -516,11 +519,17 @@ def _retrieved(future: asyncio.Future[ForkServer]) -> None:
 
 
 _SERVERS: dict[asyncio.AbstractEventLoop, ForkServers] = {}
+_USERS: dict[asyncio.AbstractEventLoop, int] = {}
+"""How many runtimes opened the fork servers of each loop (tests run several on one)."""
 
 
 def open_fork_servers(journals: Path | None, clock: Clock) -> None:
-    """Give the running loop its fork servers, journaled in `journals` (at start)."""
-    _SERVERS[asyncio.get_running_loop()] = ForkServers(journals, clock)
+    """Give the running loop its fork servers, journaled in `journals` (at a runtime's
+    start). A second runtime on the same loop shares the first one's."""
+    loop = asyncio.get_running_loop()
+    _USERS[loop] = _USERS.get(loop, 0) + 1
+    if _USERS[loop] == 1 or loop not in _SERVERS:
+        _SERVERS[loop] = ForkServers(journals, clock)
 
 
 def fork_servers() -> ForkServers:
@@ -530,12 +539,19 @@ def fork_servers() -> ForkServers:
     if servers is None:
         for old in [old for old in _SERVERS if old.is_closed()]:
             del _SERVERS[old]
+            _USERS.pop(old, None)
         servers = _SERVERS[loop] = ForkServers()
     return servers
 
 
 async def close_fork_servers() -> None:
-    """Stop the running loop's fork servers (at shutdown, once no run is going)."""
-    servers = _SERVERS.pop(asyncio.get_running_loop(), None)
+    """Stop the running loop's fork servers (at the stop of the last runtime that opened
+    them, once no run is going)."""
+    loop = asyncio.get_running_loop()
+    users = _USERS.pop(loop, 1) - 1
+    if users > 0:
+        _USERS[loop] = users
+        return
+    servers = _SERVERS.pop(loop, None)
     if servers is not None:
         await servers.close()

@@ -463,12 +463,22 @@ def _die_with(scheduler: int) -> None:
         os._exit(0)
 
 
+def _journal(folder: str) -> Journal | None:
+    """The journal in `folder`; None (and a line on stderr) if it cannot be written there:
+    the runs go on, only a kill -9 of the scheduler would then miss their processes."""
+    try:
+        return Journal(folder)
+    except OSError as error:
+        _complain(f"cannot keep a journal in {folder}: {error.strerror}")
+        return None
+
+
 def main() -> None:
     """Serve the scheduler named on the command line."""
     control = _socket.socket(fileno=int(sys.argv[1]))
     control.setblocking(True)
     _die_with(int(sys.argv[2]))
-    journal = Journal(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else None
+    journal = _journal(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else None
     server = Server(control, journal)
     _prctl(_PR_SET_DUMPABLE, 0)  # the server's own memory and environment stay its own
     os.environ.pop(RUN_ID, None)  # a module imported by `load` sees no run id of blanks
