@@ -47,10 +47,10 @@ Promises the scheduler builds on:
   module whose import leaves a thread running is not kept (`not_loaded`).
 - A run's process runs nothing of the job before its pid is in the server's
   journal, `JOURNALS/SERVER_PID.runs` (one line `RUN_ID PID START`, START in
-  clock ticks after boot as in /proc/PID/stat): it appends the line itself
-  while it would die with the server (PR_SET_PDEATHSIG), so a process the
-  journal does not name never outlives the server. The next start of a
-  scheduler that was killed stops every process the journals name.
+  clock ticks after boot as in /proc/PID/stat): it appends the line itself,
+  then runs only if the server is still alive (and so the scheduler, whose
+  next start reads the journals). The next start of a scheduler that was
+  killed stops every process the journals name.
 - `TUISCHED_RUN_ID` shows in /proc/PID/environ of a run's process, as it does
   for a command: the server starts with the variable holding blanks, and each
   run's process writes its run id over them in its own copy of the memory
@@ -83,9 +83,8 @@ RUN_ID = "TUISCHED_RUN_ID"
 RUN_ID_ROOM = 64
 """Bytes kept for the run id in the server's initial environment (ids are 12 characters)."""
 _PR_SET_PDEATHSIG = 1
-_PR_SET_DUMPABLE = 4
 _MESSAGE_BYTES = 1 << 16
-_MAX_FDS = 2
+_FDS_SPACE = _socket.CMSG_SPACE(2 * array.array("i").itemsize)
 _COMPACT_EVERY = 1024
 """Forks between two rewrites of the journal that keep only the live processes."""
 _LIBC = ctypes.CDLL(None, use_errno=True)  # this process's own symbols, libc's among them
@@ -261,8 +260,7 @@ def _receive(control: _socket.socket) -> tuple[bytes, list[int]]:
     `_socket`, not `socket`: that module and its enums would add a few hundred
     kilobytes for every fork to copy.)
     """
-    space = _socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
-    data, ancillary, _, _ = control.recvmsg(_MESSAGE_BYTES, space, _socket.MSG_DONTWAIT)
+    data, ancillary, _, _ = control.recvmsg(_MESSAGE_BYTES, _FDS_SPACE, _socket.MSG_DONTWAIT)
     fds = array.array("i")
     for level, kind, payload in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
@@ -301,9 +299,9 @@ class Server:
                 if fd == self._wakeup_r:
                     with contextlib.suppress(BlockingIOError):
                         os.read(self._wakeup_r, 4096)
+                    self._reap()
                 else:
-                    self._take_messages()
-            self._reap()
+                    self._take_message()
         if self._journal is not None:
             self._journal.remove()
 
@@ -319,19 +317,19 @@ class Server:
         with contextlib.suppress(OSError):  # the scheduler is gone: nobody to tell
             self._control.send(message)
 
-    def _take_messages(self) -> None:
-        while self._listening:
-            try:
-                data, fds = _receive(self._control)
-            except BlockingIOError:
-                return
-            except OSError:
-                data, fds = b"", []
-            try:
-                self._handle(data, fds)
-            finally:
-                for fd in fds:
-                    os.close(fd)
+    def _take_message(self) -> None:
+        """One message (the next `poll` tells of the next: no exception per batch)."""
+        try:
+            data, fds = _receive(self._control)
+        except BlockingIOError:
+            return
+        except OSError:
+            data, fds = b"", []
+        try:
+            self._handle(data, fds)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     def _handle(self, data: bytes, fds: list[int]) -> None:
         kind = data[:1]
@@ -419,7 +417,6 @@ class Server:
         os.set_inheritable(reports, False)  # programs the job starts must not hold it open
         os.closerange(3, reports)
         os.closerange(reports + 1, os.sysconf("SC_OPEN_MAX"))
-        _prctl(_PR_SET_DUMPABLE, 1)  # /proc/PID/environ readable by the user, as a command's
         _stamp(self._stamp, run_id)
         target, *variables = request
         for name, value in zip(variables[::2], variables[1::2], strict=True):
@@ -428,17 +425,17 @@ class Server:
         return int(self._harness.run(target, reports))
 
     def _record(self, run_id: str) -> bool:
-        """Put this process in the journal while it would die with the server. False if
-        the server is gone already."""
-        if self._journal is None:
-            return os.getppid() == self._pid
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != self._pid:
-            return False
-        with contextlib.suppress(OSError):  # a full disk: the run goes on (see Journal)
-            os.write(self._journal.fd, f"{run_id} {os.getpid()} {_started('self')}\n".encode())
-        _prctl(_PR_SET_PDEATHSIG, 0)  # recorded: from now on it lives like a command
-        return True
+        """Put this process in the journal; False if the server is gone by then.
+
+        The server dies with the scheduler, so a process that finds it alive
+        after writing its line was recorded before any next start could read
+        the journal; one that finds it gone runs nothing.
+        """
+        if self._journal is not None:
+            with contextlib.suppress(OSError):  # a full disk: the run goes on (see Journal)
+                line = f"{run_id} {os.getpid()} {_started('self')}\n"
+                os.write(self._journal.fd, line.encode())
+        return os.getppid() == self._pid
 
     def _reap(self) -> None:
         """Collect the run processes that ended; tell the scheduler in one message."""
@@ -452,8 +449,8 @@ class Server:
                 break
             self._live.pop(pid, None)
             ended.append((pid, status))
-        if ended:
-            self._send(json.dumps({"exited": ended}).encode())
+        if ended:  # by hand: the json module's encoder is many pages to copy
+            self._send(b'{"exited": [%s]}' % b", ".join(b"[%d, %d]" % each for each in ended))
 
 
 def _die_with(scheduler: int) -> None:
@@ -480,7 +477,6 @@ def main() -> None:
     _die_with(int(sys.argv[2]))
     journal = _journal(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[3] else None
     server = Server(control, journal)
-    _prctl(_PR_SET_DUMPABLE, 0)  # the server's own memory and environment stay its own
     os.environ.pop(RUN_ID, None)  # a module imported by `load` sees no run id of blanks
     server.serve()
 
