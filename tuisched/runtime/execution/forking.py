@@ -435,6 +435,8 @@ class ForkServers:
     async def _take_spare(self, env: Mapping[str, str]) -> ForkServer:
         """A started server with `env` (the spare when it has that environment); a new
         spare is started meanwhile."""
+        if self._closed:
+            raise LaunchError("the scheduler is stopping")
         spare, self._spare = self._spare, None
         server: ForkServer | None = None
         if spare is not None:
@@ -487,29 +489,29 @@ class ForkServers:
             self._sweep_soon()
 
     async def close(self, grace: float = 5.0) -> None:
-        """Stop starting servers, retire every one and wait for them to leave (each is
-        killed after `grace` seconds)."""
+        """Start no more servers, retire every one and wait for them to leave (each is
+        killed after `grace` seconds). A server still starting is waited for, not
+        abandoned: its process must be reaped by this loop."""
         self._closed = True
         if self._sweeper is not None:
             self._sweeper.cancel()
+        self._servers.clear()
+        timers: dict[ForkServer, Timer] = {}
+        self._retire_all(timers, grace)
         starting = [*self._opening.values(), *([self._spare] if self._spare else [])]
         self._spare = None
-        for future in starting:
-            future.cancel()  # a server it started is killed, or is among the alive
-        for future in starting:
-            with contextlib.suppress(LaunchError, asyncio.CancelledError):
-                await future
-        self._servers.clear()
-        servers = list(self._alive)
-        for server in servers:
-            server.retire()
-        timers = [self._clock.call_later(grace, s.kill, "it did not leave in time")
-                  for s in servers]  # fmt: skip
+        await asyncio.gather(*starting, return_exceptions=True)  # bounded by their deadlines
+        self._retire_all(timers, grace)  # those that finished starting meanwhile
         try:
-            await asyncio.gather(*(s.gone for s in servers))
+            await asyncio.gather(*(server.gone for server in timers))
         finally:
-            for timer in timers:
+            for timer in timers.values():
                 timer.cancel()
+
+    def _retire_all(self, timers: dict[ForkServer, Timer], grace: float) -> None:
+        for server in self._alive - timers.keys():
+            server.retire()
+            timers[server] = self._clock.call_later(grace, server.kill, "it did not leave in time")
 
 
 def _retrieved(future: asyncio.Future[ForkServer]) -> None:
