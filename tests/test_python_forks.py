@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -197,14 +196,19 @@ async def test_a_stop_ends_the_whole_process_group(tmp_path: Path) -> None:
 
 async def test_a_timeout_stops_a_python_run_in_its_process(tmp_path: Path) -> None:
     path = write_config(
-        tmp_path, 'stuck: {python: "tests.jobs_for_tests:until_gate", schedule: manual, '
-        "timeout: 1s}",
-    )  # fmt: skip
+        tmp_path,
+        """
+        warm: {python: "tests.jobs_for_tests:succeed", schedule: manual}
+        stuck: {python: "tests.jobs_for_tests:until_gate", schedule: manual, timeout: 1s}
+        """,
+    )
     os.environ["TUISCHED_TEST_GATE"] = str(tmp_path / "never")
     try:
         async with running(path) as (runtime, events):
+            runtime.actions.run_now("warm")  # the module's server is up: the second is a fork
+            await events.wait_for(RunFinished)
             runtime.actions.run_now("stuck")
-            (finished,) = await events.wait_for(RunFinished)
+            (finished,) = await events.wait_for(RunFinished, lambda e: e.run.job == "stuck")
     finally:
         del os.environ["TUISCHED_TEST_GATE"]
     assert (finished.run.state, finished.run.result) == (RunState.FAILED, Result.TIMED_OUT)
@@ -282,12 +286,11 @@ def test_the_start_after_a_kill_9_stops_every_process_of_the_python_runs(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "pids"
-    soon = (datetime.now(UTC) + timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%S")
-    jobs = "\n".join(
-        f'{name}: {{python: "tests.jobs_for_tests:with_children", schedule: {{at: "{soon}"}}}}'
-        for name in ("one", "two", "three")
-    )
-    path = write_config(tmp_path, jobs)
+    # Every second (however long the scheduler takes to start), one run at a time.
+    every = '{every: "1 second", start: "2020-01-01T00:00"}'
+    job = '{name}: {{python: "tests.jobs_for_tests:with_children", schedule: {schedule}}}'
+    names = ("one", "two", "three")
+    path = write_config(tmp_path, "\n".join(job.format(name=n, schedule=every) for n in names))
     env = {**os.environ, "PYTHONPATH": str(REPO), "TUISCHED_TEST_OUT": str(out)}
     state = tmp_path / "state"
 
@@ -312,6 +315,7 @@ def test_the_start_after_a_kill_9_stops_every_process_of_the_python_runs(
         journaled = " ".join(path.read_text() for path in (state / "forks").iterdir())
         assert all(str(pids[0]) in journaled for pids in runs)
         (state / "processes.json").unlink(missing_ok=True)  # only what the runs left
+        path.write_text(path.read_text().replace(every, "manual"))  # it only cleans up
         second = scheduler()
         try:
             for pid in processes:
