@@ -255,6 +255,24 @@ async def test_a_hung_server_is_killed_and_the_run_fails_saying_so(
     assert json.loads(output)["ppid"] != server
 
 
+@pytest.mark.usefixtures("forks")
+async def test_a_server_that_hangs_under_a_run_is_killed_when_the_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(forking, "ANSWER_SECONDS", 0.3)
+    gate = tmp_path / "gate"
+    runner, _ = runner_for("tests.jobs_for_tests:until_gate", TUISCHED_TEST_GATE=str(gate))
+    pid = await runner.start()
+    assert pid is not None
+    server = parent_of(pid)
+    os.kill(server, signal.SIGSTOP)  # it will never report the run's end
+    gate.touch()
+    outcome = await runner.wait()
+    assert outcome.state is RunState.FAILED
+    assert f"it did not report the end of process {pid} within 0.3s" in outcome.status
+    await asyncio.to_thread(_gone_within, server, 5)
+
+
 # --- after a kill -9 of the scheduler --------------------------------------------------
 
 

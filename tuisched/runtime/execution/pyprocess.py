@@ -30,6 +30,7 @@ from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunState
 from tuisched.runtime.clock import Clock, SystemClock, Timer
+from tuisched.runtime.execution import forking
 from tuisched.runtime.execution.base import (
     _EOF_GRACE,
     _KILLED_DRAIN,
@@ -41,7 +42,6 @@ from tuisched.runtime.execution.base import (
 )
 from tuisched.runtime.execution.command import _exit_words
 from tuisched.runtime.execution.forking import (
-    ANSWER_SECONDS,
     PER_RUN,
     Forked,
     ForkServer,
@@ -125,6 +125,7 @@ class ProcessPythonRunner:
         self._output = output
         self._kill_grace = kill_grace
         self._clock = clock or SystemClock()
+        self._server: ForkServer | None = None
         self._forked: Forked | None = None
         self._exited: asyncio.Future[int | None] | None = None
         """The process's wait status once it has ended (None: unknown, see `_lost`)."""
@@ -177,6 +178,7 @@ class ProcessPythonRunner:
             if server is None:  # stopped while a server started and imported its module
                 self._importing = True
                 return None
+            self._server = server
             try:
                 pid = await self._fork(server, loop)
             except StaleServerError:
@@ -220,7 +222,7 @@ class ProcessPythonRunner:
         It is killed, and the run ends with `why`; else `why` is a launch failure."""
         named = self._reported_pid
         assert named is not None  # noqa: S101  (made in start)
-        await _first({named, reports.closed}, within=ANSWER_SECONDS)
+        await _first({named, reports.closed}, within=forking.ANSWER_SECONDS)
         if not named.done():
             self._close_pipes()
             raise LaunchError(why)
@@ -288,7 +290,7 @@ class ProcessPythonRunner:
             return _not_started(self._stop.result if self._stop else Result.ERROR)
         output, reports = pipes
         try:
-            await asyncio.shield(exited)
+            await self._exit_status(exited, output)
             if not await _within(output.closed, _EOF_GRACE):
                 self._signal(signal.SIGKILL)
                 await _within(output.closed, _KILLED_DRAIN)
@@ -296,6 +298,27 @@ class ProcessPythonRunner:
         finally:
             self._finish()
         return self._outcome()
+
+    async def _exit_status(self, exited: asyncio.Future[int | None], output: _Pipe) -> None:
+        """Wait for the exit status, which the server sends as the process ends.
+
+        A process whose output closed has usually just ended: if the status is
+        then late, the process is watched, and a server still silent
+        ANSWER_SECONDS after it ended is hung, and killed (the run then ends
+        saying so). A process that closed its output and runs on is waited for.
+        """
+        await _first({exited, output.closed})
+        if not exited.done():
+            await _first({exited}, within=forking.ANSWER_SECONDS)
+        if exited.done() or self._server is None or self._pid is None:
+            await asyncio.shield(exited)
+            return
+        await _process_end(self._pid)
+        await _first({exited}, within=forking.ANSWER_SECONDS)
+        if not exited.done():
+            why = f"it did not report the end of process {self._pid}"
+            self._server.kill(f"{why} within {forking.ANSWER_SECONDS:g}s")
+        await asyncio.shield(exited)
 
     def stop(self, result: Result, *, kill: bool = False) -> None:
         """SIGTERM the process group (the job's `stop()`), SIGKILL after `kill_grace`."""
@@ -370,6 +393,23 @@ class ProcessPythonRunner:
                            status=_cut(str(ended[0])), exit_code=code)  # fmt: skip
         return Outcome(state=RunState.SUCCESS, result=Result.COMPLETED,
                        status=_cut(self._status), exit_code=code)  # fmt: skip
+
+
+async def _process_end(pid: int) -> None:
+    """Return once process `pid` has ended (exited, or gone), as its pidfd says; at
+    once where pidfds do not work (then nothing more can be known here)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone already (ESRCH), or no pidfds here
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(pidfd, _resolve, ended)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
 
 
 async def _first(futures: set[asyncio.Future[Any]], within: float | None = None) -> None:
