@@ -109,10 +109,17 @@ def _prctl(option: int, value: int) -> bool:
 
 
 def _started(pid: int | str) -> int:
-    """When process `pid` started, in clock ticks after boot (0 if it cannot be read)."""
+    """When process `pid` started, in clock ticks after boot (0 if it cannot be read).
+
+    Read with `os` calls, not `open()`: each run's process calls it, and every
+    object it touches is a page copied.
+    """
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:  # noqa: PTH123  (once per run)
-            data = stat.read()
+        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            data = os.read(fd, 4096)
+        finally:
+            os.close(fd)
         return int(data[data.rfind(b")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return 0
