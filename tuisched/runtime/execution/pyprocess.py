@@ -222,7 +222,7 @@ class ProcessPythonRunner:
         It is killed, and the run ends with `why`; else `why` is a launch failure."""
         named = self._reported_pid
         assert named is not None  # noqa: S101  (made in start)
-        await _first({named, reports.closed}, within=forking.ANSWER_SECONDS)
+        await _first({named, reports.closed}, self._clock, within=forking.ANSWER_SECONDS)
         if not named.done():
             self._close_pipes()
             raise LaunchError(why)
@@ -309,12 +309,12 @@ class ProcessPythonRunner:
         """
         await _first({exited, output.closed})
         if not exited.done():
-            await _first({exited}, within=forking.ANSWER_SECONDS)
+            await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
         if exited.done() or self._server is None or self._pid is None:
             await asyncio.shield(exited)
             return
         await _process_end(self._pid)
-        await _first({exited}, within=forking.ANSWER_SECONDS)
+        await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
         if not exited.done():
             why = f"it did not report the end of process {self._pid}"
             self._server.kill(f"{why} within {forking.ANSWER_SECONDS:g}s")
@@ -412,9 +412,21 @@ async def _process_end(pid: int) -> None:
         os.close(pidfd)
 
 
-async def _first(futures: set[asyncio.Future[Any]], within: float | None = None) -> None:
-    """Return once one of `futures` is done (or after `within` seconds); cancel none."""
-    await asyncio.wait(futures, timeout=within, return_when=asyncio.FIRST_COMPLETED)
+async def _first(
+    futures: set[asyncio.Future[Any]], clock: Clock | None = None, *, within: float = 0.0
+) -> None:
+    """Return once one of `futures` is done, or after `within` seconds on `clock` (when
+    a clock is given); cancel none."""
+    timer: Timer | None = None
+    if clock is not None:
+        late: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = clock.call_later(within, _resolve, late)
+        futures = {*futures, late}
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if timer is not None:
+            timer.cancel()
 
 
 async def _settled(future: asyncio.Future[T]) -> None:
