@@ -166,3 +166,77 @@ class Counting:
 
     def stop(self) -> None:
         self._stopped.set()
+
+
+# --- for python jobs forked by a fork server -------------------------------------------
+
+IMPORTED_IN = __import__("os").getpid()
+"""The process that imported this module (a fork server, for a forked run)."""
+COUNTER = 0
+
+
+def describe_process() -> None:
+    """Prints, as JSON, what a forked run's process is: its pid and parent, the process
+    that imported this module, its run id in `os.environ` and in /proc/self/environ."""
+    import json
+    import os
+    from pathlib import Path
+
+    run_id = os.environ.get("TUISCHED_RUN_ID", "")
+    proc = Path("/proc/self/environ").read_bytes().split(b"\0")
+    seen = {
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "imported_in": IMPORTED_IN,
+        "run_id": run_id,
+        "in_proc_environ": f"TUISCHED_RUN_ID={run_id}".encode() in proc,
+        "session_leader": os.getsid(0) == os.getpid(),
+        "stdin": str(Path("/proc/self/fd/0").readlink()),
+    }
+    print(json.dumps(seen))
+
+
+def count_up() -> None:
+    """Adds one to a module-level counter and prints it: a run's own copy says 1."""
+    global COUNTER  # noqa: PLW0603  (the module's state is what is tested)
+    COUNTER += 1
+    print(COUNTER)
+
+
+def until_gate() -> None:
+    """Blocks until the file `$TUISCHED_TEST_GATE` exists (30 s at most)."""
+    import os
+    import time
+    from pathlib import Path
+
+    gate = Path(os.environ["TUISCHED_TEST_GATE"])
+    deadline = time.monotonic() + 30
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def with_children() -> None:
+    """Starts a program (`sleep`, exec'd) and a forked copy of itself, writes the three
+    pids (its own first) to `$TUISCHED_TEST_OUT.<run id>`, and sleeps."""
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    program = subprocess.Popen(["sleep", "300"])
+    forked = os.fork()
+    if forked == 0:
+        time.sleep(300)
+        os._exit(0)
+    out = Path(f"{os.environ['TUISCHED_TEST_OUT']}.{os.environ['TUISCHED_RUN_ID']}")
+    out.write_text(f"{os.getpid()} {program.pid} {forked}\n")
+    time.sleep(300)
+
+
+def proc_environment_to_file() -> None:
+    """Writes what /proc/self/environ shows of this process to `$TUISCHED_TEST_OUT`."""
+    import os
+    from pathlib import Path
+
+    out = Path(os.environ["TUISCHED_TEST_OUT"])
+    out.write_bytes(Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n"))

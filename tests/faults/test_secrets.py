@@ -1,5 +1,6 @@
 """No secret the configuration names is visible to a job: not in its environment, not in
-the scheduler's `os.environ`, not through `/proc/<scheduler pid>/environ`."""
+the scheduler's `os.environ`, not through `/proc/<scheduler pid>/environ`, and not in
+what /proc shows of a python run's own process (a fork of a fork server)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ PASSWORD = "hunter2-correct-horse"  # noqa: S105  (a test value)
 def test_jobs_see_no_secret_of_the_scheduler(tmp_path: Path) -> None:
     peek = tmp_path / "peek.txt"
     seen_by_python = tmp_path / "python.txt"
+    proc_of_python = tmp_path / "python-proc.txt"
     path = write_config(
         tmp_path,
         f"""
@@ -27,6 +29,9 @@ def test_jobs_see_no_secret_of_the_scheduler(tmp_path: Path) -> None:
           schedule: manual
         py:
           python: "tests.engine_jobs:environment_to_file"
+          schedule: manual
+        py_proc:
+          python: "tests.jobs_for_tests:proc_environment_to_file"
           schedule: manual
         """,
     )
@@ -37,7 +42,9 @@ def test_jobs_see_no_secret_of_the_scheduler(tmp_path: Path) -> None:
         **os.environ, "PYTHONPATH": str(REPO), "TS_USER": "mailer", "TS_PASS": PASSWORD,
         "TUISCHED_TEST_OUT": str(seen_by_python),
     }  # fmt: skip
-    for job in ("peek", "py"):
+    for job in ("peek", "py", "py_proc"):
+        if job == "py_proc":
+            env["TUISCHED_TEST_OUT"] = str(proc_of_python)
         done = subprocess.run(
             [sys.executable, "-m", "tuisched", "run", job, "-c", str(path)],
             capture_output=True, text=True, timeout=30, check=False, cwd=REPO, env=env,
@@ -54,6 +61,10 @@ def test_jobs_see_no_secret_of_the_scheduler(tmp_path: Path) -> None:
     assert PASSWORD not in python_env
     assert "TS_PASS=" not in python_env
     assert "TS_USER=" not in python_env
+    proc_env = proc_of_python.read_text()
+    assert "TUISCHED_RUN_ID=" in proc_env  # its own run id, where /proc shows it
+    assert PASSWORD not in proc_env
+    assert "TS_PASS=" not in proc_env
 
 
 def test_the_secrets_move_out_of_the_environment_and_never_show_in_a_repr() -> None:

@@ -2,8 +2,9 @@
 
     start: state dir -> instance lock -> watchdog -> bus -> metrics -> audit log
            -> history -> alerts -> close abandoned runs -> processes of runs
-           -> cluster -> engine (pauses, waiting runs, missed slots, then firing)
-           -> dependency triggers -> config watcher -> heartbeat -> retention
+           -> fork servers of python jobs -> cluster -> engine (pauses, waiting
+           runs, missed slots, then firing) -> dependency triggers
+           -> config watcher -> heartbeat -> retention
 
 Each part says how it stops as it starts, on one `contextlib.AsyncExitStack`
 (`Runtime._parts`): `stop` drains the engine and closes everything in the
@@ -52,7 +53,13 @@ from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.engine.backfill import Backfills
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.ledger import Ledger
-from tuisched.runtime.execution import close_warm_pool, install_child_watcher, kill_leftovers
+from tuisched.runtime.execution import (
+    close_fork_servers,
+    install_child_watcher,
+    kill_forked,
+    kill_leftovers,
+    open_fork_servers,
+)
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -94,6 +101,8 @@ LEFTOVER_GRACE = 1.0
 """Seconds the processes ended runs left running get between SIGTERM and SIGKILL at stop."""
 PROCESSES_RECORD = "processes.json"
 """The processes of runs, in the state directory: a killed scheduler's next start stops them."""
+FORK_JOURNALS = "forks"
+"""The folder where fork servers record the process of each python run (same purpose)."""
 MAIL_GRACE = 1.0
 """Seconds alert mail gets at shutdown when the runs took the whole grace."""
 
@@ -332,7 +341,9 @@ class Runtime:
         add_config_folder_to_path(self.config)
         self._following = asyncio.get_running_loop().create_task(self._follow_processes())
         parts.push_async_callback(self._stop_leftovers)
-        parts.push_async_callback(close_warm_pool)
+        journals = settings.state_dir / FORK_JOURNALS if role.exclusive else None
+        open_fork_servers(journals, self._clock)
+        parts.push_async_callback(close_fork_servers)  # before leftovers are looked for
         if settings.cluster is not None and role.fires_slots:
             self.cluster = await self._join_cluster(settings.cluster)
             parts.push_async_callback(self._leave_cluster)  # the runs' ends, fenced, then leave
@@ -539,21 +550,33 @@ class Runtime:
         closed: list[RunRecord] = await self._history.call(
             lambda store: store.close_abandoned(self.node, now)
         )
-        record = self.config.settings.state_dir / PROCESSES_RECORD
-        recorded = (
-            await in_thread(Lane.PROCESSES, kill_recorded, record) if self.role.exclusive else 0
-        )
+        killed = await self._kill_left_processes([run.run_id for run in closed])
         if closed:
-            run_ids = [run.run_id for run in closed]
-            killed = recorded + await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
             log.warning(
                 "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
                 len(closed), killed,
             )  # fmt: skip
-        elif recorded:
-            log.warning("%d process(es) left by the runs of a dead scheduler killed", recorded)
+        elif killed:
+            log.warning("%d process(es) left by the runs of a dead scheduler killed", killed)
         for run in closed:
             self.bus.publish(RunAbandoned(at=now, run=run))
+
+    async def _kill_left_processes(self, abandoned: list[str]) -> int:
+        """Kill what a dead scheduler's runs left: the processes recorded in the state
+        directory, the python runs' processes its fork servers journaled, and every
+        process carrying the id of one of those runs or of an `abandoned` one. How many."""
+        state_dir = self.config.settings.state_dir
+        killed, run_ids = 0, set(abandoned)
+        if self.role.exclusive:
+            killed = await in_thread(Lane.PROCESSES, kill_recorded, state_dir / PROCESSES_RECORD)
+            forked, journaled = await in_thread(
+                Lane.PROCESSES, kill_forked, state_dir / FORK_JOURNALS
+            )
+            killed += forked
+            run_ids |= journaled
+        if run_ids:
+            killed += await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
+        return killed
 
     async def _mark_alive(self) -> None:
         """Note in the history that this scheduler is alive now (a heartbeat).

@@ -12,8 +12,9 @@ and every runner writes its `OutputCapture` from that thread only. The one
 exception is the worker thread of a python job, which talks back to the loop
 in exactly one place, `PythonRunner._cross`. `wait()` closes the capture.
 
-Processes: a command runs in its own session and process group, with stdin
-from /dev/null and stderr merged into stdout. Stopping signals the whole group
+Processes: a command, or a python job's process (a fork of a fork server,
+`forking.py`), runs in its own session and process group, with stdin from
+/dev/null and stderr merged into stdout. Stopping signals the whole group
 (SIGTERM, then SIGKILL after the grace period), and when a run ends anything
 left in its group is killed, so no process outlives its run.
 """
@@ -31,9 +32,10 @@ from tuisched.runtime.execution.base import (
     install_child_watcher,
 )
 from tuisched.runtime.execution.command import CommandRunner
-from tuisched.runtime.execution.leftovers import kill_leftovers
+from tuisched.runtime.execution.forking import close_fork_servers, open_fork_servers
+from tuisched.runtime.execution.leftovers import kill_forked, kill_leftovers
 from tuisched.runtime.execution.output import OutputCapture
-from tuisched.runtime.execution.pyprocess import ProcessPythonRunner, close_warm_pool
+from tuisched.runtime.execution.pyprocess import ProcessPythonRunner
 from tuisched.runtime.execution.python import PythonRunner
 from tuisched.runtime.execution.waitfor import WaitForRunner, watch_root
 
@@ -45,10 +47,12 @@ __all__ = [
     "PythonRunner",
     "Runner",
     "WaitForRunner",
-    "close_warm_pool",
+    "close_fork_servers",
     "install_child_watcher",
+    "kill_forked",
     "kill_leftovers",
     "make_runner",
+    "open_fork_servers",
     "watch_root",
 ]
 
@@ -65,12 +69,14 @@ def make_runner(
 
     Args:
         kind: What to run.
-        env: The complete environment of a command (the engine has merged the
-            job's env over the scheduler's, secrets removed). Unused by the
-            other kinds: a python job shares the scheduler's process.
+        env: The complete environment of a command or of a python job in a
+            process of its own (the engine has merged the job's env over the
+            scheduler's, secrets removed). Unused by the other kinds: a python
+            job on a thread shares the scheduler's process.
         output: Where the run's output goes; the runner closes it in `wait()`.
-        kill_grace: Seconds between SIGTERM and SIGKILL for a command, or
-            between `stop()` and giving up on a python job's thread.
+        kill_grace: Seconds between SIGTERM and SIGKILL for a command or a
+            python job's process, or between `stop()` and giving up on a python
+            job's thread.
         clock: The clock those seconds are counted on (default: real time).
     """
     match kind:

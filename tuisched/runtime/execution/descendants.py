@@ -136,7 +136,7 @@ class Descendants:
         with self._lock:
             run = self._runs.get(run_id)
             procs = list(run.known) if run is not None else []
-        return _signal(procs, signum)
+        return signal_procs(procs, signum)
 
     def run_ended(self, run_id: str) -> list[Proc]:
         """`run_id`'s main process ended: the processes it left running (at last scan).
@@ -173,7 +173,7 @@ class Descendants:
                 orphans |= _found(_Run(root=pid), table, children)
         with self._lock:
             procs = {proc for run in self._runs.values() if run.ended for proc in run.known}
-        return _signal(procs | orphans, signum)
+        return signal_procs(procs | orphans, signum)
 
     def scan(self) -> None:
         """Look in `/proc`: add what each run started since, drop what ended, reap adopted
@@ -263,13 +263,19 @@ def _group_of(pid: int) -> int | None:
         return None
 
 
-def _signal(procs: Iterable[Proc], signum: int) -> int:
+def signal_procs(procs: Iterable[Proc], signum: int, *, groups: bool = False) -> int:
+    """Send `signum` to each of `procs` still alive (pid and start time matching); with
+    `groups`, to the whole group of each that leads one. How many got it."""
     table = _process_table()
     sent = 0
     for proc in procs:
         if _alive(proc, table):
+            leads = groups and _group_of(proc.pid) == proc.pid
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(proc.pid, signum)
+                if leads:
+                    os.killpg(proc.pid, signum)
+                else:
+                    os.kill(proc.pid, signum)
                 sent += 1
     return sent
 
@@ -282,7 +288,7 @@ def kill_recorded(record: Path) -> int:
         procs = [Proc(int(pid), int(start)) for pairs in recorded.values() for pid, start in pairs]
     except (OSError, ValueError, TypeError, AttributeError):
         return 0
-    killed = _signal(procs, signal.SIGKILL)
+    killed = signal_procs(procs, signal.SIGKILL)
     with contextlib.suppress(OSError):
         record.unlink()
     return killed

@@ -1,18 +1,16 @@
-"""The process a python job runs in. Run by path; it imports nothing but the standard
-library (the thread runner imports its two loaders).
+"""The run side of a python job in a process of its own. It imports nothing but the
+standard library, and not `threading`: the fork server (`forkserver.py`) loads it by
+path, and every run's process would pay for that module's after-fork hook. The thread
+runner imports its two loaders.
 
-A warm process starts with nothing but the standard library and waits on
-stdin for one job, a JSON line::
+In a process the fork server made for one run, `run(target, reports_fd)`
+imports the target (usually imported already by the server) and runs it: a
+plain callable, or a class whose instance has `run()` and may have `stop()`,
+`status` and `message_data`. What the job prints goes to stdout and stderr,
+which the scheduler captures like a command's output. What the scheduler
+needs to know goes back as JSON lines on `reports_fd`:
 
-    {"target": "package.module:attr", "env": {...}, "path": [...]}
-
-It takes the job's environment and `sys.path`, reopens stdin on /dev/null (as
-a command's), imports the target and runs it: a plain callable, or a class
-whose instance has `run()` and may have `stop()`, `status` and
-`message_data`. What the job prints goes to stdout and stderr, which the
-scheduler captures like a command's output. What the scheduler needs to know
-comes back as JSON lines on the file descriptor named by `argv[1]`:
-
+    {"pid": PID}                       this process (before anything of the job runs)
     {"launched": true}                 imported and instantiated
     {"launch_error": "..."}            could not be (the process then exits 2)
     {"status": "..."}                  the instance's `status`, when it changes
@@ -26,14 +24,14 @@ ended with SystemExit); the scheduler sends SIGKILL after its grace period.
 
 from __future__ import annotations
 
+import _signal  # type: ignore[import-not-found]  # no stubs; see where it is used
+import _thread
 import contextlib
 import importlib
 import json
 import os
-import signal
 import sys
-import threading
-import traceback
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,7 +40,8 @@ WATCH_SECONDS = 0.2
 MAX_STATUS = 200
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """`ValueError: message`."""
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -52,7 +51,9 @@ def load_target(target: str) -> Callable[[], object]:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise ImportError("expected 'package.module:attr'")
-    obj: Any = importlib.import_module(module_name)
+    obj: Any = sys.modules.get(module_name)
+    if obj is None or getattr(getattr(obj, "__spec__", None), "_initializing", False):
+        obj = importlib.import_module(module_name)  # not imported yet (or being imported)
     for name in attr.split("."):
         obj = getattr(obj, name)
     if not callable(obj):
@@ -72,22 +73,30 @@ def prepare_target(job: Callable[[], object]) -> tuple[object | None, Callable[[
 
 
 class _Reports:
-    """JSON lines to the scheduler, from any thread of this process."""
+    """JSON lines to the scheduler, from any thread of this process, each in one write."""
+
+    LAUNCHED = b'{"launched": true}\n'
+    ENDED = b'{"ended": null}\n'
 
     def __init__(self, fd: int) -> None:
-        self._file = os.fdopen(fd, "w", encoding="utf-8", buffering=1)
-        self._lock = threading.Lock()
+        self._fd = fd
+        self._lock = _thread.allocate_lock()
         self._status: object = None
         self._data: object = None
 
     def send(self, **message: object) -> None:
-        line = json.dumps(message, default=str)
-        # The scheduler may be gone (OSError, ValueError): the job goes on regardless.
-        with self._lock, contextlib.suppress(OSError, ValueError):
-            self._file.write(line + "\n")
+        self.write(json.dumps(message, default=str).encode() + b"\n")
+
+    def write(self, line: bytes) -> None:
+        # The scheduler may be gone (OSError): the job goes on regardless.
+        with self._lock, contextlib.suppress(OSError):
+            while line:
+                line = line[os.write(self._fd, line) :]
 
     def look(self, instance: object) -> None:
         """Send the instance's `status` and `message_data` if they changed."""
+        if instance is None:
+            return
         try:
             status = getattr(instance, "status", None)
             text = status if isinstance(status, str) or status is None else str(status)
@@ -110,76 +119,59 @@ class _Reports:
             self.send(data=plain)
 
 
-def _take_job() -> dict[str, Any] | None:
-    line = sys.stdin.readline()
-    if not line:
-        return None  # the scheduler stopped before giving this process a job
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    job: dict[str, Any] = json.loads(line)
-    os.environ.clear()
-    os.environ.update(job["env"])
-    sys.path[:] = job["path"]
-    return job
-
-
-def main() -> int:
-    reports = _Reports(int(sys.argv[1]))
-    job = _take_job()
-    if job is None:
-        return 0
-    target = job["target"]
+def run(target: str, reports_fd: int) -> int:
+    """Run the job `target` in this process; the exit code its process should end with."""
+    reports = _Reports(reports_fd)
+    reports.write(b'{"pid": %d}\n' % os.getpid())  # first: the scheduler knows us by it
     try:
         instance, call = prepare_target(load_target(target))
     except BaseException as exc:  # SystemExit at import too: a launch failure, not a run
         verb = "import" if isinstance(exc, ImportError | AttributeError) else "start"
-        reports.send(launch_error=f"cannot {verb} '{target}': {_describe(exc)}")
+        reports.send(launch_error=f"cannot {verb} '{target}': {describe(exc)}")
         return 2
-    stopping = threading.Event()
+    stopping: list[bool] = []  # not an Event: what a run touches, its process copies
 
     def on_sigterm(_signum: int, _frame: object) -> None:
-        if stopping.is_set():
+        if stopping:
             return
-        stopping.set()
+        stopping.append(True)
         stop = getattr(instance, "stop", None)
         if not callable(stop):
             raise SystemExit("stopped")  # a plain callable has no other way to end
         try:
             stop()
         except Exception as exc:
-            reports.send(stop_error=f"stop() raised {_describe(exc)}")
+            reports.send(stop_error=f"stop() raised {describe(exc)}")
 
-    signal.signal(signal.SIGTERM, on_sigterm)  # before the scheduler may send it
-    reports.send(launched=True)
-    if instance is not None:
-        threading.Thread(target=_watch, args=(reports, instance), daemon=True).start()
+    _signal.signal(_signal.SIGTERM, on_sigterm)  # before the scheduler may send it
+    reports.write(reports.LAUNCHED)
+    if instance is not None:  # ends with the process (which never waits for threads)
+        _thread.start_new_thread(_watch, (reports, instance))
     try:
         call()
     except SystemExit as exc:
-        if not stopping.is_set():  # the job's own sys.exit() fails its run
-            traceback.print_exc()
+        if not stopping:  # the job's own sys.exit() fails its run
+            _print_traceback()
         reports.look(instance)
-        reports.send(ended=_describe(exc))
+        reports.send(ended=describe(exc))
         return 1
     except BaseException as exc:  # the job's failure fails its run
-        traceback.print_exc()
+        _print_traceback()
         reports.look(instance)
-        reports.send(ended=_describe(exc))
+        reports.send(ended=describe(exc))
         return 1
     reports.look(instance)
-    reports.send(ended=None)
+    reports.write(reports.ENDED)
     return 0
+
+
+def _print_traceback() -> None:
+    import traceback  # noqa: PLC0415  (only a failing run needs it)
+
+    traceback.print_exc()
 
 
 def _watch(reports: _Reports, instance: object) -> None:
     while True:
         reports.look(instance)
-        threading.Event().wait(WATCH_SECONDS)
-
-
-if __name__ == "__main__":
-    code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)  # daemon threads of the job must not hold the exit
+        time.sleep(WATCH_SECONDS)

@@ -1,12 +1,17 @@
-"""Python jobs in child processes of their own (the default), from a warm pool.
+"""Python jobs in child processes of their own (the default), forked by a fork server.
 
-Each run gets a fresh process (`pyjob.py`, started ahead of time so a run
-does not wait for an interpreter to start), in its own session and process
-group like a command: what the job prints is captured like a command's
-output; stopping it sends SIGTERM (which calls its `stop()`) and SIGKILL after
-the grace period; a job that calls `os._exit`, crashes the interpreter or
-blocks in C code ends or is killed without touching the scheduler. The job's
-`status` and `message_data` come back over a pipe of their own.
+Each run gets a fresh process: a fork of a server that has the job's module
+imported (`forking.py`, `forkserver.py`), so a run starts in about the time
+of a fork instead of an interpreter's start and an import. Like a command, it
+runs in its own session and process group: what the job prints is captured
+like a command's output; stopping it sends SIGTERM to the group (which calls
+its `stop()`) and SIGKILL after the grace period; a job that calls
+`os._exit`, crashes the interpreter or blocks in C code ends or is killed
+without touching the scheduler. The job's `status` and `message_data` come
+back over a pipe of their own (`pyjob.py`).
+
+A run whose module was edited since its server imported it is forked by a
+new server (the old one is retired), so an edit takes effect at the next run.
 """
 
 from __future__ import annotations
@@ -17,16 +22,15 @@ import json
 import os
 import signal
 import sys
-from collections import deque
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Coroutine, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from tuisched.domain.errors import LaunchError
 from tuisched.domain.model import PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunState
 from tuisched.runtime.clock import Clock, SystemClock, Timer
+from tuisched.runtime.execution import forking
 from tuisched.runtime.execution.base import (
     _EOF_GRACE,
     _KILLED_DRAIN,
@@ -37,46 +41,61 @@ from tuisched.runtime.execution.base import (
     _within,
 )
 from tuisched.runtime.execution.command import _exit_words
+from tuisched.runtime.execution.forking import (
+    PER_RUN,
+    Forked,
+    ForkServer,
+    StaleServerError,
+    fork_servers,
+)
 from tuisched.runtime.execution.output import OutputCapture
-from tuisched.runtime.execution.spawn import Child, spawn
 
-HARNESS = Path(__file__).with_name("pyjob.py")
-_BOOT = "import runpy, sys; runpy.run_path(sys.argv.pop(1), run_name='__main__')"
-WARM_PROCESSES = 2
-"""Processes kept started and waiting for a python job."""
+T = TypeVar("T")
+_READ_BYTES = 65536
 
 
-class _Output:
-    """Where the process's stdout and stderr (one pipe) go.
+class _Pipe:
+    """The loop's end of one pipe from a run's process; `write_end` goes to the server."""
 
-    Output before the process is given a run (nothing, normally) is kept and
-    handed to the run's capture when it gets one.
-    """
+    def __init__(self, loop: asyncio.AbstractEventLoop, on_data: Callable[[bytes], None]) -> None:
+        self._loop = loop
+        self._on_data = on_data
+        self._fd, self.write_end = os.pipe()
+        os.set_blocking(self._fd, False)
+        self.closed: asyncio.Future[None] = loop.create_future()
+        """Resolved at the pipe's end (every writer closed it) or when closed here."""
+        loop.add_reader(self._fd, self._read)
 
-    def __init__(self) -> None:
-        self._early: list[bytes] = []
-        self._sink: Callable[[bytes], None] = self._early.append
+    def _read(self) -> None:
+        try:
+            data = os.read(self._fd, _READ_BYTES)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            self._on_data(data)
+        else:
+            self.close()
 
-    def capture(self, output: OutputCapture) -> None:
-        for chunk in self._early:
-            output.write(chunk)
-        self._early.clear()
-        self._sink = output.write
+    def close(self) -> None:
+        """Stop reading (idempotent)."""
+        if self._fd >= 0:
+            self._loop.remove_reader(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+        _resolve(self.closed)
 
-    def write(self, data: bytes) -> None:
-        self._sink(data)
 
-
-class _Reports(asyncio.Protocol):
+class _Reports:
     """JSON lines from the job's process (see `pyjob`)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, on_message: Callable[[dict[str, Any]], None]) -> None:
         self._buffer = b""
+        self._on_message = on_message
         self.messages: list[dict[str, Any]] = []
-        self.changed: Callable[[dict[str, Any]], None] = lambda _: None
-        self.closed: asyncio.Future[None] = loop.create_future()
 
-    def data_received(self, data: bytes) -> None:
+    def feed(self, data: bytes) -> None:
         self._buffer += data
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -86,125 +105,7 @@ class _Reports(asyncio.Protocol):
                 continue  # not ours: a job cannot write here, but never trust a pipe
             if isinstance(message, dict):
                 self.messages.append(message)
-                self.changed(message)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        _resolve(self.closed)
-
-
-class _Warm:
-    """One started process waiting for its job."""
-
-    def __init__(self, child: Child, output: _Output, reports: _Reports) -> None:
-        self.child = child
-        self.output = output
-        self.reports = reports
-
-    @property
-    def pid(self) -> int:
-        return self.child.pid
-
-    @property
-    def alive(self) -> bool:
-        return not self.child.exited.done()
-
-    def give(self, job: Mapping[str, object]) -> None:
-        stdin = self.child.stdin
-        assert stdin is not None  # noqa: S101  (spawned with stdin=True)
-        stdin.write(json.dumps(job).encode() + b"\n")
-        stdin.close()
-
-    def discard(self) -> None:
-        """Stop a process that will get no job (it is reaped when it has exited)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.child.pid, signal.SIGKILL)
-        self.child.close()
-
-
-async def _spawn() -> _Warm:
-    read_end, write_end = os.pipe()
-    output = _Output()
-    try:
-        child = await spawn(
-            [sys.executable, "-u", "-c", _BOOT, str(HARNESS), str(write_end)],
-            env=None, cwd=None, on_output=output.write, stdin=True, pass_fds=(write_end,),
-        )  # fmt: skip
-    except BaseException:
-        os.close(read_end)
-        raise
-    finally:
-        os.close(write_end)
-    reports = _Reports(asyncio.get_running_loop())
-    loop = asyncio.get_running_loop()
-    await loop.connect_read_pipe(lambda: reports, os.fdopen(read_end, "rb", buffering=0))
-    return _Warm(child, output, reports)
-
-
-class WarmPool:
-    """Keeps `size` python job processes started and waiting, per event loop."""
-
-    def __init__(self, size: int = WARM_PROCESSES) -> None:
-        self._size = size
-        self._idle: deque[_Warm] = deque()
-        self._filling: asyncio.Task[None] | None = None
-        self._closed = False
-
-    async def take(self) -> _Warm:
-        """A started process for one job (a fresh one when none is waiting)."""
-        while self._idle:
-            warm = self._idle.popleft()
-            if warm.alive:
-                self._fill_soon()
-                return warm
-            warm.discard()
-        warm = await _spawn()
-        self._fill_soon()
-        return warm
-
-    def _fill_soon(self) -> None:
-        if self._closed or (self._filling is not None and not self._filling.done()):
-            return
-        self._filling = asyncio.get_running_loop().create_task(self._fill())
-
-    async def _fill(self) -> None:
-        while not self._closed and len(self._idle) < self._size:
-            try:
-                warm = await _spawn()
-            except OSError:
-                return  # the next run spawns its own and says why if it cannot
-            if self._closed:
-                warm.discard()
-                return
-            self._idle.append(warm)
-
-    async def close(self) -> None:
-        """Stop the waiting processes."""
-        self._closed = True
-        if self._filling is not None:
-            self._filling.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._filling
-        while self._idle:
-            self._idle.popleft().discard()
-
-
-_POOLS: dict[asyncio.AbstractEventLoop, WarmPool] = {}
-
-
-def warm_pool() -> WarmPool:
-    """The pool of the running loop."""
-    loop = asyncio.get_running_loop()
-    pool = _POOLS.get(loop)
-    if pool is None:
-        pool = _POOLS[loop] = WarmPool()
-    return pool
-
-
-async def close_warm_pool() -> None:
-    """Stop the running loop's waiting processes (at shutdown)."""
-    pool = _POOLS.pop(asyncio.get_running_loop(), None)
-    if pool is not None:
-        await pool.close()
+                self._on_message(message)
 
 
 class ProcessPythonRunner:
@@ -220,17 +121,31 @@ class ProcessPythonRunner:
         clock: Clock | None = None,
     ) -> None:
         self._target = spec.target
-        self._env = dict(env)
+        self._env = env
         self._output = output
         self._kill_grace = kill_grace
         self._clock = clock or SystemClock()
-        self._process: _Warm | None = None
+        self._server: ForkServer | None = None
+        self._forked: Forked | None = None
+        self._exited: asyncio.Future[int | None] | None = None
+        """The process's wait status once it has ended (None: unknown, see `_lost`)."""
+        self._lost = ""
+        """Why the exit status is unknown: the server ended while the run was going."""
+        self._pid: int | None = None
+        self._reported_pid: asyncio.Future[int] | None = None
+        """The pid the process gives itself in its first report."""
+        self._pipes: tuple[_Pipe, _Pipe] | None = None
+        self._reports = _Reports(self._on_report)
         self._stop: _StopRequest | None = None
+        self._stopped: asyncio.Future[None] | None = None
         self._killer: Timer | None = None
         self._ended = False
         self._status = ""
         self._data: Mapping[str, object] = MappingProxyType({})
         self._launched: asyncio.Future[str | None] | None = None
+        self._importing = False
+        """Stopped while its module was being imported (a run that began, as when a
+        process of its own imported it)."""
 
     @property
     def status(self) -> str:
@@ -243,42 +158,108 @@ class ProcessPythonRunner:
         return self._data
 
     async def start(self) -> int | None:
-        """Hand the job to a started process; return its pid once the target is imported.
+        """Have a fork server make the run's process; return its pid once the target is
+        imported and instantiated there.
 
         Raises:
-            LaunchError: the target cannot be imported or instantiated, or no
-                process could be started.
+            LaunchError: the target cannot be imported or instantiated, or no process
+                could be made (the message says why).
         """
-        if self._stop is not None:
-            return None
-        try:
-            process = await warm_pool().take()
-        except OSError as exc:
-            raise LaunchError(f"cannot start a python process: {exc.strerror or exc}") from exc
-        self._process = process
         loop = asyncio.get_running_loop()
-        self._launched = launched = loop.create_future()
-        process.reports.changed = self._on_report
-        for message in process.reports.messages:
-            self._on_report(message)
-        process.output.capture(self._output)
-        process.give({"target": self._target, "env": self._env, "path": sys.path})
-        if self._stop is not None:  # stop() came while we were taking a process
+        self._stopped = loop.create_future()
+        self._launched = loop.create_future()
+        self._reported_pid = loop.create_future()
+        for _ in range(2):  # a second time when the first server's module was edited
+            if self._stop is not None:
+                return None
+            server = await self._unless_stopped(
+                fork_servers().server_for(self._target, self._env, sys.path)
+            )
+            if server is None:  # stopped while a server started and imported its module
+                self._importing = True
+                return None
+            self._server = server
+            try:
+                pid = await self._fork(server, loop)
+            except StaleServerError:
+                fork_servers().drop(server)
+                continue
+            return await self._launch(pid)
+        raise LaunchError("its module kept changing while a process was made for it")
+
+    async def _unless_stopped(self, work: Coroutine[Any, Any, T]) -> T | None:
+        """`work`'s result, or None if the run is stopped first (`work` goes on alone)."""
+        task = asyncio.ensure_future(work)
+        assert self._stopped is not None  # noqa: S101  (made in start)
+        await _first({task, self._stopped})
+        if task.done():
+            return task.result()
+        task.add_done_callback(lambda done: done.cancelled() or done.exception())
+        return None
+
+    async def _fork(self, server: ForkServer, loop: asyncio.AbstractEventLoop) -> int:
+        """The run's process from `server`, its output and reports read here."""
+        output, reports = _Pipe(loop, self._output.write), _Pipe(loop, self._reports.feed)
+        self._pipes = (output, reports)
+        per_run = {name: self._env[name] for name in PER_RUN if name in self._env}
+        run_id = self._env.get("TUISCHED_RUN_ID", "")
+        forked = server.fork(run_id, self._target, per_run, (output.write_end, reports.write_end))
+        try:
+            pid = await forked.pid  # answered in a millisecond, or the server is killed
+        except StaleServerError:
+            self._close_pipes()
+            raise
+        except LaunchError as error:
+            pid = await self._orphan(str(error), reports)
+        else:
+            self._forked, self._exited = forked, forked.status
+        self._pid = pid
+        return pid
+
+    async def _orphan(self, why: str, reports: _Pipe) -> int:
+        """The server failed the request: if it made the process all the same (it died
+        just after), that process holds the reports pipe and names itself there first.
+        It is killed, and the run ends with `why`; else `why` is a launch failure."""
+        named = self._reported_pid
+        assert named is not None  # noqa: S101  (made in start)
+        await _first({named, reports.closed}, self._clock, within=forking.ANSWER_SECONDS)
+        if not named.done():
+            self._close_pipes()
+            raise LaunchError(why)
+        self._lost = why
+        self._exited = asyncio.get_running_loop().create_future()
+        self._exited.set_result(None)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(named.result(), signal.SIGKILL)
+        return named.result()
+
+    async def _launch(self, pid: int) -> int:
+        """Wait for the target to be imported and instantiated in the run's process."""
+        assert self._exited is not None and self._launched is not None  # noqa: S101, PT018
+        if self._stop is not None:  # stop() came while the process was being made
             self._apply_stop(self._stop)
-        exited = process.child.exited
-        await asyncio.wait({launched, exited}, return_when=asyncio.FIRST_COMPLETED)
+        launched, exited = self._launched, self._exited
+        await _first({launched, exited})
         failed = launched.result() if launched.done() else None
         if failed is None and not launched.done() and self._stop is None:
-            code = process.child.returncode
-            failed = f"the python process ended before the job started ({code})"
+            failed = self._ended_early()
         if failed is not None:
-            await _within(exited, _EOF_GRACE)  # it exits at once after saying why
+            await _within(asyncio.ensure_future(_settled(exited)), _EOF_GRACE)
             self._finish()
             raise LaunchError(failed)
-        return process.pid
+        return pid
+
+    def _ended_early(self) -> str:
+        if self._why_lost():
+            return self._why_lost()
+        code = self._exit_code()
+        return f"the python process ended before the job started ({code})"
 
     def _on_report(self, message: dict[str, Any]) -> None:
-        if "launched" in message:
+        if "pid" in message:
+            if self._reported_pid is not None and not self._reported_pid.done():
+                self._reported_pid.set_result(int(message["pid"]))
+        elif "launched" in message:
             self._set_launched(None)
         elif "launch_error" in message:
             self._set_launched(str(message["launch_error"]))
@@ -293,29 +274,62 @@ class ProcessPythonRunner:
 
     async def wait(self) -> Outcome:
         """Wait for the process and its pipes; then kill what is left of its group."""
-        process = self._process
-        if process is None or (self._launched is not None and not self._launched.done()
-                               and self._stop is None):  # fmt: skip
-            self._output.close()
+        exited, pipes = self._exited, self._pipes
+        launched = self._launched
+        if self._importing and self._stop is not None:
+            self._finish()
+            status = "stopped while its module was being imported"
+            return Outcome(state=RunState.FAILED, result=self._stop.result, status=status)
+        if (
+            exited is None
+            or pipes is None
+            or self._pid is None
+            or (launched is not None and not launched.done() and self._stop is None)
+        ):
+            self._finish()
             return _not_started(self._stop.result if self._stop else Result.ERROR)
+        output, reports = pipes
         try:
-            await asyncio.shield(process.child.exited)
-            if not await _within(process.child.eof, _EOF_GRACE):
+            await self._exit_status(exited, output)
+            if not await _within(output.closed, _EOF_GRACE):
                 self._signal(signal.SIGKILL)
-                await _within(process.child.eof, _KILLED_DRAIN)
-            await _within(process.reports.closed, _KILLED_DRAIN)
+                await _within(output.closed, _KILLED_DRAIN)
+            await _within(reports.closed, _KILLED_DRAIN)
         finally:
             self._finish()
-        return self._outcome(process)
+        return self._outcome()
+
+    async def _exit_status(self, exited: asyncio.Future[int | None], output: _Pipe) -> None:
+        """Wait for the exit status, which the server sends as the process ends.
+
+        A process whose output closed has usually just ended: if the status is
+        then late, the process is watched, and a server still silent
+        ANSWER_SECONDS after it ended is hung, and killed (the run then ends
+        saying so). A process that closed its output and runs on is waited for.
+        """
+        await _first({exited, output.closed})
+        if not exited.done():
+            await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
+        if exited.done() or self._server is None or self._pid is None:
+            await asyncio.shield(exited)
+            return
+        await _process_end(self._pid)
+        await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
+        if not exited.done():
+            why = f"it did not report the end of process {self._pid}"
+            self._server.kill(f"{why} within {forking.ANSWER_SECONDS:g}s")
+        await asyncio.shield(exited)
 
     def stop(self, result: Result, *, kill: bool = False) -> None:
         """SIGTERM the process group (the job's `stop()`), SIGKILL after `kill_grace`."""
-        if self._ended or (self._process is not None and not self._process.alive):
+        if self._ended or (self._exited is not None and self._exited.done()):
             return
         if self._stop is None:
             self._stop = _StopRequest(result, kill)
+            if self._stopped is not None:
+                _resolve(self._stopped)
         self._stop.kill = self._stop.kill or kill
-        if self._process is not None:
+        if self._pid is not None:
             self._apply_stop(self._stop)
 
     def _apply_stop(self, stop: _StopRequest) -> None:
@@ -326,25 +340,45 @@ class ProcessPythonRunner:
             self._killer = self._clock.call_later(self._kill_grace, self._signal, signal.SIGKILL)
 
     def _signal(self, signum: int) -> None:
-        if self._process is not None:
+        if self._pid is not None:
+            # As for a command: the group's id is not reused while any member lives.
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signum)
+                os.killpg(self._pid, signum)
 
     def _finish(self) -> None:
+        if self._ended:
+            return
         self._ended = True
         if self._killer is not None:
             self._killer.cancel()
         self._signal(signal.SIGKILL)  # whatever the job left in its group
-        if self._process is not None:
-            self._process.child.close()
+        self._close_pipes()
         self._output.close()
 
-    def _outcome(self, process: _Warm) -> Outcome:
-        code = process.child.returncode
-        code = -1 if code is None else code
-        ended = [m["ended"] for m in process.reports.messages if "ended" in m]
-        stop_errors = [str(m["stop_error"]) for m in process.reports.messages if "stop_error" in m]
+    def _close_pipes(self) -> None:
+        if self._pipes is not None:
+            for pipe in self._pipes:
+                pipe.close()
+
+    def _why_lost(self) -> str:
+        return self._lost or (self._forked.lost if self._forked is not None else "")
+
+    def _exit_code(self) -> int:
+        exited = self._exited
+        status = exited.result() if exited is not None and exited.done() else None
+        return -1 if status is None else os.waitstatus_to_exitcode(status)
+
+    def _outcome(self) -> Outcome:
+        code = self._exit_code()
+        messages = self._reports.messages
+        ended = [m["ended"] for m in messages if "ended" in m]
+        stop_errors = [str(m["stop_error"]) for m in messages if "stop_error" in m]
         reason = stop_errors[0] if stop_errors else ""
+        if self._why_lost():
+            status = f"{self._why_lost()}; the run was stopped"
+            result = self._stop.result if self._stop is not None else Result.ERROR
+            return Outcome(state=RunState.FAILED, result=result, status=_cut(status),
+                           exit_code=code, reason=reason)  # fmt: skip
         if self._stop is not None:
             status = self._status or ("stopped" if ended else _exit_words(code, ""))
             return Outcome(state=RunState.FAILED, result=self._stop.result,
@@ -359,3 +393,42 @@ class ProcessPythonRunner:
                            status=_cut(str(ended[0])), exit_code=code)  # fmt: skip
         return Outcome(state=RunState.SUCCESS, result=Result.COMPLETED,
                        status=_cut(self._status), exit_code=code)  # fmt: skip
+
+
+async def _process_end(pid: int) -> None:
+    """Return once process `pid` has ended (exited, or gone), as its pidfd says; at
+    once where pidfds do not work (then nothing more can be known here)."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:  # gone already (ESRCH), or no pidfds here
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+    loop.add_reader(pidfd, _resolve, ended)
+    try:
+        await ended
+    finally:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+
+
+async def _first(
+    futures: set[asyncio.Future[Any]], clock: Clock | None = None, *, within: float = 0.0
+) -> None:
+    """Return once one of `futures` is done, or after `within` seconds on `clock` (when
+    a clock is given); cancel none."""
+    timer: Timer | None = None
+    if clock is not None:
+        late: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        timer = clock.call_later(within, _resolve, late)
+        futures = {*futures, late}
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+async def _settled(future: asyncio.Future[T]) -> None:
+    """Wait for `future` without taking its result or its exception."""
+    await asyncio.wait({future})
