@@ -117,7 +117,11 @@ async def test_the_console_shows_the_database_the_nodes_and_a_node_that_dies(
             assert other.cli("trigger", "long").returncode == 0
             table = app.query_one(RunningTable)
             await until(pilot, lambda: table.row_count == 1, within=10)
-            (run,) = runtime.cluster.elsewhere if runtime.cluster else ()
+            link = runtime.cluster
+            assert link is not None
+            # Shown from the moment it is asked for; its node once the other node claims it.
+            await until(pilot, lambda: any(run.node for run in link.elsewhere), within=10)
+            (run,) = link.elsewhere
             assert run.node.split(":")[1] == str(other.pid)
             await pilot.press("4")
             await until(pilot, lambda: isinstance(app.screen, NodesScreen))

@@ -507,6 +507,27 @@ async def test_the_files_jobs_show_while_the_scheduler_starts(
         assert "  running  " in str(app.query_one("#status").render())
 
 
+async def test_keys_pressed_while_the_scheduler_starts_act_once_it_has_started(
+    tmp_path: Path, held_start: _Gate
+) -> None:
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one(JobsTable)
+        await until(pilot, lambda: table.row_count == 3)  # an operator sees the jobs: acts
+        _select(app, "hello")
+        await pilot.press("r", "y")
+        _select(app, "tick")
+        await pilot.press("p", "y")
+        await pilot.pause()
+        assert not app.started  # still held: nothing has run, nothing was refused
+        assert not [n.message for n in app._notifications if n.severity == "error"]
+        held_start.set()
+        await until(pilot, lambda: app.ready and str(table.get_cell("hello", "last")) == "✔ ok")
+        await until(pilot, lambda: str(table.get_cell("tick", "state")) == "paused")
+        errors = [n.message for n in app._notifications if n.severity == "error"]
+        assert errors == []  # not "the scheduler is starting"
+
+
 async def test_stopping_while_the_scheduler_starts_leaves_nothing_running(
     tmp_path: Path, held_start: _Gate
 ) -> None:

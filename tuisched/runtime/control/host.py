@@ -177,8 +177,19 @@ class LocalScheduler:
         self.lane.call_soon(self._runtime.hurry)
 
     def control(self, actor: str) -> LocalControl:
-        """The control seam over this scheduler, recording commands as `actor`."""
-        return LocalControl(self._runtime, actor=actor, lane=self.lane)
+        """The control seam over this scheduler, recording commands as `actor`: one given
+        while the scheduler starts acts once it has started."""
+        return LocalControl(self._runtime, actor=actor, lane=self.lane, started=self._started)
+
+    async def _started(self) -> None:
+        """Wait for a start under way on this loop (how it ended is the start's caller's
+        to hear: a command then finds the scheduler running, or not)."""
+        starting = self._starting
+        if starting is None or starting.done():
+            return
+        if starting.get_loop() is not asyncio.get_running_loop():
+            return  # the control socket: served only once the start is over
+        await asyncio.wait({starting})
 
 
 def _seen(start: asyncio.Future[None]) -> None:

@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 from collections import Counter, deque
-from collections.abc import Callable, Collection, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -108,18 +108,22 @@ C = TypeVar("C", bound=type)
 
 def _on_lane(cls: C) -> C:
     """Run every public coroutine method of `cls` on the runtime's lane, wherever it is
-    awaited: the answer comes back to the caller's loop."""
+    awaited: the answer comes back to the caller's loop. The methods `cls` names in
+    `_AFTER_START` first wait for a start under way."""
+    after_start = vars(cls).get("_AFTER_START", frozenset())
     for name, member in list(vars(cls).items()):
         if not name.startswith("_") and inspect.iscoroutinefunction(member):
-            setattr(cls, name, _crossing(member))
+            setattr(cls, name, _crossing(member, after_start=name in after_start))
     return cls
 
 
 def _crossing(
-    method: Callable[..., Coroutine[Any, Any, T]],
+    method: Callable[..., Coroutine[Any, Any, T]], *, after_start: bool
 ) -> Callable[..., Coroutine[Any, Any, T]]:
     @functools.wraps(method)
     async def crossing(self: LocalQueries, *args: Any, **kwargs: Any) -> T:
+        if after_start and self._started is not None:
+            await self._started()
         work = method(self, *args, **kwargs)
         return await (self._lane.run(work) if self._lane is not None else work)
 
@@ -130,10 +134,19 @@ def _crossing(
 class LocalQueries:
     """`SchedulerQueries` over a runtime in this process."""
 
-    def __init__(self, runtime: Runtime, *, lane: LoopThread | None = None) -> None:
-        """`lane`: the thread and loop the runtime runs on (None: the caller's own)."""
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        lane: LoopThread | None = None,
+        started: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        """`lane`: the thread and loop the runtime runs on (None: the caller's own).
+        `started`: waits for a start of the scheduler under way (a command given while
+        the scheduler starts acts once it has started, not refused)."""
         self._runtime = runtime
         self._lane = lane
+        self._started = started
 
     def _engine(self) -> Engine:
         """The engine, while the scheduler runs or drains."""
@@ -443,8 +456,22 @@ class LocalQueries:
 class LocalControl(LocalQueries):
     """`SchedulerControl` over a runtime in this process; commands recorded as `actor`."""
 
-    def __init__(self, runtime: Runtime, *, actor: str, lane: LoopThread | None = None) -> None:
-        super().__init__(runtime, lane=lane)
+    _AFTER_START = frozenset({
+        "run_now", "stop_run", "set_paused", "edit", "undo", "reload", "decide_missed",
+        "backfill",
+    })  # fmt: skip
+    """The commands that, given while the scheduler starts, wait for it (not `shutdown`:
+    a stop undoes an unfinished start)."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        actor: str,
+        lane: LoopThread | None = None,
+        started: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        super().__init__(runtime, lane=lane, started=started)
         self.actor = actor
         """Who this control's commands are recorded as: `user@host (console)`."""
 
