@@ -220,6 +220,12 @@ class Runtime:
         return cls(config, text=text, **kwargs)  # type: ignore[arg-type]
 
     @property
+    def firing(self) -> bool:
+        """Whether slots may fire: the engine exists (it fires once built, a little before
+        the start is over)."""
+        return self._engine is not None
+
+    @property
     def engine(self) -> Engine:
         """The engine (only after start)."""
         if self._engine is None:

@@ -182,8 +182,11 @@ class LocalQueries:
         )
 
     async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
-        """Built JOBS_PER_TURN at a time, the lane's loop free in between. While the
-        scheduler starts, from the configuration and the last runs alone (`starting`)."""
+        """Built JOBS_PER_TURN at a time, the lane's loop free in between once slots may
+        fire. While the scheduler starts, from the configuration and the last runs alone
+        (`starting`); before its engine is built, in one go: nothing can run late, and the
+        console's first frame waits for these (100,000 jobs: about 1 s, instead of twice
+        that taking turns with the engine's loading)."""
         runtime, config = self._runtime, self._runtime.config
         selected = (
             list(config.jobs.values())
@@ -192,9 +195,9 @@ class LocalQueries:
         )
         statuses: list[JobStatus] = []
         for first in range(0, len(selected), JOBS_PER_TURN):
-            if first:
-                await asyncio.sleep(0)  # runs due meanwhile start now, not after the last job
             chunk = selected[first : first + JOBS_PER_TURN]
+            if first and runtime.firing:
+                await asyncio.sleep(0)  # runs due meanwhile start now, not after the last job
             if runtime.state is SchedulerState.STARTING:
                 statuses += self._starting(chunk)
             else:
