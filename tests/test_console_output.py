@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
+import pytest
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Static
 
@@ -387,6 +389,36 @@ async def test_top_bottom_and_pages_move_through_the_whole_file(tmp_path: Path) 
             await pilot.press("pageup")
         view = viewer.query_one(OutputView)
         assert view.top < len(viewer.window.lines)
+
+
+async def test_a_jump_while_a_page_is_on_its_way_says_where_the_view_is_now(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app, _ = _app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _ready(pilot, app)
+        await _finished(hosted(app), "rows")
+        viewer = await _open(pilot, app, "rows")  # its last page: the top is not held
+        gate = asyncio.Event()
+        reading = viewer.control.output_page
+
+        async def held(run_id: str, **kwargs: Any) -> OutputPage:
+            if kwargs.get("before"):
+                await gate.wait()  # a page before the window, on a slow link
+            return await reading(run_id, **kwargs)
+
+        monkeypatch.setattr(viewer.control, "output_page", held)
+        for _ in range(40):  # up until the viewer asks for the page before its window
+            fetching = viewer._fetching
+            if fetching is not None and fetching.is_running:
+                break
+            await pilot.press("pageup")
+        await pilot.press("g")  # the top of the file, while that page is on its way
+        await _until(pilot, lambda: _rows(viewer)[0] == "row 1", "the top")
+        await _until(pilot, lambda: "line 1 0%" in _status(viewer), "the status of the top")
+        gate.set()  # the late page is for a window the view has left: dropped
+        await pilot.press("pagedown")
+        assert _rows(viewer)[0].startswith("row ")
 
 
 async def test_wrap_shows_a_long_line_on_the_next_rows_and_off_it_scrolls_sideways(

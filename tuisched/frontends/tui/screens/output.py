@@ -176,11 +176,12 @@ class OutputScreen(Screen[None]):
             self.notify(f"run {page.run_id} ended: {page.state.value.lower()}", markup=False)
 
     def _need_pages(self) -> None:
-        """After a move: fetch a page when the view nears an end of the window."""
-        if self._fetching is not None and self._fetching.is_running:
-            return
+        """After a move: fetch a page when the view nears an end of the window (unless a
+        fetch is under way); the status line says where the view is now either way."""
         view, window = self.view, self.window
-        if view.top < MARGIN_LINES and not window.at_start:
+        if self._fetching is not None and self._fetching.is_running:
+            pass
+        elif view.top < MARGIN_LINES and not window.at_start:
             self._fetching = self.run_worker(self._grow(before=True), group="output-page")
         elif view.rows_below() < MARGIN_LINES and not window.at_end and not self.follow:
             self._fetching = self.run_worker(self._grow(before=False), group="output-page")
