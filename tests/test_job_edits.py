@@ -516,12 +516,13 @@ async def test_the_form_and_the_definition_tab_show_the_right_job_of_10000(tmp_p
     app, runtime = make_app(path)
     async with app.run_test(size=(80, 24)) as pilot:
         table = app.query_one(JobsTable)
-        await until(pilot, lambda: table.row_count == 10_000, within=120)
+        await until(pilot, lambda: app.ready and table.row_count == 10_000, within=120)
         table.focus()
         table.move_cursor(row=table.get_row_index("j07771"))
         await pilot.press("e")
         await until(pilot, lambda: isinstance(app.screen, JobFormScreen), within=30)
         form = app.screen
+        await until(pilot, lambda: bool(form.query("#form-name")), within=30)  # composed
         assert form.query_one("#form-name", Input).value == "j07771"
         assert form.query_one("#form-after-job", Input).value == "j07770"
         assert form.query_one("#form-description", Input).value == "job 7771"
