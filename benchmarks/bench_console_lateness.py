@@ -104,10 +104,28 @@ def _headless(config: Path, env: dict[str, str], seconds: float) -> tuple[float,
 
 
 def _console(config: Path, env: dict[str, str], seconds: float) -> tuple[float, float]:
+    return _worked(config, env, seconds, "")
+
+
+def _attached(config: Path, env: dict[str, str], seconds: float) -> tuple[float, float]:
+    """A headless scheduler, and the console in a process of its own (`tuisched attach`)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+    )  # fmt: skip
+    try:
+        _wait(lambda: _answers(config, env))
+        return _worked(config, env, seconds, "attach")
+    finally:
+        process.wait(timeout=60)
+
+
+def _worked(config: Path, env: dict[str, str], seconds: float, verb: str) -> tuple[float, float]:
+    """The console (`tuisched [verb]`) in tmux at 80x24, worked with keys for `seconds`."""
     socket = f"bench-lateness-{os.getpid()}"
     tmux = ["tmux", "-L", socket]
     pythonpath = env.get("PYTHONPATH", "")
-    command = f"PYTHONPATH={pythonpath} {sys.executable} -m tuisched -c {config}; sleep 30"
+    command = f"PYTHONPATH={pythonpath} {sys.executable} -m tuisched {verb} -c {config}; sleep 30"
     subprocess.run([*tmux, "new-session", "-d", "-s", "t", "-x", "80", "-y", "24", command],
                    check=True, cwd=REPO)  # fmt: skip
     try:
@@ -171,7 +189,7 @@ def _side(name: str, tree: Path | None, jobs: int, seconds: float) -> dict[str, 
     with tempfile.TemporaryDirectory(prefix="tuisched-lateness-") as tmp:
         config = _config(Path(tmp), jobs)
         env = _env(tree)
-        run = _headless if name == "headless" else _console
+        run = {"headless": _headless, "console": _console, "attached": _attached}[name]
         began, ended = run(config, env, seconds)
         late = _lateness(config, began, ended)
         return {
@@ -190,13 +208,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--tree", type=Path, action="append", default=[],
                         help="also measure this checkout (repeatable)")  # fmt: skip
+    parser.add_argument("--sides", default="headless,console",
+                        help="headless, console (hosting), attached (a console in a process "
+                             "of its own beside a headless scheduler)")  # fmt: skip
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         sys.exit("tmux is needed for the console side")
     print(machine())
     rows = []
     for tree in [None, *args.tree]:
-        for side in ("headless", "console"):
+        for side in args.sides.split(","):
             rows.append(_side(side, tree, args.jobs, args.seconds))
             print(rows[-1], flush=True)
     print(f"\n{args.jobs} jobs every second, {args.seconds:.0f} s per side, keys every "
