@@ -89,9 +89,9 @@ class TuischedApp(App[int]):
         self.read_only = read_only
         self.clock = clock or (lambda: datetime.now(UTC))
         self.state = ConsoleState()
-        self.operator = Operator(self, self)
         self.started = False
         """True once the scheduler runs (the panes may still be reading it)."""
+        self.operator = Operator(self, self)
         self.ready = False
         """True once the panes show the running scheduler (not its file's preview)."""
         self.detached: str | None = None

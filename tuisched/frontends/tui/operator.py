@@ -33,6 +33,8 @@ class _Host(Protocol):
     control: SchedulerControl
     state: ConsoleState
     read_only: bool
+    started: bool
+    """False while the hosted scheduler starts (an action then waits for it)."""
 
 
 class Operator:
@@ -69,6 +71,8 @@ class Operator:
         self._app.push_screen(screen, answered)
 
     async def _act(self, then: Callable[[], Awaitable[object]]) -> None:
+        if not self._host.started:
+            self._app.notify("the scheduler is starting: done once it has started", markup=False)
         try:
             await then()
         except ConfigError as error:
