@@ -54,6 +54,22 @@ async def _set(event: threading.Event, within: float = 10) -> None:
     assert await asyncio.to_thread(event.wait, within), "never set"
 
 
+async def _held_lane() -> tuple[LoopThread, asyncio.Future[None]]:
+    """A started lane running work that never ends, and the caller's wait for that work
+    (returned once the work runs)."""
+    lane = LoopThread()
+    lane.start()
+    started = threading.Event()
+
+    async def forever() -> None:
+        started.set()
+        await asyncio.Event().wait()
+
+    pending = asyncio.ensure_future(lane.run(forever()))
+    await _set(started)
+    return lane, pending
+
+
 async def test_slots_fire_while_the_front_ends_loop_is_held(tmp_path: Path) -> None:
     scheduler = LocalScheduler(Runtime(load_config(write_config(tmp_path, JOBS)), kill_grace=0.5))
     await scheduler.start()
@@ -92,16 +108,7 @@ async def test_answers_and_events_come_back_to_the_callers_loop(tmp_path: Path) 
 
 
 async def test_work_handed_to_a_lane_that_stops_fails_instead_of_waiting() -> None:
-    lane = LoopThread()
-    lane.start()
-    started = threading.Event()
-
-    async def forever() -> None:
-        started.set()
-        await asyncio.Event().wait()
-
-    pending = asyncio.ensure_future(lane.run(forever()))
-    await _set(started)
+    lane, pending = await _held_lane()
     await lane.stop()
     with pytest.raises(SchedulerNotRunningError):
         await pending
@@ -150,16 +157,7 @@ async def test_a_start_that_fails_closes_what_it_had_opened(tmp_path: Path) -> N
 
 
 async def test_two_stops_at_once_end_the_lane_once() -> None:
-    lane = LoopThread()
-    lane.start()
-    started = threading.Event()
-
-    async def forever() -> None:
-        started.set()
-        await asyncio.Event().wait()
-
-    pending = asyncio.ensure_future(lane.run(forever()))
-    await _set(started)
+    lane, pending = await _held_lane()
     await asyncio.gather(lane.stop(), lane.stop())  # a cancelled start and a console closing
     assert lane.loop is None
     with pytest.raises(SchedulerNotRunningError):
