@@ -31,6 +31,7 @@ from tuisched.domain.errors import (
     UnknownJobError,
     UnknownRunError,
 )
+from tuisched.domain.events import Event, RunConcluded
 from tuisched.domain.runs import RunState, Trigger
 from tuisched.domain.views import HistoryQuery, Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
@@ -87,12 +88,23 @@ async def test_the_blocking_client_answers_and_acts_as_the_scheduler_does(tmp_pa
             with _connect(sock) as control:
                 return control.jobs()
 
-        named, status, run, again = await asyncio.to_thread(ask)
-        for _ in range(500):  # the run ended: the listings below cannot change in between
-            (hello,) = await local.jobs(("hello",))
-            if hello.last is not None and not hello.running:
-                break
-            await asyncio.sleep(0.01)
+        concluded: set[str] = set()
+        heard = asyncio.Event()
+
+        def hear(event: Event) -> None:
+            if isinstance(event, RunConcluded):
+                concluded.add(event.run.run_id)
+                heard.set()
+
+        subscription = local.subscribe(hear)  # heard on this loop
+        try:
+            named, status, run, again = await asyncio.to_thread(ask)
+            async with asyncio.timeout(10):  # ended: the listings below cannot change between
+                while run.run_id not in concluded:
+                    heard.clear()
+                    await heard.wait()
+        finally:
+            subscription.unsubscribe()
         assert await asyncio.to_thread(listed) == await local.jobs()  # decoded from JSON
         assert named == await local.jobs(("tick",))
         assert isinstance(status, type(await local.status()))
