@@ -7,6 +7,7 @@ by the test to judge (its clock says when a run started).
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -152,6 +153,34 @@ def _manual(name: str, command: str, extra: str = "") -> str:
     return f"  {name}:\n    command: [/bin/sh, -c, '{command}']\n    schedule: manual\n{extra}"
 
 
+def _logged(name: str, log: Path, extra: str = "    recover: true\n") -> str:
+    """A manual job that records each of its executions itself in `log`: `start` and (on
+    SIGTERM) `end` lines with its run id, pid and the machine's time."""
+    stamp = f"$TUISCHED_RUN_ID $$ $(date +%s.%N) >> {log}"
+    command = f"echo start {stamp}; trap ''echo end {stamp}; exit 143'' TERM; sleep 60 & wait"
+    return _manual(name, command, extra)
+
+
+def _executions(log: Path) -> dict[str, tuple[float, float | None]]:
+    """What the job recorded: run id -> (when it started, when it ended or None)."""
+    runs: dict[str, tuple[float, float | None]] = {}
+    for line in log.read_text().splitlines():
+        word, run_id, _, at = line.split()
+        if word == "start":
+            runs[run_id] = (float(at), None)
+        else:
+            runs[run_id] = (runs[run_id][0], float(at))
+    return runs
+
+
+def _one_at_a_time(executions: dict[str, tuple[float, float | None]]) -> None:
+    """Fail if two executions overlapped (one still going counts as going on forever)."""
+    spans = sorted((start, end if end is not None else float("inf"))
+                   for start, end in executions.values())  # fmt: skip
+    for (_, end), (start, _) in itertools.pairwise(spans):
+        assert end <= start, f"two executions at once: {executions}"
+
+
 # --- the race ------------------------------------------------------------------------
 
 
@@ -191,7 +220,8 @@ def test_three_nodes_run_every_slot_once_never_early_and_share_the_work(
 def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_on(
     cluster: Cluster,
 ) -> None:
-    jobs = _manual("long", "sleep 60", "    recover: true\n") + _every("tick", 1, "true")
+    log = cluster.base / "executions"
+    jobs = _logged("long", log) + _every("tick", 1, "true")
     first = cluster.node(jobs, name="a")
     second = cluster.node(jobs, name="b")
     cluster.alive(2)
@@ -223,6 +253,11 @@ def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_o
     recovered = cluster.rows("SELECT owner FROM tuisched_runs WHERE job = 'long' AND attempt = 1")
     assert len(recovered) == 1
     assert int(recovered[0][0].split(":")[1]) == survivor.pid
+    # The killed node's keeper ended its run before the recovery began (the job says so).
+    wait_until(lambda: len(_executions(log)) == 2)
+    first_run, _ = sorted(_executions(log).values())
+    assert first_run[1] is not None, "the killed node's run never ended"
+    _one_at_a_time(_executions(log))
     # The ticks went on on the survivor, one per slot, with at most a short gap.
     time.sleep(2)
     ticks = cluster.rows(
@@ -234,6 +269,7 @@ def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_o
     dead = json.loads(survivor.cli("nodes", "--json").stdout)
     assert [n["state"] for n in dead if n["pid"] == victim.pid] == ["dead"]
     assert survivor.stop() == 0
+    _one_at_a_time(_executions(log))
 
 
 def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_nothing(
@@ -258,6 +294,38 @@ def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_no
     assert states == [("abandoned", "abandoned")]
     assert zombie.stop() == 0
     assert other.stop() == 0
+
+
+def test_a_stopped_node_s_run_ends_at_its_fence_before_its_recovery_starts_elsewhere(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    log = tmp_path / "executions"
+    jobs = _logged("long", log)
+    zombie = cluster.node(jobs, name="z")
+    cluster.alive(1)
+    assert zombie.cli("trigger", "long").returncode == 0
+    wait_until(lambda: log.exists() and "start" in log.read_text())
+    other = cluster.node(jobs, name="o")
+    cluster.alive(2)
+    zombie.process.send_signal(signal.SIGSTOP)  # past the lease: its keeper acts for it
+    try:
+        wait_until(lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND attempt = 1 AND owner LIKE %s",
+            f"%:{other.pid}:%"), within=20)  # fmt: skip
+        wait_until(lambda: len(_executions(log)) == 2)
+    finally:
+        zombie.process.send_signal(signal.SIGCONT)
+    first, _ = sorted(_executions(log).values())
+    assert first[1] is not None, "the stopped node's run never ended"
+    _one_at_a_time(_executions(log))
+    wait_until(lambda: zombie.text().count("joined as node") == 2, within=30)
+    assert (
+        "no word from the scheduler within its fence"
+        in (cluster.base / "z" / "state" / "keeper.log").read_text()
+    )
+    assert zombie.stop() == 0
+    assert other.stop() == 0
+    _one_at_a_time(_executions(log))
 
 
 # --- steering from any node ----------------------------------------------------------

@@ -67,11 +67,11 @@ def test_kill_9_then_restart_closes_the_orphan_as_abandoned(
     run_id = line.split("long#")[1].split()[0]
     first.process.kill()
     first.process.wait(10)
-    assert _alive(orphan)  # its own session: a killed scheduler cannot take it along
+    # Its own session, but held by the scheduler's keeper, which outlives the scheduler.
+    _gone_within(orphan, 10)
     second = Scheduler(config)
     schedulers.append(second)
     second.wait_for_line(f"long#{run_id} ABANDONED")
-    _gone_within(orphan, 5)  # the restart killed what the dead run left behind
     second.process.send_signal(signal.SIGTERM)
     assert second.finish() == 0
     (abandoned,) = [r for r in history(config) if r["run_id"] == run_id]

@@ -61,6 +61,7 @@ from tuisched.runtime.execution import (
     open_fork_servers,
 )
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
+from tuisched.runtime.execution.keeper import Keeper
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
@@ -103,6 +104,8 @@ PROCESSES_RECORD = "processes.json"
 """The processes of runs, in the state directory: a killed scheduler's next start stops them."""
 FORK_JOURNALS = "forks"
 """The folder where fork servers record the process of each python run (same purpose)."""
+KEEPER_LOG = "keeper.log"
+"""What the run keeper did, in the state directory (it ends the runs of a killed scheduler)."""
 MAIL_GRACE = 1.0
 """Seconds alert mail gets at shutdown when the runs took the whole grace."""
 
@@ -191,6 +194,7 @@ class Runtime:
         self._heartbeat: asyncio.Task[None] | None = None
         self._following: asyncio.Task[None] | None = None
         self._descendants = Descendants()
+        self._keeper: Keeper | None = None
         """The processes of runs (recorded in the state directory once started)."""
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._parts: contextlib.AsyncExitStack | None = None
@@ -350,6 +354,10 @@ class Runtime:
         journals = settings.state_dir / FORK_JOURNALS if role.exclusive else None
         open_fork_servers(journals, self._clock)
         parts.push_async_callback(close_fork_servers)  # before leftovers are looked for
+        if role.exclusive:  # the scheduler that runs the jobs: its runs end with it
+            self._keeper = Keeper(settings.state_dir / KEEPER_LOG, grace=self._kill_grace)
+            await self._keeper.start()
+            parts.push_async_callback(self._keeper.stop)  # after the drain: it holds nothing
         if settings.cluster is not None and role.fires_slots:
             self.cluster = await self._join_cluster(settings.cluster)
             parts.push_async_callback(self._leave_cluster)  # the runs' ends, fenced, then leave
@@ -394,7 +402,8 @@ class Runtime:
         engine = self._engine = Engine(
             self.config, bus=self.bus, history=self.history, node=self.node,
             output_dir=settings.state_dir / "output", clock=self._clock,
-            kill_grace=self._kill_grace, descendants=self._descendants, cluster=self.cluster,
+            kill_grace=self._kill_grace, descendants=self._descendants, keeper=self._keeper,
+            cluster=self.cluster,
         )  # fmt: skip
         parts.push_async_callback(self._drain_engine)
         if self.role.follows_runs:
@@ -412,8 +421,9 @@ class Runtime:
 
         environ = dict(self._secrets)
         password = await in_thread(Lane.FILES, read_password, settings, environ)
+        keeper = self._keeper
         link = ClusterLink(settings, self.config, password=password, node_name=self.node,
-                           now=self._clock.now)  # fmt: skip
+                           now=self._clock.now, fence=keeper.fence if keeper else None)  # fmt: skip
         await link.open()
         return link
 

@@ -122,8 +122,14 @@ class ClusterLink:
     def __init__(
         self, settings: ClusterSettings, config: Config, *, password: str | None,
         node_name: str, now: Callable[[], datetime],
+        fence: Callable[[float | None, float], None] | None = None,
     ) -> None:  # fmt: skip
+        """`fence(seconds, grace)` is told, after each good heartbeat, how long this node's
+        claims hold without another (None: no limit; 0: they are lost now), and
+        `grace` the time between SIGTERM and SIGKILL for runs that must end then
+        (`Keeper.fence`)."""
         self.settings = settings
+        self._fence = fence
         self._now = now
         self._db = ClusterDatabase(settings.database, password=password, node=node_name)
         self.store = ClusterStore(self._db)
@@ -201,6 +207,7 @@ class ClusterLink:
             config_hash=digest, job_hashes=jobs, timing=Timing.of(self.settings),
             running=self._held,
             recover=lambda: [n for n, job in self._config.jobs.items() if job.recover],
+            fence=self._fence,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run()), loop.create_task(self._listen())]

@@ -74,9 +74,11 @@ class ClusterNode:
         running: Callable[[], Collection[str]] = tuple,
         recover: Callable[[], Collection[str]] = tuple,
         monotonic: Callable[[], float] = time.monotonic,
+        fence: Callable[[float | None, float], None] | None = None,
     ) -> None:  # fmt: skip
         """`running` gives the ids of the runs this node holds (claimed, not finished in
-        the database yet); `recover` names the jobs that say `recover: true`."""
+        the database yet); `recover` names the jobs that say `recover: true`; `fence`
+        is told how long the runs held may go on (see `ClusterLink`)."""
         self._store = store
         self._name = name
         self._capacity = capacity
@@ -86,6 +88,7 @@ class ClusterNode:
         self._running = running
         self._recover = recover
         self._monotonic = monotonic
+        self._fence = fence or (lambda seconds, grace: None)
         self.node_id = new_node_id(os.getpid())
         self._state = NodeState.JOINING
         self.trouble: str | None = None
@@ -129,6 +132,7 @@ class ClusterNode:
                 async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
                     await self._store.leave(self.node_id)
         self._state = NodeState.LEFT
+        self._fence(None, 0.0)
 
     async def _beat(self) -> None:
         backoff = self.timing.heartbeat.total_seconds()
@@ -155,9 +159,10 @@ class ClusterNode:
         if renewed:
             self._good()
             return
-        log.warning("cluster: node %s was declared dead by the others: it claims nothing "
-                    "until it rejoins under a new id", self.node_id)  # fmt: skip
+        log.warning("cluster: node %s was declared dead by the others: its runs end, and "
+                    "it claims nothing until it rejoins under a new id", self.node_id)  # fmt: skip
         self._state, self.trouble = NodeState.FENCED, "declared dead"
+        self._fence(0.0, self.fence_grace)  # its claims may be taken: they end now
         await self._join()
 
     async def _join(self) -> None:
@@ -175,6 +180,15 @@ class ClusterNode:
             log.info("cluster: the database answers again; node %s claims again", self.node_id)
         self._state, self.trouble = NodeState.ALIVE, None
         self._last_good = self._monotonic()
+        self._fence(self.timing.fence_after, self.fence_grace)
+
+    @property
+    def fence_grace(self) -> float:
+        """Seconds between SIGTERM and SIGKILL for the runs this node must end when fenced:
+        under one heartbeat, so they are gone before their lease can expire elsewhere
+        (fenced at `lease - 2 x heartbeat` after a good beat, which came at most a
+        heartbeat after the lease was renewed)."""
+        return self.timing.heartbeat.total_seconds() / 2
 
     def _fence_if_stale(self) -> None:
         if self._state is NodeState.ALIVE and self.state is NodeState.FENCED:

@@ -46,6 +46,7 @@ from tuisched.runtime.engine.running import Workers
 from tuisched.runtime.engine.runqueue import RunQueue
 from tuisched.runtime.engine.waiting import WaitingRoom
 from tuisched.runtime.execution.descendants import Descendants
+from tuisched.runtime.execution.keeper import Keeper
 from tuisched.runtime.execution.python import import_soon, keep_job_threads
 from tuisched.runtime.store import AsyncHistory
 
@@ -71,9 +72,11 @@ class Engine:
         clock: Clock | None = None,
         kill_grace: float = 5.0,
         descendants: Descendants | None = None,
+        keeper: Keeper | None = None,
         cluster: ClusterLink | None = None,
     ) -> None:
         """`descendants` follows the processes of runs (a fresh one, not recorded, if None);
+        `keeper` holds each run's process group while it runs (see `execution.keeper`);
         with `cluster`, runs ready to queue are offered to the cluster, and this node runs
         the ones it claims (see `cluster.link`)."""
         self.config = config
@@ -114,7 +117,7 @@ class Engine:
         self._workers = Workers(
             config=current, dispatcher=dispatcher, retries=self._retries,
             outcomes=outcomes, history=history, clock=clock, output_dir=output_dir,
-            kill_grace=kill_grace, descendants=descendants,
+            kill_grace=kill_grace, descendants=descendants, keeper=keeper,
             lane=lambda heard: Lane(
                 queue=queue, history=history, clock=clock, heard=heard,
                 backlogged=dispatcher.backlogged,

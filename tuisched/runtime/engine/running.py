@@ -35,6 +35,7 @@ from tuisched.runtime.engine.retries import Retries
 from tuisched.runtime.engine.turn import Turn
 from tuisched.runtime.execution import Runner, make_runner
 from tuisched.runtime.execution.descendants import Descendants
+from tuisched.runtime.execution.keeper import Keeper
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.execution.python import thread_outcome
 from tuisched.runtime.store import AsyncHistory
@@ -67,11 +68,13 @@ class Workers:
         kill_grace: float,
         lane: Callable[[Callable[[], None]], Lane],
         descendants: Descendants | None = None,
+        keeper: Keeper | None = None,
     ) -> None:
         """`lane(heard)` makes the job threads' lane, which calls `heard()` on the loop when
         they reported."""
         self._config = config
         self._descendants = descendants or Descendants()
+        self._keeper = keeper
         self._dispatcher = dispatcher
         self._outcomes = outcomes
         self._history = history
@@ -295,13 +298,20 @@ class Workers:
         except LaunchError as error:
             reason = str(error)
             return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
+        keeper = self._keeper if pid is not None else None
         if pid is not None:
             self._descendants.watch(active.run.run_id, pid)
+            if keeper is not None:
+                keeper.hold(pid)
         self._turn.started(active, self._clock.now(), pid=pid)
         self._turn.record_soon()
         if active.stop_result is not None:  # a stop came while it was launching
             runner.stop(active.stop_result, kill=active.kill)
-        return await runner.wait()
+        try:
+            return await runner.wait()
+        finally:
+            if keeper is not None and pid is not None:
+                keeper.free(pid)
 
     def _arm_timeout(self, active: Active) -> Timer | None:
         if active.job.timeout is None:

@@ -1,0 +1,182 @@
+"""The run keeper ends the runs of a scheduler that dies (`kill -9`) or falls silent past
+its fence, and leaves alone what it was told has ended.
+
+The keeper program is driven here as the scheduler drives it, through its standard
+input; then a real `tuisched --no-ui` is killed with SIGKILL mid-run. Every process
+is real, and each job writes its own pids, so what is checked is what ran.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tuisched.runtime.execution import keeper_process
+
+from ..runtime_fixtures import write_config
+from ..test_headless import _alive, _gone_within
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO = Path(__file__).resolve().parents[2]
+PROGRAM = Path(keeper_process.__file__)
+
+
+class _Keeper:
+    """The keeper program, its standard input held by the test as a scheduler holds it."""
+
+    def __init__(self, log: Path, grace: float = 0.5) -> None:
+        self.log = log
+        with log.open("ab") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "-I", str(PROGRAM), repr(grace)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                start_new_session=True,
+            )  # fmt: skip
+
+    def say(self, line: str) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def fence(self, seconds: float, grace: float = 0.3) -> None:
+        self.say(f"fence {time.monotonic() + seconds!r} {grace!r}")
+
+    def gone(self) -> int:
+        """Close its input as a killed scheduler would; its exit status."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        return self.process.wait(20)
+
+
+def _run(command: str) -> subprocess.Popen[bytes]:
+    """A run as the scheduler starts one: a session and process group of its own."""
+    return subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
+
+
+def _pids(path: Path, count: int, within: float = 20) -> list[int]:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if path.exists():
+            found = [int(word) for word in path.read_text().split()]
+            if len(found) >= count:
+                return found
+        time.sleep(0.02)  # the job writes them; no event to await
+    raise AssertionError(f"{path} never held {count} pids")
+
+
+@pytest.fixture
+def runs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    yield started
+    for run in started:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+        run.wait(10)
+
+
+def test_a_held_run_and_its_group_end_when_the_scheduler_is_gone(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    pids = tmp_path / "pids"
+    runs.append(run := _run(f"sleep 60 & echo $! >> {pids}; sleep 61 & echo $! >> {pids}; wait"))
+    children = _pids(pids, 2)
+    keeper = _Keeper(tmp_path / "keeper.log")
+    keeper.say(f"hold {run.pid}")
+    assert keeper.gone() == 0
+    run.wait(10)
+    for pid in children:
+        _gone_within(pid, 10)
+    assert f"the scheduler is gone: ending 1 run(s) (pid {run.pid})" in keeper.log.read_text()
+
+
+def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    ready = tmp_path / "ready"
+    runs.append(run := _run(f"trap '' TERM; touch {ready}; while :; do sleep 0.1; done"))
+    _pids_ready = time.monotonic() + 20
+    while not ready.exists():
+        assert time.monotonic() < _pids_ready, "the run never started"
+        time.sleep(0.02)  # the job says it is ready; no event to await
+    keeper = _Keeper(tmp_path / "keeper.log", grace=0.3)
+    keeper.say(f"hold {run.pid}")
+    assert keeper.gone() == 0
+    assert run.wait(10) == -signal.SIGKILL
+
+
+def test_a_freed_run_is_left_alone(tmp_path: Path, runs: list[subprocess.Popen[bytes]]) -> None:
+    runs.append(run := _run("sleep 60"))
+    keeper = _Keeper(tmp_path / "keeper.log")
+    keeper.say(f"hold {run.pid}")
+    keeper.say("nonsense that a keeper ignores")
+    keeper.say("hold not-a-pid")
+    keeper.say(f"free {run.pid}")
+    assert keeper.gone() == 0
+    assert run.poll() is None
+    assert "ignored" in keeper.log.read_text()
+
+
+def test_runs_end_when_the_fence_passes_without_word_and_go_on_while_it_is_renewed(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    runs.append(run := _run("sleep 60"))
+    keeper = _Keeper(tmp_path / "keeper.log")
+    keeper.say(f"hold {run.pid}")
+    renewed_until = time.monotonic() + 1.0
+    while time.monotonic() < renewed_until:  # a node beating: each beat moves the fence
+        keeper.fence(0.3)
+        time.sleep(0.1)  # the beat's own period, far under the fence
+        assert run.poll() is None, "ended while the fence was renewed"
+    silent = time.monotonic()  # the node falls silent (SIGSTOP, a partition)
+    assert run.wait(10) == -signal.SIGTERM
+    assert time.monotonic() - silent < 5
+    # The keeper serves on: the node may come back and hold new runs.
+    keeper.fence(30)
+    runs.append(second := _run("sleep 60"))
+    keeper.say(f"hold {second.pid}")
+    keeper.say("fence none")
+    assert keeper.gone() == 0
+    assert second.wait(10) == -signal.SIGTERM
+    log = keeper.log.read_text()
+    assert "no word from the scheduler within its fence: ending 1 run(s)" in log
+
+
+def test_a_killed_scheduler_s_running_command_and_its_children_end_with_it(
+    tmp_path: Path,
+) -> None:
+    pids = tmp_path / "pids"
+    command = f"echo $$ >> {pids}; sleep 60 & echo $! >> {pids}; wait"
+    path = write_config(tmp_path, f"work: {{command: '{command}', schedule: manual}}")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    scheduler = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # the control socket answers once the scheduler has started
+            trigger = subprocess.run(
+                [sys.executable, "-m", "tuisched", "-c", str(path), "trigger", "work"],
+                capture_output=True, text=True, env=env, timeout=30, check=False,
+            )  # fmt: skip
+            if trigger.returncode == 0:
+                break
+            assert time.monotonic() < deadline, trigger.stderr
+            time.sleep(0.1)  # not up yet
+        started = _pids(pids, 2)
+        assert all(_alive(pid) for pid in started)
+    finally:
+        scheduler.kill()  # kill -9: the scheduler cleans nothing up
+        scheduler.communicate(timeout=10)
+    for pid in started:
+        _gone_within(pid, 10)  # its keeper ended them (they would sleep a minute)
+    log = (tmp_path / "state" / "keeper.log").read_text()
+    assert "the scheduler is gone: ending 1 run(s)" in log

@@ -1,0 +1,134 @@
+"""The scheduler's side of the run keeper (`keeper_process`): start it, tell it, stop it.
+
+Every run that starts a process group is held by the keeper until it ends, so
+a scheduler that dies (`kill -9`), or that falls silent past its cluster fence
+(SIGSTOP, a partition), does not leave its runs going beside their recovery on
+another node. Telling costs one non-blocking write of a few bytes per start
+and per end, on the loop; the keeper reads at once, and if its pipe is ever
+full the lines wait here and go with the next write.
+
+Linux only (it reads `/proc`); elsewhere `Keeper` does nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tuisched.runtime.privatefiles import open_private
+from tuisched.runtime.threads import Lane, in_thread
+
+log = logging.getLogger(__name__)
+
+_PROGRAM = Path(__file__).with_name("keeper_process.py")
+_BACKLOG = 1 << 20
+"""Bytes kept for a keeper that does not read; past that, lines are dropped (and said)."""
+
+
+class Keeper:
+    """A run keeper for this scheduler: `hold` and `free` runs, `fence` its claims."""
+
+    def __init__(self, log_path: Path | None, *, grace: float) -> None:
+        """`log_path`: where the keeper says what it did (None: nowhere). `grace`: seconds
+        between SIGTERM and SIGKILL when the scheduler dies."""
+        self._log_path = log_path
+        self._grace = grace
+        self._process: subprocess.Popen[bytes] | None = None
+        self._fd: int | None = None
+        self._backlog = bytearray()
+        self._lost = False
+
+    @property
+    def running(self) -> bool:
+        """Whether a keeper process listens."""
+        return self._fd is not None
+
+    async def start(self) -> None:
+        """Start the keeper process (off the loop). Where it cannot start, runs go on
+        without it, and one warning says so."""
+        if not sys.platform.startswith("linux"):
+            return
+        try:
+            self._process = await in_thread(Lane.SPAWN, self._spawn)
+        except OSError as error:
+            log.warning("the run keeper could not start (%s): runs of a killed scheduler "
+                        "are only stopped at its next start", error)  # fmt: skip
+            return
+        assert self._process.stdin is not None  # noqa: S101  (spawned with stdin=PIPE)
+        self._fd = self._process.stdin.fileno()
+        os.set_blocking(self._fd, False)
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        err = subprocess.DEVNULL if self._log_path is None else None
+        if self._log_path is not None:
+            err = open_private(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            return subprocess.Popen(  # noqa: S603  (our own program)
+                [sys.executable, "-I", str(_PROGRAM), repr(self._grace)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                start_new_session=True,  # not stopped with the scheduler's terminal group
+            )  # fmt: skip
+        finally:
+            if isinstance(err, int) and err >= 0:
+                os.close(err)
+
+    def hold(self, pid: int) -> None:
+        """`pid` leads a run's process group: end it if this scheduler dies."""
+        self._send(b"hold %d\n" % pid)
+
+    def free(self, pid: int) -> None:
+        """The run of `pid` ended."""
+        self._send(b"free %d\n" % pid)
+
+    def fence(self, seconds: float | None, grace: float = 0.0) -> None:
+        """This node's claims hold `seconds` more (None: no limit): past that, without a
+        newer word, the keeper ends every run held (SIGKILL `grace` after SIGTERM)."""
+        if seconds is None:
+            self._send(b"fence none\n")
+        else:
+            self._send(b"fence %r %r\n" % (time.monotonic() + seconds, grace))
+
+    def _send(self, line: bytes) -> None:
+        if self._fd is None:
+            return
+        if len(self._backlog) < _BACKLOG:
+            self._backlog += line
+        elif not self._lost:
+            self._lost = True
+            log.warning("the run keeper does not read: runs started now are not held")
+        try:
+            written = os.write(self._fd, self._backlog)
+        except BlockingIOError:
+            return
+        except OSError as error:  # it died: runs go on without it
+            log.warning("the run keeper is gone (%s): runs of a killed scheduler are only "
+                        "stopped at its next start", error)  # fmt: skip
+            self._close_pipe()
+            return
+        del self._backlog[:written]
+
+    def _close_pipe(self) -> None:
+        if self._process is not None and self._process.stdin is not None:
+            with contextlib.suppress(OSError):
+                self._process.stdin.close()
+        self._fd = None
+        self._backlog.clear()
+
+    async def stop(self) -> None:
+        """Let the keeper go: every run has ended, so it ends nothing and exits."""
+        process = self._process
+        if process is None:
+            return
+        self._send(b"fence none\n")
+        self._close_pipe()
+        self._process = None
+        try:
+            await in_thread(Lane.SPAWN, process.wait, self._grace + 5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            await in_thread(Lane.SPAWN, process.wait)
