@@ -528,6 +528,11 @@ def test_nodes_of_one_file_on_one_machine_are_told_apart_by_their_names(
     assert "TUISCHED_NODE_NAME=NAME" in again.text()
     listed = json.loads(plain.cli("nodes", "--json").stdout)
     assert sorted(n["name"] for n in listed if n["state"] == "alive") == ["a", "b", "file"]
+    # The database's own view tells them apart too (`application_name`).
+    sessions = {name for (name,) in cluster.rows(
+        "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE 'tuisched %%'"
+    )}  # fmt: skip
+    assert {"tuisched a", "tuisched b", "tuisched file"} <= sessions, sessions
     status = json.loads(plain.cli("status", "--json", TUISCHED_NODE_NAME="b").stdout)
     assert status["pid"] == named[1].pid
     assert (cluster.base / "one" / "state" / "nodes" / "b" / "tuisched.lock").exists()

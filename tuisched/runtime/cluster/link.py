@@ -131,9 +131,10 @@ class ClusterLink:
         self.settings = settings
         self._fence = fence
         self._now = now
-        self._db = ClusterDatabase(settings.database, password=password, node=node_name)
-        self.store = ClusterStore(self._db)
         self._name = settings.name or node_name
+        # Named so that `pg_stat_activity` tells the nodes apart.
+        self._db = ClusterDatabase(settings.database, password=password, node=self._name)
+        self.store = ClusterStore(self._db)
         self._config = config
         self._job_index = _job_index(config)
         self._host: Host | None = None

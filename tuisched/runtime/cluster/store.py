@@ -301,6 +301,9 @@ class ClusterStore:
                 "preferred) SELECT r, j, s, t, a, 'due', d, p FROM unnest(%s::text[], "
                 "%s::text[], %s::timestamptz[], %s::text[], %s::int[], %s::timestamptz[], "
                 "%s::text[]) AS u(r, j, s, t, a, d, p) "
+                # One order on every node: two nodes inserting the same slots in opposite
+                # orders wait for each other's keys (`deadlock detected`).
+                "ORDER BY j, s, t, a "
                 "ON CONFLICT (job, slot, trigger, attempt) WHERE slot IS NOT NULL "
                 "AND trigger <> 'backfill' DO NOTHING",
                 [list(column) for column in columns],
