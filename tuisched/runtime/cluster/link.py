@@ -424,7 +424,8 @@ class ClusterLink:
         await self._claim()
         if full:
             rows = await self.store.in_progress(exclude=self.node_id)
-            self.elsewhere = tuple(elsewhere_run(row) for row in rows)
+            names = {node.node_id: node.name for node in self._nodes}
+            self.elsewhere = tuple(elsewhere_run(row, names) for row in rows)
             await self._check_watches()
 
     async def _flush_offers(self) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -194,9 +194,10 @@ def last_attempt(
     return last
 
 
-def elsewhere_run(row: tuple[object, ...]) -> RunRecord:
+def elsewhere_run(row: tuple[object, ...], names: Mapping[str, str]) -> RunRecord:
     """A run of another node (run_id, job, slot, trigger, attempt, state, owner, fence,
-    due_at, started_at) as the running pane shows it."""
+    due_at, started_at) as the running pane shows it: its node by name (`names`, by
+    node id), or by id when the node is not known yet."""
     run_id, job, slot, trigger, attempt, state, owner, fence, due_at, started_at = row
     return RunRecord(
         run_id=str(run_id), job=str(job), slot=slot if isinstance(slot, datetime) else None,
@@ -204,7 +205,7 @@ def elsewhere_run(row: tuple[object, ...]) -> RunRecord:
         state=RunState.RUNNING if state == "running" else RunState.QUEUED,
         queued_at=due_at if isinstance(due_at, datetime) else datetime.now(UTC),
         started_at=started_at if isinstance(started_at, datetime) else None,
-        node=str(owner or ""), attempt=int(str(attempt)),
+        node=names.get(str(owner), str(owner)) if owner else "", attempt=int(str(attempt)),
         fence=int(str(fence)) if fence is not None else None,
     )  # fmt: skip
 
