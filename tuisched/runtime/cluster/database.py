@@ -149,6 +149,12 @@ class ClusterDatabase:
         await connection.execute(f"LISTEN {channel}")
         return connection
 
+    async def recycle(self) -> None:
+        """Replace every connection of the pool with a new one: a session keeps the
+        defaults it began with, so after `ALTER DATABASE ... SET
+        default_transaction_read_only` and its RESET only new sessions take writes."""
+        await self.pool.drain()
+
     async def read_only(self) -> bool:
         """Whether the database takes no writes now (a standby, or a read-only default)."""
         async with self.pool.connection() as connection:
@@ -206,6 +212,12 @@ class ClusterDatabase:
                 raise ClusterDatabaseError(
                     f"the database at {self.shown}: another node's schema migration held its "
                     f"lock for over {MIGRATE_LOCK_SECONDS} s"
+                ) from None
+            except pg_errors.ReadOnlySqlTransaction:
+                raise ClusterDatabaseError(
+                    f"the database at {self.shown} takes no writes (read-only), and the "
+                    "cluster's tables are not made there yet: start the first node on a "
+                    "database that takes writes (the primary)"
                 ) from None
             return LATEST
 

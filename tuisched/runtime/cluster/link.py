@@ -549,6 +549,8 @@ class ClusterLink:
             async with asyncio.timeout(CALL_SECONDS * 3):
                 if not self._db.is_open:
                     await self._db.open()
+                elif self._state is DatabaseState.READ_ONLY:
+                    await self._db.recycle()  # sessions begun read-only stay so: new ones
                 read_only = await self._db.read_only()
         except Exception as error:
             self._trouble = str(error).strip().splitlines()[0] if str(error).strip() else (
