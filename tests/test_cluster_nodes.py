@@ -755,6 +755,39 @@ def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
     assert max(Counter(slot for slot, _, _ in rows).values()) == 1
 
 
+@pytest.mark.skipif(_libfaketime() is None, reason="faketime (libfaketime) is missing")
+def test_a_node_restarted_with_its_clock_ahead_records_no_slot_to_come_as_missed(
+    cluster: Cluster,
+) -> None:
+    jobs = _every("tick", 1, "true", "    overlap: allow\n")
+    honest = cluster.node(jobs, name="honest")
+    ahead = {"LD_PRELOAD": str(_libfaketime()), "FAKETIME_DONT_RESET": "1", "FAKETIME": "+30s"}
+    first = cluster.node(jobs, name="ahead", env=ahead)
+    cluster.alive(2)
+    wait_until(lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE owner LIKE %s",
+                                    f"%:{first.pid}:%"), within=20)  # fmt: skip
+    assert first.stop() == 0
+    # Restarted: it was down from its last heartbeat (by its own clock, 30 s ahead) to now
+    # (by the same clock). The slots still to come by the database's clock are not missed.
+    again = cluster.node(jobs, name="ahead", env=ahead)
+    cluster.alive(2)
+    back = cluster.rows("SELECT now()")[0][0]
+    wait_until(lambda: "missed slots" in again.text() or cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE owner LIKE %s AND started_at > %s",
+        f"%:{again.pid}:%", back), within=20)  # fmt: skip
+    time.sleep(3)  # slots go on for a few seconds after the restart
+    for node in (honest, again):
+        assert node.stop() == 0, node.text()[-1500:]
+    missed = cluster.rows("SELECT slot FROM tuisched_runs WHERE state = 'missed'")
+    assert missed == [], f"slots recorded missed: {missed}"
+    done = {slot for (slot,) in cluster.rows(
+        "SELECT slot FROM tuisched_runs WHERE job = 'tick' AND state = 'success' AND slot > %s",
+        back)}  # fmt: skip
+    last = max(done)
+    expected = int((last - back).total_seconds())
+    assert len(done) >= expected >= 3, sorted(done)
+
+
 def _free_port() -> int:
     import socket
 

@@ -256,6 +256,17 @@ class ClusterLink:
                     log.debug("cluster: missed slots not counted yet: %s", error)
             await asyncio.sleep(self.settings.poll.total_seconds())
 
+    async def database_now(self) -> datetime:
+        """The database's clock, once the database answers: the clock that judges slots in
+        a cluster, whatever this node's own says."""
+        while True:
+            if self._state is DatabaseState.CONNECTED:
+                try:
+                    return await self._call(self._db.now())
+                except ClusterDatabaseError as error:
+                    log.debug("cluster: the database's clock not read yet: %s", error)
+            await asyncio.sleep(self.settings.poll.total_seconds())
+
     async def set_paused(self, kind: str, name: str, *, paused: bool, jobs: list[str]) -> None:
         """Pause or resume for the whole cluster (a row first; the others read it).
 

@@ -168,9 +168,12 @@ class Engine:
         _keep_out_of_collection()
 
     async def _record_missed_in_cluster(self, since: datetime, now: datetime) -> None:
-        """Slots since this node was last alive that no node of the cluster ran."""
+        """Slots since this node was last alive that no node of the cluster ran, up to the
+        database's clock: a node whose clock is ahead must not record the slots still to
+        come as missed (their rows would keep every node from running them)."""
         assert self.cluster is not None  # noqa: S101  (cluster mode only)
-        recorded = await self.cluster.slots_since(since)
+        now = min(now, await self.cluster.database_now())
+        recorded = await self.cluster.slots_since(since)  # read after: it holds every row to now
         await record_missed(
             self.config, since=since, now=now, history=self._history, outcomes=self._outcomes,
             submit=lambda job, slot, trigger: self.submit(job, slot=slot, trigger=trigger),
