@@ -289,7 +289,8 @@ def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_no
         )
     finally:
         zombie.process.send_signal(signal.SIGCONT)
-    wait_until(lambda: "late result of run" in zombie.text(), within=15)
+    # Its keeper ended the run at the fence; the node, back, has no claim left to write.
+    wait_until(lambda: "ended after this node's claims lapsed" in zombie.text(), within=15)
     states = cluster.rows("SELECT state, result FROM tuisched_runs WHERE job = 'work'")
     assert states == [("abandoned", "abandoned")]
     assert zombie.stop() == 0
@@ -324,6 +325,38 @@ def test_a_stopped_node_s_run_ends_at_its_fence_before_its_recovery_starts_elsew
         in (cluster.base / "z" / "state" / "keeper.log").read_text()
     )
     assert zombie.stop() == 0
+    assert other.stop() == 0
+    _one_at_a_time(_executions(log))
+
+
+def test_a_node_stopped_past_its_fence_but_not_its_lease_ends_its_run_and_it_is_run_once_more(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    log = tmp_path / "executions"
+    jobs = _logged("long", log)
+    stalled = cluster.node(jobs, name="s")
+    cluster.alive(1)
+    assert stalled.cli("trigger", "long").returncode == 0
+    wait_until(lambda: log.exists() and "start" in log.read_text())
+    other = cluster.node(jobs, name="o")
+    cluster.alive(2)
+    keeper_log = cluster.base / "s" / "state" / "keeper.log"
+    stalled.process.send_signal(signal.SIGSTOP)
+    try:  # back as soon as its keeper has acted: past the fence, within the lease
+        wait_until(lambda: keeper_log.exists() and "within its fence" in keeper_log.read_text())
+    finally:
+        stalled.process.send_signal(signal.SIGCONT)
+    # It comes back holding a run its keeper ended: that run is closed by the reapers and
+    # run once more (recover: true), on whichever node; never beside the first.
+    wait_until(lambda: cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND attempt = 1 AND state = 'running'"),
+        within=20)  # fmt: skip
+    wait_until(lambda: len(_executions(log)) == 2)
+    _one_at_a_time(_executions(log))
+    rows = cluster.rows("SELECT attempt, state FROM tuisched_runs WHERE job = 'long' "
+                        "ORDER BY attempt")  # fmt: skip
+    assert rows == [(0, "abandoned"), (1, "running")], rows
+    assert stalled.stop() == 0
     assert other.stop() == 0
     _one_at_a_time(_executions(log))
 
@@ -652,7 +685,8 @@ async def test_a_blackholed_node_fences_itself_and_the_others_take_its_work(
 
     try:
         url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy.port}/")
-        jobs = _manual("long", "sleep 60", "    recover: true\n") + _every("tick", 1, "true")
+        log = cluster.base / "executions"
+        jobs = _logged("long", log) + _every("tick", 1, "true")
         cut = cluster.node(jobs, name="cut", url=url)
         await asyncio.to_thread(cluster.alive, 1)
         triggered = await asyncio.to_thread(cut.cli, "trigger", "long")
@@ -669,8 +703,54 @@ async def test_a_blackholed_node_fences_itself_and_the_others_take_its_work(
         await until(lambda: cluster.rows(
             "SELECT 1 FROM tuisched_runs WHERE job = 'long' AND attempt = 1 AND owner LIKE %s",
             f"%:{direct.pid}:%"))  # fmt: skip
+        await until(lambda: len(_executions(log)) == 2)
+        _one_at_a_time(_executions(log))  # its keeper ended the first at the fence
         proxy.restore()
         await until(lambda: cut.text().count("joined as node") == 2, within=30)
+        assert await asyncio.to_thread(cut.stop) == 0
+        assert await asyncio.to_thread(direct.stop) == 0
+        _one_at_a_time(_executions(log))
+    finally:
+        proxy.restore()
+        await proxy.stop()
+
+
+async def test_a_run_that_ends_while_its_node_is_cut_off_is_recorded_as_it_ended(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    proxy = TcpProxy(cluster.server.port)
+    await proxy.start()
+
+    async def until(condition: Callable[[], object], within: float = 15) -> None:
+        await asyncio.to_thread(wait_until, condition, within)
+
+    gate = tmp_path / "gate"
+    try:
+        url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy.port}/")
+        jobs = _manual("short", f"while [ ! -e {gate} ]; do sleep 0.05; done; echo done")
+        cut = cluster.node(jobs, name="cut", url=url)
+        await asyncio.to_thread(cluster.alive, 1)
+        triggered = await asyncio.to_thread(cut.cli, "trigger", "short")
+        assert triggered.returncode == 0, triggered.stderr
+        await until(lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE state = 'running'"))
+        direct = cluster.node(jobs, name="direct")
+        await asyncio.to_thread(cluster.alive, 2)
+        proxy.blackhole()
+        gate.touch()  # the run ends now, while its node cannot say so
+        await until(
+            lambda: cluster.rows(
+                "SELECT 1 FROM tuisched_runs WHERE job = 'short' AND state = 'abandoned'"
+            )
+        )
+        proxy.restore()
+        await until(
+            lambda: cluster.rows(
+                "SELECT 1 FROM tuisched_runs WHERE job = 'short' AND state = 'success'"
+            ),
+            within=30,
+        )
+        (status,) = cluster.rows("SELECT status FROM tuisched_runs WHERE job = 'short'")[0]
+        assert "recorded late" in status
         assert await asyncio.to_thread(cut.stop) == 0
         assert await asyncio.to_thread(direct.stop) == 0
     finally:

@@ -300,9 +300,26 @@ def test_the_journal_names_what_the_next_start_kills(tmp_path: Path) -> None:
     assert list(journals.iterdir()) == []
 
 
-def test_the_start_after_a_kill_9_stops_every_process_of_the_python_runs(
-    tmp_path: Path,
-) -> None:
+def _keeper_of(scheduler: int) -> int:
+    """The pid of `scheduler`'s run keeper (its child running keeper_process.py)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_bytes()
+                parent = int(stat[stat.rfind(b")") + 2 :].split()[1])
+                if parent == scheduler and b"keeper_process" in (entry / "cmdline").read_bytes():
+                    return int(entry.name)
+        time.sleep(0.05)  # it starts with the scheduler; no event to await
+    raise AssertionError(f"no run keeper under {scheduler}")
+
+
+@pytest.mark.parametrize("keeper", ["alive", "killed too"])
+def test_every_process_of_the_python_runs_ends_after_a_kill_9(tmp_path: Path, keeper: str) -> None:
+    """The keeper ends the runs with their scheduler; killed too (say, by the OOM killer),
+    the next start stops them from the fork servers' journals."""
     out = tmp_path / "pids"
     # Every second (however long the scheduler takes to start), one run at a time.
     every = '{every: "1 second", start: "2020-01-01T00:00"}'
@@ -322,10 +339,21 @@ def test_the_start_after_a_kill_9_stops_every_process_of_the_python_runs(
     try:
         runs = _all_pids(tmp_path, count=3, within=30)
         servers = {parent_of(pids[0]) for pids in runs}
+        if keeper == "killed too":
+            os.kill(_keeper_of(first.pid), signal.SIGKILL)
     finally:
         first.kill()  # kill -9 while the runs go on
         first.communicate(timeout=10)
     processes = [pid for pids in runs for pid in pids]
+    if keeper == "alive":
+        try:
+            for pid in processes:
+                _gone_within(pid, 10)  # the keeper ended each run's group
+        finally:
+            for pid in processes:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        return
     try:
         assert all(_alive(pid) for pid in processes)  # a run outlives its scheduler
         for server in servers:

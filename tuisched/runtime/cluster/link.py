@@ -74,6 +74,8 @@ CALL_SECONDS = 5.0
 """How long one database call of the claim loop may take (a blackholed connection)."""
 FINISH_RETRIES_FOR = timedelta(minutes=10)
 """How long a run's end is kept and tried again while the database is away."""
+LAPSED = "its node had no good heartbeat within its fence: the run was ended"
+"""The status of a run closed ABANDONED by its own node once its claim lapsed."""
 
 
 class Host(Protocol):
@@ -87,6 +89,10 @@ class Host(Protocol):
     def start_claimed(self, claim: Claim) -> None: ...
     async def pauses_seen(self, pauses: set[tuple[str, str]]) -> None: ...
     def stop_here(self, run_id: str) -> bool: ...
+    def end_lapsed(self, run_id: str) -> None:
+        """End a claimed run at once, queued or running: its claim lapsed."""
+        ...
+
     async def recheck_waiting(self) -> None: ...
     def claimable(self) -> list[Job]:
         """Enabled jobs that are not paused on this node."""
@@ -148,6 +154,10 @@ class ClusterLink:
         self._watches: dict[str, _Watch] = {}
         """Runs followed to their end, by run id (see `watch`)."""
         self._finishes: list[tuple[RunRecord, int, datetime]] = []
+        self._epochs: dict[str, int] = {}
+        """The node's claims epoch (`ClusterNode.claims_epoch`) each claimed run began in."""
+        self._ended_epoch = 0
+        """The last epoch whose lapsed runs were ended here."""
         self._nodes: list[NodeRow] = []
         self._drifted: tuple[str, ...] = ()
         self._last_command = -1
@@ -241,7 +251,17 @@ class ClusterLink:
 
     def finished(self, run: RunRecord) -> None:
         """`run` (claimed with its fence) has ended here: write its end, fenced; a MISSED
-        slot is recorded unless some node ran it."""
+        slot is recorded unless some node ran it. A run whose claim lapsed while it ran
+        (no good heartbeat within the fence: the keeper ended it) is closed ABANDONED,
+        as the reapers would, and run again where the job says `recover: true`."""
+        epoch, node = self._epochs.pop(run.run_id, None), self._node
+        if epoch is not None and node is not None and epoch != node.claims_epoch():
+            log.warning("cluster: run %s of %s ended after this node's claims lapsed (no "
+                        "heartbeat within the fence): recorded ABANDONED",
+                        run.run_id, run.job)  # fmt: skip
+            run = dataclasses.replace(
+                run, state=RunState.ABANDONED, result=Result.ABANDONED, status=LAPSED
+            )
         if run.fence is not None or run.state is RunState.MISSED:
             self._finishes.append((run, run.fence or 0, self._now()))
             self._wake.set()
@@ -333,6 +353,19 @@ class ClusterLink:
         held = [run.run_id for run, _, _ in self._finishes]
         return held + (self._host.claimed_ids() if self._host is not None else [])
 
+    def _end_lapsed(self) -> None:
+        """End the runs of claims that lapsed (the keeper has, where there is one): a node
+        that comes back keeps or ends the runs it held, never both."""
+        if self._node is None or self._host is None:
+            return
+        epoch = self._node.claims_epoch()
+        if epoch == self._ended_epoch:
+            return
+        self._ended_epoch = epoch
+        for run_id in self._host.claimed_ids():
+            if self._epochs.get(run_id, epoch) != epoch:
+                self._host.end_lapsed(run_id)
+
     # --- the loop ------------------------------------------------------------------------
 
     async def _run(self) -> None:
@@ -342,6 +375,7 @@ class ClusterLink:
         poll = self.settings.poll.total_seconds()
         loop = asyncio.get_running_loop()
         while True:
+            self._end_lapsed()
             if self._state is not DatabaseState.CONNECTED:
                 if not await self._reconnect():
                     backoff = min(backoff * 2, MAX_BACKOFF)
@@ -500,6 +534,12 @@ class ClusterLink:
                                                status=run.status, run_id=run.run_id)  # fmt: skip
                 self._finishes.pop(0)
                 continue
+            if run.state is RunState.ABANDONED:
+                job = self._config.jobs.get(run.job)
+                await self.store.abandon(run.run_id, fence, status=LAPSED,
+                                         recover=job is not None and job.recover)  # fmt: skip
+                self._finishes.pop(0)
+                continue
             if run.state is RunState.NOT_STARTED and run.result is Result.SHUTDOWN:
                 await self.store.hand_back(run.run_id, fence)  # never started: another node
                 self._finishes.pop(0)
@@ -551,6 +591,7 @@ class ClusterLink:
             exclusive=exclusive, skip=skip,
         )  # fmt: skip
         for claim in claims:
+            self._epochs[claim.run_id] = node.claims_epoch()
             host.start_claimed(claim)
 
     # --- the database's state -----------------------------------------------------------

@@ -94,6 +94,10 @@ class ClusterNode:
         self.trouble: str | None = None
         """What the database last failed with (None while it answers)."""
         self._last_good = monotonic()
+        self._deadline: float | None = None
+        """When this node's claims lapse without another good heartbeat (its monotonic)."""
+        self.epoch = 0
+        """Bumped each time this node's claims lapse: see `claims_epoch`."""
         self._tasks: list[asyncio.Task[None]] = []
         self._hashes_changed = False
 
@@ -162,6 +166,7 @@ class ClusterNode:
         log.warning("cluster: node %s was declared dead by the others: its runs end, and "
                     "it claims nothing until it rejoins under a new id", self.node_id)  # fmt: skip
         self._state, self.trouble = NodeState.FENCED, "declared dead"
+        self._lapse()
         self._fence(0.0, self.fence_grace)  # its claims may be taken: they end now
         await self._join()
 
@@ -178,9 +183,24 @@ class ClusterNode:
     def _good(self) -> None:
         if self.state is NodeState.FENCED:
             log.info("cluster: the database answers again; node %s claims again", self.node_id)
+        self.claims_epoch()  # the claims held since the last good beat may have lapsed
         self._state, self.trouble = NodeState.ALIVE, None
         self._last_good = self._monotonic()
+        self._deadline = self._last_good + self.timing.fence_after
         self._fence(self.timing.fence_after, self.fence_grace)
+
+    def claims_epoch(self) -> int:
+        """The epoch of this node's claims. It moves on once their fence has passed with no
+        good heartbeat (by this node's clock: the keeper ended their runs then), or when
+        the others declared the node dead: a run claimed in an earlier epoch is not this
+        node's any more (not renewed, not finished here; the reapers close it)."""
+        if self._deadline is not None and self._monotonic() > self._deadline:
+            self._lapse()
+        return self.epoch
+
+    def _lapse(self) -> None:
+        self.epoch += 1
+        self._deadline = None
 
     @property
     def fence_grace(self) -> float:

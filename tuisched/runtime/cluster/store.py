@@ -235,6 +235,27 @@ class ClusterStore:
             await connection.execute("DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,))
         return True
 
+    async def abandon(self, run_id: str, fence: int, *, status: str, recover: bool) -> str | None:
+        """Close a run of this node ABANDONED, if it still holds it (its fence): its claim
+        lapsed and its process was ended. With `recover`, one more attempt is made due,
+        as a reaper would; its id (None: nothing made)."""
+        async with self._db.pool.connection() as connection, connection.transaction():
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs SET state = 'abandoned', result = 'abandoned', "
+                "status = %s, ended_at = now(), lease_until = NULL "
+                "WHERE run_id = %s AND fence = %s AND state = 'running' "
+                "RETURNING job, slot, trigger, attempt",
+                (status, run_id, fence),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            await connection.execute("DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,))
+            job, slot, trigger, attempt = row
+            if not recover:
+                return None
+            return await _insert_due(connection, job, slot, trigger, attempt + 1)
+
     async def hand_back_unknown(self, node_id: str, held: Collection[str]) -> list[str]:
         """Runs the database says `node_id` claimed but that it does not hold (`held`):
         claims whose COMMIT reply was lost, never started. They go back to due (their
@@ -389,8 +410,12 @@ class ClusterStore:
     ) -> bool:  # fmt: skip
         """Close the run, if this node still holds it (its fence is the current one).
 
-        False: the run was taken from this node (presumed dead: its lease expired);
-        nothing was written, and the caller logs a late result.
+        A run that ended here while this node was cut off, and that the reapers
+        closed ABANDONED meanwhile, gets what really happened, as long as no node
+        took it over (no later attempt of it exists: `recover: true` makes one).
+
+        False: the run was taken from this node; nothing was written, and the
+        caller logs a late result.
         """
         async with self._db.pool.connection() as connection, connection.transaction():
             cursor = await connection.execute(
@@ -399,10 +424,21 @@ class ClusterStore:
                 "WHERE run_id = %s AND fence = %s AND state = 'running'",
                 (state, result, status, exit_code, run_id, fence),
             )
-            if cursor.rowcount != 1:
-                return False
-            await connection.execute("DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,))
-        return True
+            if cursor.rowcount == 1:
+                await connection.execute(
+                    "DELETE FROM tuisched_job_locks WHERE run_id = %s", (run_id,)
+                )
+                return True
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs AS r SET state = %s, result = %s, status = %s, "
+                "exit_code = %s WHERE run_id = %s AND fence = %s AND state = 'abandoned' "
+                "AND NOT EXISTS (SELECT 1 FROM tuisched_runs AS n WHERE n.job = r.job "
+                "AND n.slot IS NOT DISTINCT FROM r.slot AND n.trigger = r.trigger "
+                "AND n.attempt > r.attempt)",
+                (state, result, f"{status} (recorded late: its node was cut off)",
+                 exit_code, run_id, fence),
+            )  # fmt: skip
+            return cursor.rowcount == 1
 
     async def reap(self, *, dead_after: timedelta, recover: Collection[str]) -> list[Abandoned]:
         """Declare stale nodes dead and their expired runs ABANDONED; make one more

@@ -21,6 +21,7 @@ queue's lock), and every time and timer comes from the injected `Clock`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import sys
@@ -556,6 +557,10 @@ class _ClusterHost:
             return False
         self._engine.stop_run(run_id)
         return True
+
+    def end_lapsed(self, run_id: str) -> None:
+        with contextlib.suppress(JobActionError):  # it ended meanwhile
+            self._engine.stop_run(run_id, kill=True)
 
     async def pauses_seen(self, pauses: set[tuple[str, str]]) -> None:
         """The cluster's pauses: made this node's too (wider pauses first)."""
