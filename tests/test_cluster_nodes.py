@@ -494,22 +494,44 @@ def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
     same = _every("x", 1, "true")
     a = cluster.node(same, name="a")
     b = cluster.node(same, name="b")
-    odd = cluster.node(_every("x", 1, "echo different"), name="odd")
+    cluster.alive(2)
+    # A job's rows left due by a node that is gone, and that no node defines now.
+    cluster.rows(
+        "INSERT INTO tuisched_runs (run_id, job, slot, trigger, attempt, state, "
+        "due_at) VALUES ('stale0000001', 'gone', now(), 'schedule', 0, 'due', now()) "
+        "RETURNING run_id"
+    )
+    # Another schedule for x (slots at half seconds), and a job of its own.
+    odd_x = ("  x:\n    command: [/bin/sh, -c, 'echo different']\n"
+             "    schedule: {every: 2s, start: '2026-01-01T00:00:00.500Z'}\n")  # fmt: skip
+    odd = cluster.node(odd_x + _every("solo", 1, "true"), name="odd")
     cluster.alive(3)
-    time.sleep(3)
+    wait_until(lambda: "defines solo, x differently from the cluster" in odd.text())
     nodes = {n["name"]: n for n in json.loads(a.cli("nodes", "--json").stdout)}
-    assert nodes["odd"]["drifted_jobs"] == ["x"]
+    assert nodes["odd"]["drifted_jobs"] == ["solo", "x"]
     assert nodes["a"]["drifted_jobs"] == nodes["b"]["drifted_jobs"] == []
     assert nodes["odd"]["config_hash"] != nodes["a"]["config_hash"]
+    # The node itself says so, not only `tuisched nodes`.
+    said = json.loads(odd.cli("status", "--json").stdout)["cluster"]
+    assert said == "db connected, drifted: solo, x", said
+    wait_until(
+        lambda: cluster.rows(
+            "SELECT 1 FROM tuisched_runs WHERE run_id = 'stale0000001' AND state = 'not_started'"
+        )
+    )
     since = cluster.rows("SELECT now() - '1 s'::interval")[0][0]
-    time.sleep(2)
-    owners = {row[0] for row in cluster.rows(
-        "SELECT owner FROM tuisched_runs WHERE started_at > %s", since)}  # fmt: skip
-    assert owners
-    assert all(int(owner.split(":")[1]) != odd.pid for owner in owners)
-    assert "defines x differently from the cluster" in odd.text()
+    time.sleep(3)  # slots of both schedules come and go
     for node in (a, b, odd):
         assert node.stop() == 0
+    rows = cluster.rows("SELECT job, slot, owner, started_at FROM tuisched_runs "
+                        "WHERE job IN ('x', 'solo')")  # fmt: skip
+    assert rows
+    assert all(job == "x" for job, *_ in rows), "a slot of the job only one node defines"
+    assert all(slot.microsecond == 0 for _, slot, _, _ in rows), "a slot of the odd schedule"
+    recent = [owner for _, _, owner, started in rows if started is not None and started > since]
+    assert recent
+    assert all(int(owner.split(":")[1]) != odd.pid for owner in recent)
+    assert "no slot of x is offered from this node" in odd.text()
 
 
 def test_a_rolling_restart_loses_no_slot(cluster: Cluster) -> None:

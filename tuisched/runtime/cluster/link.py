@@ -50,6 +50,7 @@ from tuisched.runtime.cluster.rules import (
     preferred_node,
     run_of_row,
     state_of,
+    unrun_jobs,
 )
 from tuisched.runtime.cluster.store import CHANNEL, Claim, ClusterStore, Due, NodeRow
 
@@ -160,6 +161,10 @@ class ClusterLink:
         """The last epoch whose lapsed runs were ended here."""
         self._nodes: list[NodeRow] = []
         self._drifted: tuple[str, ...] = ()
+        self._drift_known = False
+        """Whether this node has been seen alive among the nodes, its drift judged: until
+        then it offers no slot (one of a job it defines differently would be run)."""
+        self._drift_said: set[str] = set()
         self._last_command = -1
         self._listening = False
         """Whether the wake-up connection LISTENs now."""
@@ -447,14 +452,10 @@ class ClusterLink:
         """One round: offers, ends and claims; with `full` (each poll, and when another
         node wrote a pause, stop or run-now) pauses, commands and the other nodes'
         runs; with `beat` the nodes, drift and lost claims."""
-        if beat or not self._nodes:
+        if beat or not self._drift_known:
             self._nodes = await self.store.nodes()
             if self._node is not None and self._node.state is NodeState.ALIVE:
-                drifted = drifted_jobs(self._node.node_id, self._nodes)
-                if drifted != self._drifted and drifted:
-                    log.warning("cluster: this node defines %s differently from the cluster: "
-                                "it does not run them", ", ".join(drifted))  # fmt: skip
-                self._drifted = drifted
+                await self._judge_drift(self._node.node_id)
             if self._host is not None:  # upstream runs on other nodes are not on this bus
                 await self._host.recheck_waiting()
             if self._node is not None and self._node.state is NodeState.ALIVE:
@@ -473,9 +474,29 @@ class ClusterLink:
             self.elsewhere = tuple(elsewhere_run(row, names) for row in rows)
             await self._check_watches()
 
+    async def _judge_drift(self, node_id: str) -> None:
+        """Which jobs this node defines differently from the cluster (it neither claims
+        nor offers their slots), and close the due runs of jobs no live node runs."""
+        if not any(row.node_id == node_id and row.state == "alive" for row in self._nodes):
+            return  # not seen joined yet
+        drifted = drifted_jobs(node_id, self._nodes)
+        if drifted != self._drifted:
+            self._drift_said.clear()
+            if drifted:
+                log.warning("cluster: this node defines %s differently from the cluster: "
+                            "it does not run them", ", ".join(drifted))  # fmt: skip
+        self._drifted, self._drift_known = drifted, True
+        unrun = unrun_jobs(await self.store.due_jobs(), self._nodes)
+        if unrun and (closed := await self.store.close_unrun(unrun)):
+            log.warning("cluster: %d due run(s) of %s closed: no live node runs them",
+                        closed, ", ".join(unrun))  # fmt: skip
+
     async def _flush_offers(self) -> None:
         """Slots in one statement (every node inserts them: one round trip a pass), then
-        the runs asked for by hand one by one. Kept until the database takes them."""
+        the runs asked for by hand one by one. Kept until the database takes them; none
+        before this node's drift is known, and no slot of a job it defines differently."""
+        if not self._drift_known:
+            return
         now = self._now()
         slots: list[_Offer] = []
         others: list[_Offer] = []
@@ -486,6 +507,11 @@ class ClusterLink:
             if run.trigger is Trigger.SCHEDULE and late > offer.job.grace:
                 log.warning("cluster: slot %s of %s not offered: the database was away past "
                             "the job's grace", run.slot, run.job)  # fmt: skip
+            elif run.slot is not None and run.job in self._drifted:
+                if run.job not in self._drift_said:  # once per job and drift
+                    self._drift_said.add(run.job)
+                    log.warning("cluster: no slot of %s is offered from this node: it defines "
+                                "the job differently from the cluster", run.job)  # fmt: skip
             elif run.trigger is Trigger.BACKFILL:
                 backfills.append(offer)
             else:

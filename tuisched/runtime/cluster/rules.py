@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -75,14 +75,24 @@ def drifted_jobs(own: str, nodes: Collection[NodeRow]) -> tuple[str, ...]:
     mine = next((n for n in alive if n.node_id == own), None)
     if mine is None:
         return ()
-    drifted = []
-    for job, digest in mine.job_hashes.items():
-        votes = Counter(n.job_hashes.get(job) for n in alive)
-        best = max(votes.values())
-        leader = next(n.job_hashes.get(job) for n in alive if votes[n.job_hashes.get(job)] == best)
-        if digest != leader:
-            drifted.append(job)
-    return tuple(sorted(drifted))
+    return tuple(sorted(job for job, digest in mine.job_hashes.items()
+                        if digest != _leading(job, alive)))  # fmt: skip
+
+
+def _leading(job: str, alive: Sequence[NodeRow]) -> str | None:
+    """The definition of `job` most of `alive` hold, oldest first (None: most of them do not
+    define it)."""
+    votes = Counter(n.job_hashes.get(job) for n in alive)
+    best = max(votes.values())
+    return next(n.job_hashes.get(job) for n in alive if votes[n.job_hashes.get(job)] == best)
+
+
+def unrun_jobs(jobs: Collection[str], nodes: Collection[NodeRow]) -> list[str]:
+    """Those of `jobs` that no live node runs: most live nodes do not define them, so the
+    nodes that do differ from the cluster and claim nothing of them (none when no node is
+    alive: nothing is known then)."""
+    alive = sorted((n for n in nodes if n.state == "alive"), key=lambda n: n.started_at)
+    return sorted(job for job in jobs if alive and _leading(job, alive) is None)
 
 
 def node_views(rows: Collection[NodeRow]) -> tuple[NodeView, ...]:
@@ -100,12 +110,15 @@ def node_views(rows: Collection[NodeRow]) -> tuple[NodeView, ...]:
 
 def cluster_text(view: ClusterView) -> str:
     """The database's state as the status line says it: `db connected`, `db reconnecting
-    since 14:02:07`, and `fenced` while the node claims nothing."""
+    since 14:02:07`, `fenced` while the node claims nothing, and `drifted: JOB, ...` for
+    the jobs it defines differently from the cluster (it runs none of them)."""
     text = f"db {view.state}"
     if view.state is not DatabaseState.CONNECTED:
         text += f" since {view.since.strftime('%H:%M:%S')}"
     if view.node_state == "fenced":
         text += " fenced"
+    if view.drifted:
+        text += f", drifted: {', '.join(view.drifted)}"
     return text
 
 

@@ -256,6 +256,26 @@ class ClusterStore:
                 return None
             return await _insert_due(connection, job, slot, trigger, attempt + 1)
 
+    async def due_jobs(self) -> list[str]:
+        """The jobs with runs waiting to be claimed."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "SELECT DISTINCT job FROM tuisched_runs WHERE state = 'due'"
+            )
+            return [str(row[0]) for row in await cursor.fetchall()]
+
+    async def close_unrun(self, jobs: Collection[str]) -> int:
+        """Close the due runs of `jobs`, which no live node runs, NOT_STARTED; how many."""
+        async with self._db.pool.connection() as connection:
+            cursor = await connection.execute(
+                "UPDATE tuisched_runs SET state = 'not_started', result = 'stopped', "
+                "status = 'no live node runs this job (most do not define it; those that do "
+                "define it differently)', ended_at = now() "
+                "WHERE state = 'due' AND job = ANY(%s)",
+                (list(jobs),),
+            )
+            return cursor.rowcount
+
     async def hand_back_unknown(self, node_id: str, held: Collection[str]) -> list[str]:
         """Runs the database says `node_id` claimed but that it does not hold (`held`):
         claims whose COMMIT reply was lost, never started. They go back to due (their
