@@ -780,6 +780,31 @@ async def test_a_run_that_ends_while_its_node_is_cut_off_is_recorded_as_it_ended
         await proxy.stop()
 
 
+async def test_slots_passed_during_an_outage_are_said_in_one_line_a_job(
+    cluster: Cluster,
+) -> None:
+    proxy = TcpProxy(cluster.server.port)
+    await proxy.start()
+    try:
+        url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy.port}/")
+        jobs = _every("tick", 1, "true", "    grace: 2s\n")
+        cut = cluster.node(jobs, name="cut", url=url)
+        await asyncio.to_thread(cluster.alive, 1)
+        proxy.blackhole()
+        await asyncio.to_thread(wait_until, lambda: "stops claiming" in cut.text(), 15)
+        await asyncio.sleep(3)  # the outage goes on: slots go by, past their grace of 2 s
+        proxy.restore()
+        await asyncio.to_thread(wait_until, lambda: "claims again" in cut.text(), 30)
+        await asyncio.to_thread(wait_until, lambda: "not offered" in cut.text(), 30)
+        lines = [line for line in cut.text().splitlines() if "not offered" in line]
+        assert len(lines) == 1, lines
+        assert "slot(s) of tick from" in lines[0]
+        assert await asyncio.to_thread(cut.stop) == 0
+    finally:
+        proxy.restore()
+        await proxy.stop()
+
+
 def test_postgresql_restarted_fast_and_immediate_the_nodes_go_on(tmp_path: Path) -> None:
     (tmp_path / "pg").mkdir()
     server = start_server(tmp_path / "pg")

@@ -501,12 +501,13 @@ class ClusterLink:
         slots: list[_Offer] = []
         others: list[_Offer] = []
         backfills: list[_Offer] = []
+        too_late: dict[str, list[datetime]] = {}
         for offer in self._offers:
             run = offer.run
             late = now - run.slot if run.slot is not None else timedelta(0)
             if run.trigger is Trigger.SCHEDULE and late > offer.job.grace:
-                log.warning("cluster: slot %s of %s not offered: the database was away past "
-                            "the job's grace", run.slot, run.job)  # fmt: skip
+                assert run.slot is not None  # noqa: S101  (late: it has a slot)
+                too_late.setdefault(run.job, []).append(run.slot)
             elif run.slot is not None and run.job in self._drifted:
                 if run.job not in self._drift_said:  # once per job and drift
                     self._drift_said.add(run.job)
@@ -517,6 +518,10 @@ class ClusterLink:
             else:
                 (others if run.slot is None else slots).append(offer)
         self._offers = []  # offers made while this pass awaits wait for the next one
+        for job, passed in too_late.items():  # one line a job, however long the outage
+            log.warning("cluster: %d slot(s) of %s from %s to %s not offered: the database "
+                        "was away past the job's grace (any other node may have run them)",
+                        len(passed), job, min(passed), max(passed))  # fmt: skip
         try:
             while backfills:
                 await self._offer_backfill(backfills[0])
