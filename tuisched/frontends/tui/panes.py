@@ -279,22 +279,34 @@ class LivePanes:
         )
         if status.all_paused:
             word = "PAUSED"
-        facts = (
-            ("  read-only" if self._read_only else "")  # first, so that it is never cut off
-            + f"  {word}  {tz.key} {now.astimezone(tz).strftime('%H:%M:%S')}  "
-            f"jobs {status.jobs}  run {status.running}  "
-            f"failed/24h {self._state.failures_within(now)}"
-            + (f"  LAG {status.loop_lag:.1f}s" if status.loop_lag else "")
-            + (f"  {status.cluster}" if status.cluster else "")
-        )
-        room = max(8, self._screen.size.width - len(facts) - 1)
-        self._screen.query_one(StatusLine).text = " " + fit_path(status.config_path, room) + facts
+        clock = now.astimezone(tz).strftime("%H:%M:%S")
+        first = ["read-only"] if self._read_only else []  # first, so that it is never cut off
+        last = [f"LAG {status.loop_lag:.1f}s" if status.loop_lag else "", status.cluster]
+        run, jobs = f"run {status.running}", f"jobs {status.jobs}"
+        failed = f"failed/24h {self._state.failures_within(now)}"
+        width = self._screen.size.width
+        for middle in (  # the least needed go first, until the facts fit
+            [f"{tz.key} {clock}", jobs, run, failed],
+            [clock, jobs, run, failed],
+            [clock, run],
+            [run],
+        ):
+            facts = "".join(f"  {text}" for text in (*first, word, *middle, *last) if text)
+            if len(facts) + 1 + PATH_ROOM <= width:
+                break
+        room = width - len(facts) - 1
+        path = fit_path(status.config_path, room) if room >= PATH_ROOM else ""
+        self._screen.query_one(StatusLine).text = " " + path + facts
 
     def filter(self, text: str) -> None:
         """Show only the jobs whose name, groups, state or kind contain `text`."""
         table = self._screen.query_one(JobsTable)
         table.filter(text)
         self._show_table(table)
+
+
+PATH_ROOM = 8
+"""The fewest characters of the configuration's path the status line shows (else none)."""
 
 
 def fit_path(path: Path, room: int) -> str:
