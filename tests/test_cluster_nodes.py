@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +159,37 @@ def _logged(name: str, log: Path, extra: str = "    recover: true\n") -> str:
     stamp = f"$TUISCHED_RUN_ID $$ $(date +%s.%N) >> {log}"
     command = f"echo start {stamp}; trap ''echo end {stamp}; exit 143'' TERM; sleep 60 & wait"
     return _manual(name, command, extra)
+
+
+def _ticking(name: str, seconds: float, log: Path, extra: str = "") -> str:
+    """A job every `seconds` that records each of its executions itself in `log`: its slot
+    and run id."""
+    return _every(name, seconds, f"echo $TUISCHED_SLOT $TUISCHED_RUN_ID >> {log}", extra)
+
+
+def _ran(log: Path) -> Counter[datetime]:
+    """How many times each slot ran, by the job's own record."""
+    if not log.exists():
+        return Counter()
+    return Counter(datetime.fromisoformat(line.split()[0]) for line in log.read_text().split("\n")
+                   if line.strip())  # fmt: skip
+
+
+def _none_lost(log: Path, every: float = 1) -> None:
+    """No slot between the first and the last the job ran is missing from its record."""
+    slots = sorted(_ran(log))
+    gaps = [(a, b) for a, b in itertools.pairwise(slots) if (b - a).total_seconds() != every]
+    assert not gaps, f"slots lost between: {gaps}"
+
+
+def _each_slot_ran_once(log: Path, rows: list[tuple[Any, ...]]) -> None:
+    """The job's own record and the history agree: no slot ran twice, and every slot the
+    history holds as a success ran (`rows`: (slot, state) of the job)."""
+    ran = _ran(log)
+    twice = {slot: count for slot, count in ran.items() if count > 1}
+    assert not twice, f"slots run more than once: {twice}"
+    succeeded = {slot for slot, state in rows if state == "success"}
+    assert succeeded == set(ran), (sorted(succeeded ^ set(ran)), "history and record differ")
 
 
 def _executions(log: Path) -> dict[str, tuple[float, float | None]]:
@@ -491,7 +522,8 @@ def test_an_after_dependant_runs_once_per_upstream_run_whichever_node_ran_it(
 def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
     cluster: Cluster,
 ) -> None:
-    same = _every("x", 1, "true")
+    log, odd_log = cluster.base / "x", cluster.base / "odd-x"
+    same = _ticking("x", 1, log)
     a = cluster.node(same, name="a")
     b = cluster.node(same, name="b")
     cluster.alive(2)
@@ -502,7 +534,7 @@ def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
         "RETURNING run_id"
     )
     # Another schedule for x (slots at half seconds), and a job of its own.
-    odd_x = ("  x:\n    command: [/bin/sh, -c, 'echo different']\n"
+    odd_x = (f"  x:\n    command: [/bin/sh, -c, 'echo $TUISCHED_SLOT >> {odd_log}']\n"
              "    schedule: {every: 2s, start: '2026-01-01T00:00:00.500Z'}\n")  # fmt: skip
     odd = cluster.node(odd_x + _every("solo", 1, "true"), name="odd")
     cluster.alive(3)
@@ -532,6 +564,11 @@ def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
     assert recent
     assert all(int(owner.split(":")[1]) != odd.pid for owner in recent)
     assert "no slot of x is offered from this node" in odd.text()
+    # What ran is what the jobs say ran: each slot of the cluster's x once, none of odd's.
+    _each_slot_ran_once(log, cluster.rows("SELECT slot, state FROM tuisched_runs "
+                                          "WHERE job = 'x'"))  # fmt: skip
+    _none_lost(log)
+    assert not odd_log.exists()
 
 
 def test_a_rolling_restart_loses_no_slot(cluster: Cluster) -> None:
@@ -638,7 +675,8 @@ def test_a_database_down_at_start_is_waited_for_and_sigterm_still_ends_the_node(
 def test_a_read_only_database_is_a_shown_state_and_the_node_goes_on_after_it(
     cluster: Cluster,
 ) -> None:
-    node = cluster.node(_every("tick", 1, "true"), name="ro")
+    log = cluster.base / "ticks"
+    node = cluster.node(_ticking("tick", 1, log), name="ro")
     cluster.alive(1)
     server, database = cluster.server, cluster.database
 
@@ -664,6 +702,9 @@ def test_a_read_only_database_is_a_shown_state_and_the_node_goes_on_after_it(
     wait_until(lambda: cluster.rows("SELECT 1 FROM tuisched_runs WHERE state = 'success' "
                                     "AND started_at > %s", back), within=10)  # fmt: skip
     assert node.stop() == 0
+    # The slots of the read-only time ran once it was over (within their grace), once each.
+    _each_slot_ran_once(log, cluster.rows("SELECT slot, state FROM tuisched_runs"))
+    _none_lost(log)
 
 
 async def test_resets_and_latency_between_a_node_and_its_database_lose_no_slot(
@@ -886,7 +927,8 @@ def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
 def test_a_node_restarted_with_its_clock_ahead_records_no_slot_to_come_as_missed(
     cluster: Cluster,
 ) -> None:
-    jobs = _every("tick", 1, "true", "    overlap: allow\n")
+    log = cluster.base / "ticks"
+    jobs = _ticking("tick", 1, log, "    overlap: allow\n")
     honest = cluster.node(jobs, name="honest")
     ahead = {"LD_PRELOAD": str(_libfaketime()), "FAKETIME_DONT_RESET": "1", "FAKETIME": "+30s"}
     first = cluster.node(jobs, name="ahead", env=ahead)
@@ -913,6 +955,8 @@ def test_a_node_restarted_with_its_clock_ahead_records_no_slot_to_come_as_missed
     last = max(done)
     expected = int((last - back).total_seconds())
     assert len(done) >= expected >= 3, sorted(done)
+    _each_slot_ran_once(log, cluster.rows("SELECT slot, state FROM tuisched_runs"))
+    _none_lost(log)
 
 
 def _free_port() -> int:
