@@ -96,6 +96,7 @@ class Engine:
             config=current, clock=clock, outcomes=outcomes,
             submit=self._submit_slots,
             fires=lambda job: self._accepting and not self._pauses.holds(job),
+            paused_since=lambda job: self._pauses.held_since(job),  # noqa: PLW0108  (made below)
         )  # fmt: skip
         self._pauses = Pauses(
             history=history, outcomes=outcomes, clock=clock, config=current,

@@ -204,14 +204,17 @@ class SlotFiring:
         outcomes: Outcomes,
         submit: Callable[[list[tuple[Job, datetime]]], None],
         fires: Callable[[Job], bool],
+        paused_since: Callable[[Job], datetime | None] = lambda job: None,
     ) -> None:
         """`submit(slots)` queues a run of each (job, slot) due, in one go; `fires(job)` says
-        whether a slot of `job` may run now (not paused, not stopping)."""
+        whether a slot of `job` may run now (not paused, not stopping); `paused_since(job)`
+        when a paused job's firing was paused."""
         self._config = config
         self._clock = clock
         self._outcomes = outcomes
         self._submit_slots = submit
         self._fires = fires
+        self._paused_since = paused_since
         self._scheduler: BackgroundScheduler | None = None
         self._inbox: _Inbox | None = None
         self._fired: dict[str, datetime] = {}
@@ -327,8 +330,11 @@ class SlotFiring:
             jobs = self._config().jobs
             for name, dues in batch:
                 job = jobs.get(name)
-                if job is None or not self._fires(job):
-                    continue  # deleted, stopping, or paused since APScheduler fired it
+                if job is None:
+                    continue  # deleted since APScheduler fired it
+                if not self._fires(job):  # stopping, or paused since APScheduler fired it
+                    self._held_back(job, dues, now)
+                    continue
                 try:
                     self._fire(job, dues, now, due)
                 except Exception:
@@ -337,6 +343,18 @@ class SlotFiring:
         finally:
             if more:
                 asyncio.get_running_loop().call_soon(self._take)
+
+    def _held_back(self, job: Job, dues: list[Due], now: datetime) -> None:
+        """Slots APScheduler fired before `job` was paused, taken only after: recorded
+        MISSED (their decision waits in the downtime ledger), never dropped. The slots
+        after the pause began are its own, recorded when it is resumed."""
+        since = self._paused_since(job)
+        if since is None:
+            return  # the scheduler is stopping: its next start counts what it missed
+        for slot, _ in dues:
+            if slot <= since:
+                reason = "the job was paused before this slot could start"
+                self._outcomes.slot_missed(job, slot, now, reason)
 
     def _fire(
         self, job: Job, dues: list[Due], now: datetime, due: list[tuple[Job, datetime]]

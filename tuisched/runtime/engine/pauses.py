@@ -98,6 +98,9 @@ class Pauses:
         name = self.check(kind, name, paused=paused)
         at = self._clock.now()
         await self._history.call(lambda store: store.set_pause(kind, name, paused=paused, at=at))
+        # Firing changes now, not when the history was asked: the slots that came while it
+        # wrote (seconds, on a busy machine) are the pause's, not lost between the two.
+        changed = self._clock.now()
         jobs = self._config().jobs.values()
         before = {job.name for job in jobs if self.holds(job)}
         (self._pauses.add if paused else self._pauses.discard)((kind, name))
@@ -109,7 +112,8 @@ class Pauses:
             now_paused = self.holds(job)
             if now_paused != (job.name in before):
                 self._changed(job, now_paused)
-                self._note(job, paused=now_paused, at=at, missed_until=at - heard_after)
+                self._note(job, paused=now_paused, at=changed,
+                           missed_until=changed - heard_after)  # fmt: skip
         self._outcomes.publish(PauseChanged(at=at, kind=kind, name=name, paused=paused))
 
     def check(self, kind: str, name: str, *, paused: bool) -> str:
@@ -137,6 +141,10 @@ class Pauses:
             held = [g for g in self._config().job(name).groups if ("group", g) in self._pauses]
             if held:
                 raise JobActionError(f"job '{name}' is paused through group '{held[0]}'")
+
+    def held_since(self, job: Job) -> datetime | None:
+        """When `job`'s firing was paused (None: it is not paused)."""
+        return self._held_since.get(job.name)
 
     def _note(self, job: Job, *, paused: bool, at: datetime, missed_until: datetime) -> None:
         """Remember when `job` was paused; once resumed, hand over the time it was (up to
