@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import replace
 from datetime import timedelta
 
-from tuisched.runtime.cluster.store import ClusterStore, new_node_id
+from tuisched.domain.runs import new_run_id
+from tuisched.runtime.cluster.store import ClusterStore, Due, new_node_id
 
 LEASE = timedelta(seconds=30)
 NOW = timedelta(0)
@@ -42,6 +44,24 @@ async def test_every_node_materializes_every_slot_and_one_row_is_kept(
     rows = await nodes[0].runs()
     assert len(rows) == 1_000
     assert len({(row[1], row[2]) for row in rows}) == 1_000
+
+
+async def test_two_nodes_making_the_same_slots_in_opposite_orders_never_deadlock(
+    nodes: list[ClusterStore],
+) -> None:
+    # Each node's batch comes in the order its own scheduler fired; the database takes
+    # them in one order, so neither waits for a key the other waits on.
+    base = (await nodes[0].now()).replace(microsecond=0) - timedelta(minutes=1)
+    for round_ in range(6):
+        slot = base - timedelta(minutes=round_)
+        dues = [Due(run_id=new_run_id(), job=job, slot=slot, trigger="schedule", attempt=0,
+                    due_at=None, preferred=None) for job in JOBS]  # fmt: skip
+        again = [replace(due, run_id=new_run_id()) for due in reversed(dues)]
+        made = await asyncio.gather(
+            nodes[0].materialize_many(dues), nodes[1].materialize_many(again)
+        )
+        assert sum(made) == len(JOBS)
+    assert len(await nodes[0].runs()) == 6 * len(JOBS)
 
 
 async def test_three_claimers_take_each_due_run_once_and_none_before_its_time(
