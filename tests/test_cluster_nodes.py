@@ -328,17 +328,24 @@ def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_no
     assert other.stop() == 0
 
 
+def _long_run_then_another_node(cluster: Cluster, log: Path, *, name: str) -> tuple[Node, Node]:
+    """Node `name` running a long `recover: true` run that records itself in `log`, then a
+    second node (`o`) joined beside it."""
+    jobs = _logged("long", log)
+    first = cluster.node(jobs, name=name)
+    cluster.alive(1)
+    assert first.cli("trigger", "long").returncode == 0
+    wait_until(lambda: log.exists() and "start" in log.read_text())
+    other = cluster.node(jobs, name="o")
+    cluster.alive(2)
+    return first, other
+
+
 def test_a_stopped_node_s_run_ends_at_its_fence_before_its_recovery_starts_elsewhere(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     log = tmp_path / "executions"
-    jobs = _logged("long", log)
-    zombie = cluster.node(jobs, name="z")
-    cluster.alive(1)
-    assert zombie.cli("trigger", "long").returncode == 0
-    wait_until(lambda: log.exists() and "start" in log.read_text())
-    other = cluster.node(jobs, name="o")
-    cluster.alive(2)
+    zombie, other = _long_run_then_another_node(cluster, log, name="z")
     zombie.process.send_signal(signal.SIGSTOP)  # past the lease: its keeper acts for it
     try:
         wait_until(lambda: cluster.rows(
@@ -364,13 +371,7 @@ def test_a_node_stopped_past_its_fence_but_not_its_lease_ends_its_run_and_it_is_
     cluster: Cluster, tmp_path: Path
 ) -> None:
     log = tmp_path / "executions"
-    jobs = _logged("long", log)
-    stalled = cluster.node(jobs, name="s")
-    cluster.alive(1)
-    assert stalled.cli("trigger", "long").returncode == 0
-    wait_until(lambda: log.exists() and "start" in log.read_text())
-    other = cluster.node(jobs, name="o")
-    cluster.alive(2)
+    stalled, other = _long_run_then_another_node(cluster, log, name="s")
     keeper_log = cluster.base / "s" / "state" / "keeper.log"
     stalled.process.send_signal(signal.SIGSTOP)
     try:  # back as soon as its keeper has acted: past the fence, within the lease

@@ -22,6 +22,7 @@ from tuisched.runtime.execution import keeper_process
 
 from ..runtime_fixtures import write_config
 from ..test_headless import _alive, _gone_within
+from .test_escaped_children import _pids
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,17 +60,6 @@ class _Keeper:
 def _run(command: str) -> subprocess.Popen[bytes]:
     """A run as the scheduler starts one: a session and process group of its own."""
     return subprocess.Popen(["/bin/sh", "-c", command], start_new_session=True)
-
-
-def _pids(path: Path, count: int, within: float = 20) -> list[int]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if path.exists():
-            found = [int(word) for word in path.read_text().split()]
-            if len(found) >= count:
-                return found
-        time.sleep(0.02)  # the job writes them; no event to await
-    raise AssertionError(f"{path} never held {count} pids")
 
 
 @pytest.fixture
