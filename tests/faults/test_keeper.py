@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tuisched.domain.events import RunStarted
 from tuisched.runtime.execution import keeper_process
 
-from ..runtime_fixtures import write_config
+from ..runtime_fixtures import running, write_config
 from ..test_headless import _alive, _gone_within
 from .test_escaped_children import _pids
 
@@ -170,3 +171,19 @@ def test_a_killed_scheduler_s_running_command_and_its_children_end_with_it(
         _gone_within(pid, 10)  # its keeper ended them (they would sleep a minute)
     log = (tmp_path / "state" / "keeper.log").read_text()
     assert "the scheduler is gone: ending 1 run(s)" in log
+
+
+async def test_a_link_planted_as_the_keeper_s_log_does_not_stop_the_scheduler(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("not the keeper's\n")
+    (tmp_path / "state").mkdir(mode=0o700)
+    (tmp_path / "state" / "keeper.log").symlink_to(target)
+    path = write_config(tmp_path, "work: {command: [sleep, '60'], schedule: manual}")
+    async with running(path) as (runtime, events):
+        run = runtime.actions.run_now("work")
+        (started,) = await events.wait_for(RunStarted)
+        assert started.run.run_id == run.run_id
+    assert "the run keeper says what it does nowhere" in caplog.text
+    assert target.read_text() == "not the keeper's\n"

@@ -194,8 +194,9 @@ class Runtime:
         self._heartbeat: asyncio.Task[None] | None = None
         self._following: asyncio.Task[None] | None = None
         self._descendants = Descendants()
-        self._keeper: Keeper | None = None
         """The processes of runs (recorded in the state directory once started)."""
+        self._keeper: Keeper | None = None
+        """Ends the runs' processes if this scheduler dies or its cluster claims lapse."""
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._parts: contextlib.AsyncExitStack | None = None
         """How each started part stops, last started first (set once started)."""

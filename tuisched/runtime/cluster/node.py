@@ -193,7 +193,7 @@ class ClusterNode:
         """The epoch of this node's claims. It moves on once their fence has passed with no
         good heartbeat (by this node's clock: the keeper ended their runs then), or when
         the others declared the node dead: a run claimed in an earlier epoch is not this
-        node's any more (not renewed, not finished here; the reapers close it)."""
+        node's any more, and its end is written ABANDONED, as a reaper would."""
         if self._deadline is not None and self._monotonic() > self._deadline:
             self._lapse()
         return self.epoch

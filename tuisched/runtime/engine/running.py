@@ -298,11 +298,10 @@ class Workers:
         except LaunchError as error:
             reason = str(error)
             return Outcome(state=RunState.NOT_STARTED, result=Result.LAUNCH_FAILED, reason=reason)
-        keeper = self._keeper if pid is not None else None
         if pid is not None:
             self._descendants.watch(active.run.run_id, pid)
-            if keeper is not None:
-                keeper.hold(pid)
+            if self._keeper is not None:
+                self._keeper.hold(pid)
         self._turn.started(active, self._clock.now(), pid=pid)
         self._turn.record_soon()
         if active.stop_result is not None:  # a stop came while it was launching
@@ -310,8 +309,8 @@ class Workers:
         try:
             return await runner.wait()
         finally:
-            if keeper is not None and pid is not None:
-                keeper.free(pid)
+            if pid is not None and self._keeper is not None:
+                self._keeper.free(pid)
 
     def _arm_timeout(self, active: Active) -> Timer | None:
         if active.job.timeout is None:

@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from tuisched.domain.errors import TuischedError
 from tuisched.runtime.privatefiles import open_private
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -64,18 +65,27 @@ class Keeper:
         os.set_blocking(self._fd, False)
 
     def _spawn(self) -> subprocess.Popen[bytes]:
-        err = subprocess.DEVNULL if self._log_path is None else None
-        if self._log_path is not None:
-            err = open_private(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        log_fd = self._open_log()
         try:
             return subprocess.Popen(  # noqa: S603  (our own program)
                 [sys.executable, "-I", str(_PROGRAM), repr(self._grace)],
-                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL if log_fd is None else log_fd,
                 start_new_session=True,  # not stopped with the scheduler's terminal group
             )  # fmt: skip
         finally:
-            if isinstance(err, int) and err >= 0:
-                os.close(err)
+            if log_fd is not None:
+                os.close(log_fd)
+
+    def _open_log(self) -> int | None:
+        """The keeper's log, opened for appending (None: none, or it cannot be written)."""
+        if self._log_path is None:
+            return None
+        try:
+            return open_private(self._log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        except (OSError, TuischedError) as error:
+            log.warning("the run keeper says what it does nowhere: %s", error)
+            return None
 
     def hold(self, pid: int) -> None:
         """`pid` leads a run's process group: end it if this scheduler dies."""
