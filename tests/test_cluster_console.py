@@ -95,7 +95,7 @@ def cluster(postgres: PostgresServer, tmp_path: Path) -> Cluster:
 async def test_the_console_shows_the_database_the_nodes_and_a_node_that_dies(
     cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    jobs = _manual("long", "sleep 30")
+    jobs = _manual("long", "sleep 30") + _manual("here", "sleep 30")
     try:
         other = cluster.node(jobs, name="other")
         monkeypatch.setenv("TEST_PG_PASSWORD", PASSWORD)
@@ -129,6 +129,13 @@ async def test_the_console_shows_the_database_the_nodes_and_a_node_that_dies(
             # Shown from the moment it is asked for; its node once the other node claims it.
             # By its name, not its node id (host:pid:random).
             await until(pilot, lambda: [r.node for r in link.elsewhere] == ["other"], within=10)
+            # This node's own runs by its name too.
+            runtime.actions.run_now("here")
+
+            def nodes_shown() -> list[str]:
+                return sorted(str(table.get_cell(key, "node")) for key in table.rows)
+
+            await until(pilot, lambda: nodes_shown() == ["console", "other"], within=10)
             await pilot.press("4")
             await until(pilot, lambda: isinstance(app.screen, NodesScreen))
             nodes = app.screen.query_one(DataTable)

@@ -177,6 +177,11 @@ class ClusterLink:
     # --- what front ends see -----------------------------------------------------------
 
     @property
+    def name(self) -> str:
+        """This node's name (`settings.cluster.name`, `TUISCHED_NODE_NAME` or the host's)."""
+        return self._name
+
+    @property
     def node_id(self) -> str:
         return self._node.node_id if self._node is not None else ""
 

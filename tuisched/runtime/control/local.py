@@ -14,6 +14,7 @@ runs everything where it is called.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import inspect
 import logging
@@ -244,9 +245,12 @@ class LocalQueries:
     async def runs(self) -> tuple[RunStatus, ...]:
         engine, latest = self._engine(), self._runtime.latest
         room = engine.waiting_room
+        cluster = self._runtime.cluster
+        here = cluster.name if cluster is not None else None
         active = [
             RunStatus(
-                run=run,
+                # In a cluster, this node's runs by its name, as the other nodes' are.
+                run=run if here is None else dataclasses.replace(run, node=here),
                 live_status=latest.last_line(run.run_id) or engine.live_status(run.run_id),
             )
             for run in (*engine.running(), *engine.queued())
@@ -258,7 +262,7 @@ class LocalQueries:
             )
             for run in engine.waiting()
         ]
-        cluster = self._runtime.cluster  # the other nodes' runs, as of the last poll
+        # The other nodes' runs, as of the last poll.
         elsewhere = [RunStatus(run=run) for run in cluster.elsewhere] if cluster else []
         return (*active, *waiting, *elsewhere)
 
