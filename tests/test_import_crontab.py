@@ -259,3 +259,32 @@ def test_nicknames_in_a_system_crontab_keep_their_user_apart() -> None:
     assert (job.cron, job.command, job.name) == (
         "@daily", "/usr/sbin/logrotate /etc/logrotate.conf", "logrotate",
     )  # fmt: skip
+
+
+def test_many_entries_of_one_command_get_numbered_names_each_once() -> None:
+    # A name that an entry of its own already takes ("backup-3") is skipped in the count.
+    text = "0 1 * * * /opt/backup-3\n" + "*/5 * * * * /usr/bin/backup --x\n" * 5_000
+    names = [job.name for job in read_crontab(text).jobs]
+    assert names[:4] == ["backup-3", "backup", "backup-2", "backup-4"]
+    assert len(set(names)) == len(names) == 5_001
+    assert names[-1] == "backup-5001"
+
+
+def test_control_characters_are_reported_and_never_reach_the_yaml(tmp_path: Path) -> None:
+    text = (
+        "# colours \x1b[31mhere\n"
+        '*/5 * * * * echo "a\x1b[31mred"\n'
+        "*/5 * * * * echo b\x00c\n"
+        "0 * * * * echo ok\n"
+    )
+    found = read_crontab(text)
+    assert [job.command for job in found.jobs] == ["echo ok"]
+    assert [(line.line, line.reason) for line in found.unmapped] == [
+        (2, "control character U+001B in the line: not imported"),
+        (3, "control character U+0000 in the line: not imported"),
+    ]
+    done = _cli(stdin=text)
+    assert done.returncode == 0, done.stderr
+    assert "control character U+0000" in done.stderr
+    config = _accepted(done.stdout, tmp_path)
+    assert list(config.jobs) == ["echo"]
