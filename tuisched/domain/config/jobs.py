@@ -169,11 +169,15 @@ class JobReader:
         v = self.values
         kwargs: dict[str, object] = {}
         if isinstance(value, Scalar):
-            kwargs["shell"] = v.text(value, "command")
+            shell = v.text(value, "command")
+            usable = shell is None or _no_nul(v, value, shell, "command")
+            kwargs["shell"] = shell if usable else None
         else:
             argv = v.string_list(value, "command")
             if argv is not None and not argv:
                 v.problem(value.line, "command is an empty list")
+                argv = None
+            if argv is not None and not all(_no_nul(v, value, arg, "command") for arg, _ in argv):
                 argv = None
             kwargs["argv"] = tuple(arg for arg, _ in argv) if argv is not None else None
         self.values.put(kwargs, fields, "cwd", self.values.path)
@@ -191,8 +195,9 @@ class JobReader:
         for key, entry in value.entries.items():
             if not key or "=" in key or "\0" in key:
                 self.values.problem(entry.key_line, f"{what}: bad variable name '{key}'")
-            scalar = self.values.scalar(entry.value, f"{what}.{key}")
-            if scalar is not None:
+            name = f"{what}.{key}"
+            scalar = self.values.scalar(entry.value, name)
+            if scalar is not None and _no_nul(self.values, entry.value, scalar.text, name):
                 env[key] = scalar.text
         return MappingProxyType(env)
 
@@ -209,6 +214,15 @@ class JobReader:
     def line(self, job: Job, key: str) -> int:
         """The line of `key` in `job`'s definition, else the job's own line."""
         return self.key_lines.get(job.name, {}).get(key, job.line)
+
+
+def _no_nul(values: Values, value: Value, text: str, what: str) -> bool:
+    """Whether `text` is free of NUL, which no program's arguments or environment can hold
+    (a problem is recorded when not: every run would fail to start)."""
+    if "\0" in text:
+        values.problem(value.line, f"{what} holds a NUL character, which no program can take")
+        return False
+    return True
 
 
 def check_name(values: Values, name: str, line: int, what: str) -> bool:

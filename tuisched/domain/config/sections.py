@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import SplitResult, urlsplit
 
 from tuisched.domain.config.keys import NODE_NAME
 from tuisched.domain.config.listen import parse_listen
@@ -164,7 +164,9 @@ class Sections:
         url = self.values.text(value, what)
         if url is None:
             return None
-        parts = urlsplit(url)
+        parts = _split_url(self.values, url, value, what)
+        if parts is None:
+            return None
         if parts.scheme.split("+")[0] not in ("sqlite", "postgresql", "postgres"):
             self.values.problem(value.line, f"{what} must be a sqlite:// or postgresql:// URL")
             return None
@@ -399,7 +401,9 @@ class WebhookSections:
         url = self.values.text(value, what)
         if url is None:
             return None
-        parts = urlsplit(url)
+        parts = _split_url(self.values, url, value, what)
+        if parts is None:
+            return None
         if parts.scheme not in ("http", "https") or not parts.hostname:
             self.values.problem(value.line, f"{what} must be an http:// or https:// URL")
             return None
@@ -468,3 +472,14 @@ def read_retention(v: Values, value: Value, what: str) -> Retention | None:
     if len(v.problems) > before:
         return None
     return Retention(**kwargs)  # type: ignore[arg-type]
+
+
+def _split_url(values: Values, url: str, value: Value, what: str) -> SplitResult | None:
+    """`url`'s parts, or None (the problem said) when it cannot be read as a URL."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (a port that is not a number is found only when read)
+    except ValueError as error:  # `http://[::1`, a port of letters
+        values.problem(value.line, f"{what} is not a URL: {error}")
+        return None
+    return parts

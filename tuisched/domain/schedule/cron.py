@@ -387,7 +387,7 @@ def _parse_field(text: str, spec: _Field) -> frozenset[int]:
     values: set[int] = set()
     for item in text.split(","):
         if not item:
-            raise CronError(f"cron: {spec.name} field '{text}': empty list item")
+            raise CronError(f"cron: {spec.name} field '{_shown(text)}': empty list item")
         values.update(_parse_item(item, text, spec))
     return frozenset(values)
 
@@ -404,22 +404,34 @@ def _parse_item(item: str, text: str, spec: _Field) -> range:
     high = _parse_value(high_text, text, spec) if dash else (spec.high if slash else low)
     if high < low:
         raise CronError(
-            f"cron: {spec.name} field '{text}': range {low_text}-{high_text} is reversed"
+            f"cron: {spec.name} field '{_shown(text)}': range {low_text}-{high_text} is reversed"
         )
     return range(low, high + 1, step)
 
 
 def _digits(text: str) -> bool:
-    """Whether `text` is ASCII digits only (`¹` and `٣` are digits to `str.isdigit`)."""
-    return text.isascii() and text.isdigit()
+    """Whether `text` is ASCII digits only (`¹` and `٣` are digits to `str.isdigit`), few
+    enough to be a number of a cron field (4,301 digits are more than `int()` takes)."""
+    return text.isascii() and text.isdigit() and len(text) <= _MOST_DIGITS
+
+
+def _shown(text: str) -> str:
+    """`text` as an error shows it: cut past 40 characters (a field of 5,000 digits)."""
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+_MOST_DIGITS = 9
+"""Digits a cron value or step may have: more is no field's, and is said as not a value."""
 
 
 def _parse_step(step_text: str, text: str, spec: _Field) -> int:
     if not _digits(step_text):
-        raise CronError(f"cron: {spec.name} field '{text}': step '{step_text}' is not a number")
+        raise CronError(
+            f"cron: {spec.name} field '{_shown(text)}': step '{_shown(step_text)}' is not a number"
+        )
     step = int(step_text)
     if step == 0:
-        raise CronError(f"cron: {spec.name} field '{text}': step must not be 0")
+        raise CronError(f"cron: {spec.name} field '{_shown(text)}': step must not be 0")
     return step
 
 
@@ -428,11 +440,14 @@ def _parse_value(value: str, text: str, spec: _Field) -> int:
     if upper in spec.names:
         return spec.names.index(upper) + spec.name_base
     if not _digits(value):
-        raise CronError(f"cron: {spec.name} field '{text}': '{value}' is not a value")
+        raise CronError(
+            f"cron: {spec.name} field '{_shown(text)}': '{_shown(value)}' is not a value"
+        )
     number = int(value)
     if not spec.low <= number <= spec.high:
         raise CronError(
-            f"cron: {spec.name} field '{text}': value {number} out of range {spec.low}-{spec.high}"
+            f"cron: {spec.name} field '{_shown(text)}': value {number} out of range "
+            f"{spec.low}-{spec.high}"
         )
     return number
 
@@ -533,7 +548,9 @@ def _rule_number(value: str, low: int, high: int, *, item: str, text: str, spec:
 
 
 def _rule_error(item: str, text: str, spec: _Field, advice: str) -> CronError:
-    return CronError(f"cron: {spec.name} field '{text}': '{item}' is not a day rule ({advice})")
+    return CronError(
+        f"cron: {spec.name} field '{_shown(text)}': '{item}' is not a day rule ({advice})"
+    )
 
 
 def _nearest_weekday(day: date, last: int) -> int:
