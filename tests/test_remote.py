@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 import tuisched.runtime.control.remote
@@ -241,3 +242,29 @@ def test_an_error_whose_class_builds_its_message_reaches_the_client_as_the_sched
         with pytest.raises(cls) as raised:
             raise_error({"error": cls.__name__, "message": message}, 404)
         assert str(raised.value) == message
+
+
+async def test_hostile_requests_are_answered_in_one_line_and_the_scheduler_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = write_config(tmp_path, JOBS)
+    nested = "[" * 100_000 + "]" * 100_000
+    cases = [
+        ("GET", "/v1/simulate", None, "simulate needs the argument"),
+        ("GET", f"/v1/events?after={'9' * 5_000}", None, "after must be an event's number"),
+        ("POST", "/v1/run_now", nested, "nested too deeply"),
+    ]
+    async with serving(path) as (_, remote):
+        connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            for method, url, body, said in cases:
+                async with session.request(
+                    method, f"http://tuisched{url}", data=body,
+                    headers={"Content-Type": "application/json"},
+                ) as response:  # fmt: skip
+                    assert response.status in (400, 409), (url, response.status)
+                    answer = await response.json()
+                assert answer["error"] == "WireError", answer
+                assert said in answer["message"], answer
+        assert (await remote.status()).state is SchedulerState.RUNNING
+    assert "Traceback" not in caplog.text

@@ -106,6 +106,12 @@ def _arguments(name: str, given: dict[str, Any]) -> dict[str, Any]:
         if key not in parameters or key == "self":
             raise WireError(f"{name} takes no argument '{given_key}'")
         arguments[key] = decode(hints[key], value, where=f"{name}.{key}")
+    for key, parameter in parameters.items():
+        needed = parameter.default is inspect.Parameter.empty and parameter.kind in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY
+        )  # fmt: skip
+        if needed and key != "self" and key not in arguments:
+            raise WireError(f"{name} needs the argument '{key}'")
     return arguments
 
 
@@ -122,6 +128,10 @@ def _query_arguments(request: web.Request) -> dict[str, Any]:
                 values.append(raw)
         given[key] = values if len(values) > 1 else values[0]
     return given
+
+
+MOST_DIGITS = 19
+"""Digits an event's number may have (one of 5,000 would reach past what int() takes)."""
 
 
 class ControlServer:
@@ -248,11 +258,20 @@ class ControlServer:
         except ValueError as error:  # malformed JSON
             body = {"error": "WireError", "message": f"not JSON: {error}"}
             return web.json_response(body, status=400)
+        except RecursionError:  # JSON nested deeper than the interpreter goes
+            body = {"error": "WireError", "message": "not JSON: nested too deeply"}
+            return web.json_response(body, status=400)
         return web.json_response({"result": encode(result)})
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         after_text = request.query.get("after")
-        after = int(after_text) if after_text and after_text.lstrip("-").isdigit() else None
+        after = None
+        if after_text:
+            digits = after_text.removeprefix("-")
+            if not (digits.isascii() and digits.isdigit() and len(digits) <= MOST_DIGITS):
+                body = {"error": "WireError", "message": "after must be an event's number"}
+                return web.json_response(body, status=400)
+            after = int(after_text)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         control = self._control_for(self._actor(request))
         try:
