@@ -26,6 +26,7 @@ from tuisched.domain.views import (
 )
 from tuisched.runtime.configsource import ConfigSource
 from tuisched.runtime.handlers.actions import ActionLog, who
+from tuisched.runtime.privatefiles import WriteTrouble
 
 if TYPE_CHECKING:
     from tuisched.runtime.runtime import Runtime
@@ -42,6 +43,7 @@ class Actions:
     def __init__(self, runtime: Runtime, log_file: ActionLog) -> None:
         self._runtime = runtime
         self._log = log_file
+        self._trouble = WriteTrouble(log, f"the actions log {log_file.path}")
         self.actor = who("api")
         """Who actions are recorded as when the caller names nobody."""
         self._manual_runs: OrderedDict[str, RunRecord] = OrderedDict()
@@ -62,8 +64,10 @@ class Actions:
     def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
             self._log.write(self._runtime.now(), actor or self.actor, action, subject)
-        except (OSError, TuischedError):
-            log.exception("could not record the action %s %s", action, subject)
+        except (OSError, TuischedError) as error:  # a link in its place, a full disk
+            self._trouble.failed(error)  # one line an episode; the action itself is done
+        else:
+            self._trouble.succeeded()
 
     # --- changes to the configuration (written to the file first) ------------------
 
