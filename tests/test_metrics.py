@@ -417,3 +417,27 @@ async def test_console_with_the_port_in_use_exits_78_with_the_reason(tmp_path: P
         async with app.run_test() as pilot:
             await pilot.pause()
     assert app.return_code == 78
+
+
+def _hang_up(port: int, rounds: int) -> None:
+    """Ask for /metrics and reset the connection at once, `rounds` times (blocking)."""
+    for _ in range(rounds):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            linger = (1).to_bytes(4, sys.byteorder) + (0).to_bytes(4, sys.byteorder)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, linger)  # RST on close
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+        connection.sendall(b"GET /metr")  # half a request, then silence: the server times out
+
+
+async def test_clients_that_hang_up_or_fall_silent_leave_no_traceback(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = "".join(f"j{i:03d}: {{command: [true], schedule: manual}}\n" for i in range(300))
+    path = write_config(tmp_path, jobs, settings=_metrics_settings())
+    async with running(path) as (runtime, _):
+        port = _port(runtime)
+        await asyncio.to_thread(_hang_up, port, 200)
+        assert (await asyncio.to_thread(_get, port, "/healthz"))[0] == 200  # still serving
+    out, err = capfd.readouterr()
+    assert "Traceback" not in out + err + caplog.text

@@ -14,6 +14,7 @@ import asyncio
 import errno
 import logging
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -107,6 +108,12 @@ def _why(settings: MetricsSettings, error: OSError) -> str:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A scraper that hung up or fell silent: one debug line, not a traceback on
+        stderr (socketserver's way), which a port scanner would fill."""
+        log.debug("metrics: a connection from %s failed: %s", client_address,
+                  sys.exc_info()[1])  # fmt: skip
 
 
 class _Server6(_Server):
