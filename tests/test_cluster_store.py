@@ -107,6 +107,18 @@ async def test_a_run_that_prefers_another_node_waits_before_it_is_stolen(
     assert own.job == "job000"
 
 
+async def test_a_run_that_prefers_a_node_no_longer_alive_is_taken_at_once(
+    nodes: list[ClusterStore],
+) -> None:
+    a, gone = await _join(nodes[0], 1), await _join(nodes[1], 2)
+    await nodes[1].leave(gone)  # or declared dead, or rejoined under a new id
+    now = await nodes[0].now()
+    await nodes[0].materialize("job000", now - timedelta(seconds=1), preferred=gone)
+    steal = timedelta(seconds=30)
+    (taken,) = await nodes[0].claim(a, free=8, lease=LEASE, steal_after=steal, jobs=JOBS)
+    assert taken.job == "job000"
+
+
 async def test_paused_jobs_and_a_pause_of_everything_are_not_claimed(
     nodes: list[ClusterStore],
 ) -> None:
@@ -229,6 +241,25 @@ async def test_a_job_that_does_not_overlap_runs_once_at_a_time_across_nodes(
     (nxt,) = await nodes[1].claim(ids[1], free=4, lease=LEASE, steal_after=NOW,
                                   jobs=["backup"], exclusive=["backup"])  # fmt: skip
     assert nxt.job == "backup"  # the lock went with the finish: the next slot may run
+
+
+async def test_a_job_that_does_not_overlap_takes_its_slots_in_order(
+    nodes: list[ClusterStore],
+) -> None:
+    node = await _join(nodes[0], 1)
+    now = await nodes[0].now()
+    slots = [now - timedelta(seconds=second) for second in (3, 2, 1)]
+    # Run ids that sort against the slots' order: the earliest slot's is the greatest.
+    for slot, run_id in zip(slots, ("c0000000000c", "b0000000000b", "a0000000000a"), strict=True):
+        await nodes[0].materialize("backup", slot, run_id=run_id)
+    taken = []
+    for _ in slots:
+        (claim,) = await nodes[0].claim(node, free=4, lease=LEASE, steal_after=NOW,
+                                        jobs=["backup"], exclusive=["backup"])  # fmt: skip
+        taken.append(claim.slot)
+        assert await nodes[0].finish(claim.run_id, claim.fence, state="success",
+                                     result="completed", status="", exit_code=0)  # fmt: skip
+    assert taken == slots
 
 
 async def test_an_abandoned_run_gives_its_job_back(nodes: list[ClusterStore]) -> None:

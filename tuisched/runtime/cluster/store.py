@@ -92,7 +92,9 @@ _CLAIM = """
     WHERE run_id IN (
         SELECT run_id FROM tuisched_runs AS due
         WHERE state = 'due' AND due_at <= now() AND job = ANY(%(jobs)s)
-          AND (preferred IS NULL OR preferred = %(node)s OR due_at <= now() - %(steal)s)
+          AND (preferred IS NULL OR preferred = %(node)s OR due_at <= now() - %(steal)s
+               OR NOT EXISTS (SELECT 1 FROM tuisched_nodes AS n
+                              WHERE n.node_id = due.preferred AND n.state = 'alive'))
           AND NOT EXISTS (SELECT 1 FROM tuisched_pauses WHERE kind = 'all')
           AND NOT EXISTS (
               SELECT 1 FROM tuisched_pauses AS p WHERE p.kind = 'job' AND p.name = due.job)
@@ -104,7 +106,8 @@ _CLAIM = """
     RETURNING run_id, job, slot, trigger, attempt, fence
 """
 """The claim (see `ClusterStore.claim`); a held job lock is skipped here, and re-checked
-by `_lock_job` after, since two nodes may both see it free."""
+by `_lock_job` after, since two nodes may both see it free. A run that prefers a node no
+longer alive (dead, or rejoined under a new id) is anyone's at once."""
 _HAND_BACK = (
     "UPDATE tuisched_runs SET state = 'due', owner = NULL, fence = NULL, lease_until = NULL, "
     "started_at = NULL WHERE run_id = %s"
@@ -404,8 +407,11 @@ class ClusterStore:
                 cursor = await connection.execute(_CLAIM, parameters)
                 claims = _claims(await cursor.fetchall())
                 given_back = set()
-                # Locks in one order on every node: two claims never wait on each other.
-                for claim in sorted(claims, key=lambda c: (c.job, c.run_id)):
+                # Locks in one order on every node (by job: two claims never wait on each
+                # other), and a job's earlier slot first (claims come by slot; the sort
+                # keeps that order): a later slot never takes the lock an earlier one waits
+                # for, which would run the two out of order.
+                for claim in sorted(claims, key=lambda c: c.job):
                     if claim.job in exclusive and not await _lock_job(connection, claim):
                         await connection.execute(_HAND_BACK, (claim.run_id,))
                         given_back.add(claim.run_id)
