@@ -8,6 +8,7 @@ password, a handler that refuses some recipients, and one that hangs up.
 
 from __future__ import annotations
 
+import base64
 import email
 import socket
 import ssl
@@ -120,6 +121,21 @@ class Credentials:
         if ok:
             self.accepted.append(data.login)
         return AuthResult(success=ok, handled=False)
+
+
+class Echoing(Credentials):
+    """Refuses every login, echoing what it was sent back in its reply, as AUTH PLAIN
+    carries it (base64 of NUL, user, NUL, password) and as AUTH LOGIN does."""
+
+    def __call__(
+        self, server: SMTPServer, session: Session, envelope: Envelope, mechanism: str, data: Any
+    ) -> AuthResult:
+        if not isinstance(data, LoginPassword):
+            return AuthResult(success=False, handled=False)
+        plain = base64.b64encode(b"\0" + data.login + b"\0" + data.password).decode()
+        login = base64.b64encode(data.password).decode()
+        said = f"535 5.7.8 no such pair: {plain} {login}"
+        return AuthResult(success=False, handled=False, message=said)
 
 
 @dataclass

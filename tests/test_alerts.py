@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from .smtp_fixtures import (
     HOST,
     Certificates,
     Credentials,
+    Echoing,
     HangingUp,
     Refusing,
     certificates,
@@ -145,6 +147,24 @@ async def test_wrong_password_is_never_exposed(
     assert info.value.__cause__ is None
     assert PASSWORD not in repr(mailer)
     assert PASSWORD not in caplog.text
+
+
+async def test_a_server_echoing_the_login_back_never_puts_the_password_in_the_log(
+    certs: Certificates, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with smtp_server(starttls=certs.server, auth=Echoing("alice", PASSWORD)) as server:
+        mailer = SmtpMailer(
+            smtp(server.port, Security.STARTTLS, login=True), env=ENV, ssl_context=certs.client()
+        )
+        with pytest.raises(MailError, match="535") as info:
+            await mailer.send(message())
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("tuisched")]
+    said = str(info.value) + "\n".join(ours)  # (the test server logs its own session)
+    plain = base64.b64encode(b"\0alice\0" + PASSWORD.encode()).decode()
+    assert plain not in said
+    assert base64.b64encode(PASSWORD.encode()).decode() not in said
+    assert "no such pair" in said  # the server's words are kept, the secret is not
 
 
 async def test_unset_variable_is_named_not_guessed() -> None:

@@ -14,6 +14,7 @@ what went wrong in the operator's words.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import logging
 import os
@@ -98,8 +99,20 @@ class _Login:
     password: str = field(repr=False)
 
     def hide(self, text: str) -> str:
-        """`text` with the password replaced, in case a server echoed it back."""
-        return text.replace(self.password, _HIDDEN) if self.password else text
+        """`text` with the password replaced, in case a server echoed it back: as typed,
+        and as AUTH PLAIN and AUTH LOGIN send it (base64)."""
+        if not self.password:
+            return text
+        for secret in self._forms():
+            text = text.replace(secret, _HIDDEN)
+        return text
+
+    def _forms(self) -> list[str]:
+        """The password as a server may echo it: plain, and base64 as the AUTH exchanges
+        carry it (LOGIN: the password alone; PLAIN: NUL, user, NUL, password)."""
+        plain = f"\0{self.username}\0{self.password}".encode()
+        encoded = [base64.b64encode(self.password.encode()), base64.b64encode(plain)]
+        return [self.password, *(form.decode("ascii") for form in encoded)]
 
 
 def _env_value(env: Mapping[str, str], name: str, what: str) -> str:
