@@ -80,6 +80,19 @@ async def test_a_linked_output_folder_keeps_the_output_in_memory(
     assert "talk is a symbolic link" in caplog.text
 
 
+async def test_a_linked_output_root_is_not_written_through(tmp_path: Path) -> None:
+    config = write_config(tmp_path, JOBS)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (_state(tmp_path) / "output").symlink_to(elsewhere)  # the whole output folder
+    async with running(config) as (runtime, events):
+        runtime.actions.run_now("talk")
+        (finished,) = await events.wait_for(RunFinished)
+    assert finished.run.state is RunState.SUCCESS
+    assert finished.run.output_tail == "hello"
+    assert list(elsewhere.iterdir()) == []  # (said once an episode: an earlier test may have)
+
+
 async def test_existing_state_files_are_narrowed_to_the_owner(tmp_path: Path) -> None:
     config = write_config(tmp_path, JOBS)
     state = _state(tmp_path)

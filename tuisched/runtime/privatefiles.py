@@ -58,11 +58,13 @@ def _narrow(fd: int, path: Path) -> None:
         os.fchmod(fd, PRIVATE_FILE)
 
 
-def private_folder(path: Path) -> None:
-    """Make the folder `path` (and its missing parents) 0700; refuse one that is a link.
+def private_folder(path: Path, *, root: Path | None = None) -> None:
+    """Make the folder `path` (and its missing parents) 0700; refuse one that is a link,
+    and so a folder from `root` down to it (the state directory's own folders).
 
     Raises:
-        StateError: `path` (or a parent that had to be made) is a link or not a folder.
+        StateError: `path` (or a folder under `root`) is a link, or a folder that had to
+            be made cannot be.
     """
     for folder in reversed([path, *path.parents]):
         try:
@@ -75,7 +77,8 @@ def private_folder(path: Path) -> None:
             except OSError as error:
                 raise StateError(f"cannot create {folder}: {error.strerror}") from error
             continue
-        if folder == path and stat.S_ISLNK(info.st_mode):
+        guarded = folder == path or (root is not None and folder.is_relative_to(root))
+        if guarded and stat.S_ISLNK(info.st_mode):
             raise StateError(
                 f"{folder} is a symbolic link; tuisched does not follow links in its state "
                 "directory: remove it"

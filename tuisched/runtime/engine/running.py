@@ -272,6 +272,7 @@ class Workers:
                 self._output_path(active.run),
                 file_cap=self._config().settings.output_max,
                 on_lines=lambda lines: self._on_output(active, lines),
+                root=self._output_dir,
             )
         return active.output
 

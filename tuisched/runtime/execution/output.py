@@ -119,8 +119,9 @@ class _CappedFile:
     costs no file-system work at all.
     """
 
-    def __init__(self, path: Path | str, cap: int) -> None:
+    def __init__(self, path: Path | str, cap: int, root: Path | None = None) -> None:
         self._path = path
+        self._root = root
         self._file: BinaryIO | None = None
         self._cap = cap
         self._written = 0
@@ -128,7 +129,7 @@ class _CappedFile:
 
     def _open(self) -> BinaryIO:
         path = Path(self._path)  # made here: most runs print nothing, and a Path costs
-        private_folder(path.parent)  # private folders, made only when there is output
+        private_folder(path.parent, root=self._root)  # made only when there is output
         fd = open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         # Unbuffered: each chunk from the pipe is one write, so a reader of a live run
         # (an attached console, `tuisched logs -f`) sees it at once.
@@ -195,6 +196,7 @@ class OutputCapture:
         tail_bytes: int = 64 * 1024,
         file_cap: int = 64 * 1024 * 1024,
         on_lines: Callable[[tuple[str, ...]], None] | None = None,
+        root: Path | None = None,
     ) -> None:
         """Start a capture.
 
@@ -208,6 +210,8 @@ class OutputCapture:
             on_lines: Called synchronously from `write()` and `close()` with the
                 lines each finished, as plain text, each at most
                 `LINE_MAX_CHARS` long. Its exceptions are logged, not raised.
+            root: The folder of every run's output (`state_dir/output`): no link is
+                followed from it down to the file's folder.
 
         Raises:
             OSError: `path` cannot be created.
@@ -220,7 +224,7 @@ class OutputCapture:
         self._lines = _LineSplitter()
         self._last_line = ""
         self._on_lines = on_lines
-        self._file = _CappedFile(path, file_cap) if path is not None else None
+        self._file = _CappedFile(path, file_cap, root) if path is not None else None
         self._closed = False
 
     @property
