@@ -566,3 +566,27 @@ async def test_never_more_posts_in_flight_than_the_bound(tmp_path: Path) -> None
     # only the two it held, though all three had been posting since before the release.
     assert order[0] == "delivered, the server saw 2"
     assert len(order) == len(server.received) == 3
+
+
+async def test_a_silent_webhook_holds_back_only_its_own_posts(tmp_path: Path) -> None:
+    from tuisched.runtime.webhook import WebhookPost
+
+    async with http_server("hang") as silent, http_server("ok") as healthy:
+        webhooks = hook(healthy.url) + f"  quiet:\n    url: {silent.url}\n"
+        config = config_with(tmp_path, webhooks, RULE)
+        poster = HttpPoster(max_in_flight=2)
+        held = [  # every post the silent webhook may have in flight, hanging
+            asyncio.create_task(poster.post(WebhookPost(hook=config.webhooks["quiet"], body=b"{}")))
+            for _ in range(2)
+        ]
+        async with asyncio.timeout(10):
+            while len(silent.received) < 2:
+                silent.arrived.clear()
+                await silent.arrived.wait()
+            ops = WebhookPost(hook=config.webhooks["ops"], body=b"{}")
+            await asyncio.gather(*(poster.post(ops) for _ in range(3)))
+        assert len(healthy.received) == 3
+        for task in held:
+            task.cancel()
+        await asyncio.gather(*held, return_exceptions=True)
+        await poster.close()

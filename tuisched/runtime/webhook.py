@@ -21,7 +21,7 @@ import hmac
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -127,16 +127,21 @@ class _LaneResolver(AbstractResolver):
 
 @dataclass(slots=True)
 class HttpPoster:
-    """Posts with one aiohttp session, opened at the first post on the running loop."""
+    """Posts with one aiohttp session, opened at the first post on the running loop; each
+    webhook has `max_in_flight` posts at a time of its own, so a silent receiver holds
+    only its own posts back, never another webhook's."""
 
     max_in_flight: int = MAX_IN_FLIGHT
     _session: aiohttp.ClientSession | None = None
-    _slots: asyncio.Semaphore | None = None
+    _slots: dict[str, asyncio.Semaphore] = field(default_factory=dict)
 
     async def post(self, request: WebhookPost) -> None:
         """See `WebhookPoster.post`: redirects are not followed (a 3xx is a failure)."""
-        session, slots = self._open()
+        session = self._open()
         hook = request.hook
+        slots = self._slots.get(hook.name)
+        if slots is None:
+            slots = self._slots[hook.name] = asyncio.Semaphore(self.max_in_flight)
         timeout = aiohttp.ClientTimeout(total=hook.timeout.total_seconds())
         async with slots:
             try:
@@ -155,16 +160,18 @@ class HttpPoster:
 
     async def close(self) -> None:
         """Close the session; a later post opens a new one."""
-        session, self._session, self._slots = self._session, None, None
+        session, self._session = self._session, None
+        self._slots = {}
         if session is not None:
             await session.close()
 
-    def _open(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
-        if self._session is None or self._slots is None or self._session.closed:
-            connector = aiohttp.TCPConnector(limit=self.max_in_flight, resolver=_LaneResolver())
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # No limit across webhooks: each one's semaphore bounds its own connections.
+            connector = aiohttp.TCPConnector(limit=0, resolver=_LaneResolver())
             self._session = aiohttp.ClientSession(connector=connector)
-            self._slots = asyncio.Semaphore(self.max_in_flight)
-        return self._session, self._slots
+            self._slots = {}
+        return self._session
 
 
 def _scrubbed(error: aiohttp.ClientError, hook: WebhookSettings) -> str:
