@@ -8,6 +8,7 @@ behind it; a run's duration is measured on the monotonic clock.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import tuisched.runtime.store.database
-from tuisched.domain.events import RunFinished, RunStarted
+from tuisched.domain.events import RunFinished, RunNotStarted, RunStarted
 from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.control import LocalControl
@@ -97,6 +98,31 @@ async def test_runs_go_on_while_another_process_holds_the_history_locked(
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len([w for w in warnings if w.startswith("history: cannot write")]) == 1
     assert len([w for w in warnings if w.startswith("history: writing works again")]) == 1
+
+
+async def test_a_job_every_second_runs_every_slot_while_the_history_is_locked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tuisched.runtime.store.database, "BUSY_TIMEOUT_MS", 100)
+    ran = tmp_path / "ran"
+    path = write_config(tmp_path, f"""
+        tick:
+          command: "echo $TUISCHED_SLOT >> {ran}"
+          schedule: {{every: 1s, start: "2026-01-01T00:00:00Z"}}
+        """)  # fmt: skip
+    async with running(path) as (runtime, events):
+        await events.wait_for(RunFinished)
+        with locked_by_another_process(tmp_path / "state" / "history.db") as release:
+            await _until(lambda: runtime.history.in_outage)
+            locked = len(events.of(RunFinished))
+            await events.wait_for(RunFinished, count=locked + 4, within=20)  # four slots
+            release()
+            await _until(lambda: runtime.history.unwritten == 0)
+        skipped = [e for e in events.of(RunNotStarted) if "still running" in e.run.reason]
+    assert skipped == [], [e.run.reason for e in skipped]
+    slots = sorted(datetime.fromisoformat(line) for line in ran.read_text().split())
+    gaps = [(a, b) for a, b in itertools.pairwise(slots) if (b - a).total_seconds() != 1]
+    assert gaps == [], gaps
 
 
 def _hold_slots(database: Path, job: str, slots: list[datetime]) -> None:

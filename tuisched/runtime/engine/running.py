@@ -44,6 +44,10 @@ from tuisched.runtime.threads import in_thread
 
 log = logging.getLogger(__name__)
 
+ROW_WAIT_SLICE = 0.05
+"""Seconds between two looks, while a run waits for its row, at whether the history has
+begun to hold writes back (an outage: then it waits no more)."""
+
 OUTPUT_FILES_KEPT = 50
 """Output files kept per job."""
 OUTPUT_LINES_PER_EVENT = 100
@@ -280,11 +284,21 @@ class Workers:
         """Wait for `run`'s row to land, for `ROW_WAIT_SECONDS` at most.
 
         A history that takes no writes now (locked by another process, a full
-        disk) keeps the write and lands it later; the run does not wait for that.
+        disk) keeps the write and lands it later; the run does not wait for that,
+        and when writes are held already it does not wait at all: a second spent
+        waiting would count as running, and skip the next slot of a job that
+        does not overlap.
         """
+        if self._history.in_outage:  # the row lands when the outage ends
+            self._history.update_soon(run)
+            return
         writing = asyncio.ensure_future(self._history.update(run))
-        done, _ = await asyncio.wait({writing}, timeout=ROW_WAIT_SECONDS)
-        if writing in done:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + ROW_WAIT_SECONDS
+        while not writing.done() and not self._history.in_outage and loop.time() < until:
+            # An outage that begins now is seen within a slice, not after the whole wait.
+            await asyncio.wait({writing}, timeout=min(ROW_WAIT_SLICE, until - loop.time()))
+        if writing.done():
             writing.result()  # a write the history refused fails the run, as before
             return
         writing.add_done_callback(_ignore_result)  # the writer logs a write that fails

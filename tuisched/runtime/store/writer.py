@@ -174,6 +174,12 @@ class AsyncHistory:
         """Writes kept in memory because the database does not take them now."""
         return len(self._held)
 
+    @property
+    def in_outage(self) -> bool:
+        """Whether the database refuses writes now (they are kept and tried again). Safe
+        from any thread: it reads one attribute the writer replaces."""
+        return self._outage is not None
+
     def start(self) -> None:
         """Start the writer thread. Idempotent; operations queued before wait for it."""
         with self._ready:
