@@ -268,3 +268,30 @@ async def test_hostile_requests_are_answered_in_one_line_and_the_scheduler_goes_
                 assert said in answer["message"], answer
         assert (await remote.status()).state is SchedulerState.RUNNING
     assert "Traceback" not in caplog.text
+
+
+async def test_a_client_holds_at_most_so_many_event_streams_each_replayed_from_the_start(
+    tmp_path: Path,
+) -> None:
+    from tuisched.runtime.control.server import STREAMS_PER_CLIENT
+
+    path = write_config(tmp_path, JOBS)
+    async with serving(path) as (_, remote):
+        for _ in range(3):  # some events in the journal to replay
+            await remote.run_now("hello")
+        connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            streams = [
+                await session.get("http://tuisched/v1/events?after=0")
+                for _ in range(STREAMS_PER_CLIENT)
+            ]
+            try:
+                assert [s.status for s in streams] == [200] * STREAMS_PER_CLIENT
+                async with session.get("http://tuisched/v1/events?after=0") as refused:
+                    assert refused.status == 429
+                    assert "event streams a client" in (await refused.json())["message"]
+                first = await asyncio.wait_for(streams[-1].content.readline(), 10)
+                assert json.loads(first)["seq"] == 1  # the replay starts at the beginning
+            finally:
+                for stream in streams:
+                    stream.close()

@@ -55,6 +55,12 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SECONDS = 5.0
 """How long calls in progress may take to finish once the server stops."""
 KEEPALIVE_SECONDS = 15.0
+STREAMS_PER_CLIENT = 16
+"""Event streams one process may hold open at once (each replays up to the whole kept
+journal); more are refused with 429."""
+EVENTS_PER_WRITE = 500
+"""Events encoded and written in one step of a stream: a replay of the whole journal
+goes out in steps, with the loop free between them."""
 """An empty line on the event stream this often, so a dead client is noticed."""
 
 QUERIES = frozenset({
@@ -145,6 +151,8 @@ class ControlServer:
         self._runner: web.AppRunner | None = None
         self._site: web.UnixSite | None = None
         self._streams: set[asyncio.Queue[Event | None]] = set()
+        self._streams_of: dict[int, int] = {}
+        """Event streams open, by the process at the other end."""
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
@@ -272,38 +280,57 @@ class ControlServer:
                 body = {"error": "WireError", "message": "after must be an event's number"}
                 return web.json_response(body, status=400)
             after = int(after_text)
+        peer = _peer(request)
+        client = peer[0] if peer is not None else 0
+        if self._streams_of.get(client, 0) >= STREAMS_PER_CLIENT:
+            body = {"error": "ControlError",
+                    "message": f"at most {STREAMS_PER_CLIENT} event streams a client"}  # fmt: skip
+            return web.json_response(body, status=429)
         queue: asyncio.Queue[Event | None] = asyncio.Queue()
         control = self._control_for(self._actor(request))
         try:
             subscription = control.subscribe(queue.put_nowait, after=after)
         except TuischedError as error:
             return web.json_response(error_body(error), status=410)
-        response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await response.prepare(request)
-        self._streams.add(queue)
+        self._streams_of[client] = self._streams_of.get(client, 0) + 1
         try:
-            while True:
-                try:
-                    event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    await response.write(b"\n")
-                    continue
-                lines = [event, *_drain(queue)]  # a burst goes out in one write
-                events = [e for e in lines if e is not None]
-                data = "".join(json.dumps(event_to_json(e)) + "\n" for e in events)
-                await response.write(data.encode())
-                if len(events) < len(lines):
-                    break  # the server stops
+            response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
+            await response.prepare(request)
+            self._streams.add(queue)
+            await self._stream(queue, response)
         except ConnectionError:
             pass  # the client went away
         finally:
             subscription.unsubscribe()
             self._streams.discard(queue)
+            self._streams_of[client] -= 1
+            if not self._streams_of[client]:
+                del self._streams_of[client]
         return response
 
+    @staticmethod
+    async def _stream(queue: asyncio.Queue[Event | None], response: web.StreamResponse) -> None:
+        """Write the events of `queue` as they come, a burst in steps of EVENTS_PER_WRITE
+        with the loop free between them, until the server stops (None)."""
+        while True:
+            try:
+                event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+            except TimeoutError:
+                await response.write(b"\n")
+                continue
+            lines = [event, *_drain(queue, EVENTS_PER_WRITE - 1)]
+            events = [e for e in lines if e is not None]
+            data = "".join(json.dumps(event_to_json(e)) + "\n" for e in events)
+            await response.write(data.encode())
+            if len(events) < len(lines):
+                return  # the server stops
+            if not queue.empty():
+                await asyncio.sleep(0)  # the rest of a replay after what else is due
 
-def _drain(queue: asyncio.Queue[Event | None]) -> list[Event | None]:
-    events = []
-    while not queue.empty():
+
+def _drain(queue: asyncio.Queue[Event | None], limit: int) -> list[Event | None]:
+    """Up to `limit` of the events waiting in `queue`."""
+    events: list[Event | None] = []
+    while not queue.empty() and len(events) < limit:
         events.append(queue.get_nowait())
     return events
