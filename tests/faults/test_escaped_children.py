@@ -20,6 +20,7 @@ from tuisched.domain.events import RunFinished, RunStarted
 
 from ..runtime_fixtures import running, write_config
 from ..test_headless import _alive, _gone_within
+from ..test_python_forks import _keeper_of
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,9 +87,12 @@ async def test_processes_a_run_leaves_running_are_stopped_at_shutdown(
     del finished
 
 
-def test_the_start_after_a_kill_9_stops_what_the_runs_left_even_without_environment(
-    tmp_path: Path,
+@pytest.mark.parametrize("keeper", ["alive", "killed too"])
+def test_what_the_runs_left_is_stopped_after_a_kill_9_even_without_environment(
+    tmp_path: Path, keeper: str
 ) -> None:
+    """The keeper stops what the scheduler's record names when the scheduler dies; killed
+    too (the OOM killer, say), the next start does."""
     pids = tmp_path / "pids"
     command = ESCAPE.format(pids=pids) + "sleep 300"
     # Far enough ahead that a slow start (a loaded machine) still finds the slot to come.
@@ -110,9 +114,15 @@ def test_the_start_after_a_kill_9_stops_what_the_runs_left_even_without_environm
         while not (record.exists() and all(str(pid) in record.read_text() for pid in escaped)):
             assert time.monotonic() < deadline, "the processes were never recorded"
             time.sleep(0.05)  # the scheduler scans once a second
+        if keeper == "killed too":
+            os.kill(_keeper_of(first.pid), signal.SIGKILL)
     finally:
-        first.kill()  # kill -9: nothing is cleaned up
+        first.kill()  # kill -9: the scheduler cleans nothing up
         first.communicate(timeout=10)
+    if keeper == "alive":
+        for pid in escaped:
+            _gone_within(pid, 15)
+        return
     assert all(_alive(pid) for pid in escaped)  # orphans now, adopted by init
     second = scheduler()
     try:

@@ -8,6 +8,7 @@ is real, and each job writes its own pids, so what is checked is what ran.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -34,11 +35,12 @@ PROGRAM = Path(keeper_process.__file__)
 class _Keeper:
     """The keeper program, its standard input held by the test as a scheduler holds it."""
 
-    def __init__(self, log: Path, grace: float = 0.5) -> None:
+    def __init__(self, log: Path, grace: float = 0.5, record: Path | None = None) -> None:
         self.log = log
         with log.open("ab") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-I", str(PROGRAM), repr(grace)],
+                [sys.executable, "-I", str(PROGRAM), repr(grace),
+                 *([str(record)] if record is not None else [])],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
                 start_new_session=True,
             )  # fmt: skip
@@ -86,6 +88,24 @@ def test_a_held_run_and_its_group_end_when_the_scheduler_is_gone(
     for pid in children:
         _gone_within(pid, 10)
     assert f"the scheduler is gone: ending 1 run(s) (pid {run.pid})" in keeper.log.read_text()
+
+
+def test_the_processes_the_record_names_end_with_the_scheduler_and_a_stranger_does_not(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    runs.append(stray := _run("sleep 60"))  # left its run: in a session of its own
+    runs.append(stranger := _run("sleep 61"))  # its pid is recorded with another start
+    start = keeper_process._started(stray.pid)
+    other = keeper_process._started(stranger.pid)
+    assert start is not None
+    assert other is not None
+    record = tmp_path / "processes.json"
+    record.write_text(json.dumps({"run1": [[stray.pid, start], [stranger.pid, other + 1]]}))
+    keeper = _Keeper(tmp_path / "keeper.log", record=record)
+    assert keeper.gone() == 0
+    assert stray.wait(10) == -signal.SIGTERM
+    assert stranger.poll() is None
+    assert f"ending 1 process(es) that left their runs (pid {stray.pid})" in keeper.log.read_text()
 
 
 def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(

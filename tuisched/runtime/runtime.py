@@ -356,7 +356,8 @@ class Runtime:
         open_fork_servers(journals, self._clock)
         parts.push_async_callback(close_fork_servers)  # before leftovers are looked for
         if role.exclusive:  # the scheduler that runs the jobs: its runs end with it
-            self._keeper = Keeper(settings.state_dir / KEEPER_LOG, grace=self._kill_grace)
+            self._keeper = Keeper(settings.state_dir / KEEPER_LOG, grace=self._kill_grace,
+                                  record=record)  # fmt: skip
             await self._keeper.start()
             parts.push_async_callback(self._keeper.stop)  # after the drain: it holds nothing
         if settings.cluster is not None and role.fires_slots:

@@ -34,11 +34,13 @@ _BACKLOG = 1 << 20
 class Keeper:
     """A run keeper for this scheduler: `hold` and `free` runs, `fence` its claims."""
 
-    def __init__(self, log_path: Path | None, *, grace: float) -> None:
+    def __init__(self, log_path: Path | None, *, grace: float, record: Path | None = None) -> None:
         """`log_path`: where the keeper says what it did (None: nowhere). `grace`: seconds
-        between SIGTERM and SIGKILL when the scheduler dies."""
+        between SIGTERM and SIGKILL when the scheduler dies. `record`: the scheduler's
+        record of the processes that left their runs (`Descendants`), ended too then."""
         self._log_path = log_path
         self._grace = grace
+        self._record = record
         self._process: subprocess.Popen[bytes] | None = None
         self._fd: int | None = None
         self._backlog = bytearray()
@@ -68,7 +70,8 @@ class Keeper:
         log_fd = self._open_log()
         try:
             return subprocess.Popen(  # noqa: S603  (our own program)
-                [sys.executable, "-I", str(_PROGRAM), repr(self._grace)],
+                [sys.executable, "-I", str(_PROGRAM), repr(self._grace),
+                 *([str(self._record)] if self._record is not None else [])],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if log_fd is None else log_fd,
                 start_new_session=True,  # not stopped with the scheduler's terminal group

@@ -13,7 +13,10 @@ the keeper's standard input, one line at a time:
 
 When the scheduler dies (its end of the pipe closes) or <t> passes without a
 newer `fence`, the keeper sends SIGTERM to every group it holds, and SIGKILL
-to what is left after the grace period. A group whose leader is alive but was
+to what is left after the grace period. When the scheduler dies it does the
+same to the processes that left their runs' groups (`setsid`, a daemon's
+double fork), as the scheduler's last record of them names them
+(`processes.json`, pid and start time). A group whose leader is alive but was
 started after the `hold` is a stranger's (a recycled pid) and is left alone.
 After its scheduler's death the keeper exits; after a fence it keeps serving,
 since the scheduler may come back (SIGCONT) and go on.
@@ -26,6 +29,7 @@ is written to its standard error, a log file in the state directory.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -131,8 +135,9 @@ class Keeper:
         return False
 
 
-def serve(keeper: Keeper, fd: int = 0) -> None:
-    """Serve the scheduler on `fd` until it closes; then end what is held and return."""
+def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
+    """Serve the scheduler on `fd` until it closes; then end what is held, and the
+    processes that `record` names, and return."""
     pending = b""
     while True:
         now = time.monotonic()
@@ -155,17 +160,46 @@ def serve(keeper: Keeper, fd: int = 0) -> None:
         _say(f"the scheduler is gone: ending {len(keeper.held)} run(s) "
              f"(pid {', '.join(map(str, sorted(keeper.held)))})")  # fmt: skip
         keeper.terminate(time.monotonic(), keeper.grace)
-    while keeper.kill_at is not None:  # wait out the grace, or until all have ended
-        if not keeper.alive():
-            break
-        time.sleep(min(0.05, max(0.0, keeper.kill_at - time.monotonic())))
+    strays = _recorded(record) if record else {}
+    if strays:
+        _say(f"ending {len(strays)} process(es) that left their runs "
+             f"(pid {', '.join(map(str, sorted(strays)))})")  # fmt: skip
+        _kill(strays, signal.SIGTERM)
+    ends = time.monotonic() + keeper.grace
+    while time.monotonic() < ends and (keeper.alive() or _kill(strays, 0)):
+        time.sleep(0.05)  # wait out the grace, or until all have ended
         keeper.act(time.monotonic())
+    keeper.act(max(ends, keeper.kill_at or 0.0))
+    _kill(strays, signal.SIGKILL)
+
+
+def _recorded(record: str) -> dict[int, int]:
+    """The processes the scheduler's record (`processes.json`: run id -> [[pid, start
+    time], ...]) names that are still those processes: what left the runs' groups."""
+    try:
+        with open(record, encoding="utf-8") as file:  # noqa: PTH123  (the standard library)
+            data = json.load(file)
+        pairs = [(int(pid), int(start)) for procs in data.values() for pid, start in procs]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return {}
+    return {pid: start for pid, start in pairs if _started(pid) == start}
+
+
+def _kill(procs: dict[int, int], signum: int) -> bool:
+    """Send `signum` to each of `procs` still the same process; whether any was."""
+    sent = False
+    for pid, start in procs.items():
+        if _started(pid) == start:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+                sent = True
+    return sent
 
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the scheduler
     grace = float(argv[1]) if len(argv) > 1 else 5.0
-    serve(Keeper(grace))
+    serve(Keeper(grace), record=argv[2] if len(argv) > 2 else None)
     return 0
 
 
