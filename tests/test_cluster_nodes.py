@@ -955,9 +955,13 @@ def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
         time.sleep(5)
     for node in (honest, skewed):
         assert node.stop() == 0, node.text()[-1500:]
-    rows = cluster.rows("SELECT slot, started_at, owner FROM tuisched_runs WHERE state = 'success'")
+    # Every run that started, whatever its end: a run of the skewed node may be ended when
+    # libfaketime moves its monotonic clock too (45 s without a heartbeat, to the node).
+    rows = cluster.rows(
+        "SELECT slot, started_at, owner FROM tuisched_runs WHERE started_at IS NOT NULL"
+    )
     owners = Counter(int(owner.split(":")[1]) for _, _, owner in rows)
-    assert owners[skewed.pid] > 0, "the skewed node ran nothing"
+    assert owners[skewed.pid] > 0, "the skewed node started nothing"
     assert all(started >= slot for slot, started, _ in rows), "a run started before its slot"
     assert max(Counter(slot for slot, _, _ in rows).values()) == 1
 

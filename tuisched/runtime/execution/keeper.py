@@ -12,6 +12,7 @@ Linux only (it reads `/proc`); elsewhere `Keeper` does nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -140,8 +141,10 @@ class Keeper:
         self._send(b"fence none\n")
         self._close_pipe()
         self._process = None
-        try:
-            await in_thread(Lane.SPAWN, process.wait, self._grace + 5)
-        except subprocess.TimeoutExpired:
+        # A plain wait (waitpid), bounded here: Popen.wait's own timeout sleeps in steps,
+        # which a preloaded libfaketime can make fail.
+        waiting = asyncio.ensure_future(in_thread(Lane.SPAWN, process.wait))
+        done, _ = await asyncio.wait({waiting}, timeout=self._grace + 5)
+        if not done:
             process.kill()
-            await in_thread(Lane.SPAWN, process.wait)
+            await waiting
