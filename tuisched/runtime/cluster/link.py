@@ -161,6 +161,8 @@ class ClusterLink:
         """The last epoch whose lapsed runs were ended here."""
         self._nodes: list[NodeRow] = []
         self._drifted: tuple[str, ...] = ()
+        self._job_hashes: dict[str, str] = config_hashes(config)[1]
+        """This node's hash of each job's definition (`config_hashes`)."""
         self._drift_known = False
         """Whether this node has been seen alive among the nodes, its drift judged: until
         then it offers no slot (one of a job it defines differently would be run)."""
@@ -215,14 +217,15 @@ class ClusterLink:
         """A reload: the new definitions (their hashes go out with the next heartbeat)."""
         self._config = config
         self._job_index = _job_index(config)
+        digest, self._job_hashes = config_hashes(config)
         if self._node is not None:
-            digest, jobs = config_hashes(config)
-            self._node.update_hashes(digest, jobs)
+            self._node.update_hashes(digest, self._job_hashes)
 
     def start(self, host: Host) -> None:
         """Join and begin claiming (tasks of their own: nothing waits here)."""
         self._host = host
         digest, jobs = config_hashes(self._config)
+        self._job_hashes = jobs
         self._node = ClusterNode(
             self.store, name=self._name, capacity=self._config.settings.max_workers,
             config_hash=digest, job_hashes=jobs, timing=Timing.of(self.settings),
@@ -549,9 +552,10 @@ class ClusterLink:
     def _due(self, offer: _Offer) -> Due:
         run = offer.run
         assert run.slot is not None  # noqa: S101  (slots only)
-        preferred = preferred_node(
-            run.job, run.slot, self._nodes, index=self._job_index.get(run.job, 0)
-        )
+        # Only a node that defines the job as this one does claims it: never prefer another.
+        mine = self._job_hashes.get(run.job)
+        nodes = [node for node in self._nodes if node.job_hashes.get(run.job) == mine]
+        preferred = preferred_node(run.job, run.slot, nodes, index=self._job_index.get(run.job, 0))
         return Due(
             run_id=run.run_id, job=run.job, slot=run.slot, trigger=str(run.trigger),
             attempt=run.attempt, due_at=offer.due_at, preferred=preferred,
