@@ -27,6 +27,8 @@ EX_OK = 0
 EX_SOFTWARE = 70
 EX_CANTCREAT = 73
 """The state directory (or a file in it) cannot be created or used."""
+EX_IOERR = 74
+"""The scheduler stopped with history writes that had not landed."""
 EX_TEMPFAIL = 75
 EX_CONFIG = 78
 
@@ -81,10 +83,11 @@ class Serving:
             self._stopping.set()
 
     async def until_stopped(self) -> int:
-        """Wait for a stop (a signal, or one asked through the socket); return 0 once done."""
+        """Wait for a stop (a signal, or one asked through the socket); return 0 once done,
+        74 when history writes had not landed (the history's line said how many)."""
         await self._stopping.wait()
         await self._scheduler.stop(reason="signal")
-        return EX_OK
+        return EX_IOERR if self._scheduler.left_unwritten else EX_OK
 
 
 async def _reload(control: SchedulerControl) -> None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
-from tuisched.domain.errors import HistoryUnavailableError, TuischedError
+from tuisched.domain.errors import HistoryUnavailableError, StateError, TuischedError
 from tuisched.domain.events import (
     Event,
     RunAbandoned,
@@ -74,6 +74,7 @@ from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, InstanceLock, prepare_state_dir
 from tuisched.runtime.store.history import open_history
+from tuisched.runtime.store.journal import Journal, Kept
 from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
@@ -105,6 +106,12 @@ PROCESSES_RECORD = "processes.json"
 FORK_JOURNALS = "forks"
 """The folder where fork servers record the process of each python run (same purpose)."""
 KEEPER_LOG = "keeper.log"
+HISTORY_JOURNAL = "history.journal"
+"""The history writes the database did not take yet, in the state directory (see journal)."""
+WRITER_BUSY_MS = 100
+"""How long the history's writer waits for another process's lock on a SQLite history
+before it counts an outage: meanwhile the writes that come are not journaled, and the
+runs that wait for them wait."""
 """What the run keeper did, in the state directory (it ends the runs of a killed scheduler)."""
 MAIL_GRACE = 1.0
 """Seconds alert mail gets at shutdown when the runs took the whole grace."""
@@ -242,6 +249,11 @@ class Runtime:
         """The history writer (only after start)."""
         if self._history is None:
             raise TuischedError("the runtime is not started")
+        return self._history
+
+    @property
+    def history_if_open(self) -> AsyncHistory | None:
+        """The history writer, once start opened it (it stays after stop, closed)."""
         return self._history
 
     @property
@@ -390,8 +402,21 @@ class Runtime:
         """Open the history off the loop (a SQLite file's damage check, or a silent
         PostgreSQL, takes seconds), then read each job's newest run from it."""
         password = self._secrets.get("PGPASSWORD")
-        store = await in_thread(Lane.FILES, lambda: open_history(self.config, password=password))
-        self._history = AsyncHistory(store)
+        store = await in_thread(
+            Lane.FILES, lambda: open_history(self.config, password=password, busy_ms=WRITER_BUSY_MS)
+        )
+        journal: Journal | None = None
+        kept: list[Kept] = []
+        if self.role.exclusive and self.config.settings.cluster is None:
+            path = self.config.settings.state_dir / HISTORY_JOURNAL
+            try:
+                journal, kept = await in_thread(Lane.FILES, Journal.open, path)
+            except (OSError, StateError) as error:  # runs go on; an outage keeps writes in memory
+                log.error("history: cannot use the journal %s: %s", path, error)  # noqa: TRY400
+        if kept:
+            log.warning("history: %d writes the journal kept since the last run land first",
+                        len(kept))  # fmt: skip
+        self._history = AsyncHistory(store, journal=journal, kept=kept)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
 

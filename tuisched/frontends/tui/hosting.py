@@ -32,7 +32,7 @@ from pathlib import Path
 
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.frontends.eventlog import EventLog, log_to_file
-from tuisched.frontends.serving import Serving, start_failure_code
+from tuisched.frontends.serving import EX_IOERR, Serving, start_failure_code
 from tuisched.frontends.tui.app import TuischedApp
 from tuisched.runtime.control import (
     LocalScheduler,
@@ -178,8 +178,8 @@ async def _host(scheduler: LocalScheduler, detached_to: int) -> int:
     loop.add_signal_handler(signal.SIGTERM, app.stop_scheduler)
     try:
         await app.run_async()
-        if app.detached is None:
-            return app.return_code or 0
+        if app.detached is None:  # a stop that left history writes unwritten is a failure
+            return app.return_code or (EX_IOERR if scheduler.left_unwritten else 0)
         serving = Serving(scheduler, log_events=False)  # its signal handlers replace ours
         if app.detached != HUNG_UP:
             print(

@@ -100,6 +100,13 @@ class LocalScheduler:
         return self._runtime.config.settings.state_dir
 
     @property
+    def left_unwritten(self) -> int:
+        """History writes that had not landed when it stopped (kept in the journal for the
+        next start, or lost): a stop that leaves any is not a clean one."""
+        history = self._runtime.history_if_open
+        return history.left_unwritten if history is not None else 0
+
+    @property
     def in_cluster(self) -> bool:
         """Whether the scheduler is a node of a cluster (`settings.cluster`)."""
         return self._runtime.config.settings.cluster is not None

@@ -44,9 +44,6 @@ from tuisched.runtime.threads import in_thread
 
 log = logging.getLogger(__name__)
 
-ROW_WAIT_SLICE = 0.05
-"""Seconds between two looks, while a run waits for its row, at whether the history has
-begun to hold writes back (an outage: then it waits no more)."""
 
 OUTPUT_FILES_KEPT = 50
 """Output files kept per job."""
@@ -281,28 +278,23 @@ class Workers:
         return active.output
 
     async def _row_written(self, run: RunRecord) -> None:
-        """Wait for `run`'s row to land, for `ROW_WAIT_SECONDS` at most.
+        """Wait for `run`'s row (RUNNING) to land, for `ROW_WAIT_SECONDS` at most.
 
-        A history that takes no writes now (locked by another process, a full
-        disk) keeps the write and lands it later; the run does not wait for that,
-        and when writes are held already it does not wait at all: a second spent
-        waiting would count as running, and skip the next slot of a job that
-        does not overlap.
+        The row lands once the history's journal has it on disk, before the
+        database does: a history that takes no writes now (locked by another
+        process, a full disk) keeps the write and lands it later, and the run
+        does not wait for that. With no journal to take it either, the run does
+        not wait at all: a second spent waiting would count as running, and skip
+        the next slot of a job that does not overlap.
         """
-        if self._history.in_outage:  # the row lands when the outage ends
-            self._history.update_soon(run)
-            return
-        writing = asyncio.ensure_future(self._history.update(run))
-        loop = asyncio.get_running_loop()
-        until = loop.time() + ROW_WAIT_SECONDS
-        while not writing.done() and not self._history.in_outage and loop.time() < until:
-            # An outage that begins now is seen within a slice, not after the whole wait.
-            await asyncio.wait({writing}, timeout=min(ROW_WAIT_SLICE, until - loop.time()))
-        if writing.done():
-            writing.result()  # a write the history refused fails the run, as before
-            return
-        writing.add_done_callback(_ignore_result)  # the writer logs a write that fails
-        log.info("run %s of %s starts before its row is in the history", run.run_id, run.job)
+        ticket = self._history.update_soon(run)
+        try:
+            async with asyncio.timeout(ROW_WAIT_SECONDS):
+                await self._history.until_landed(ticket)
+        except TimeoutError:
+            pass
+        if not self._history.landed(ticket) and not self._history.undurable:
+            log.info("run %s of %s starts before its row is in the history", run.run_id, run.job)
 
     async def _launch_and_wait(self, active: Active) -> Outcome:
         runner = active.runner
@@ -387,11 +379,6 @@ def _prune(folder: Path, running: set[str]) -> None:
     for old in files[: max(0, len(files) - OUTPUT_FILES_KEPT)]:
         with contextlib.suppress(OSError):
             old.unlink()
-
-
-def _ignore_result(task: asyncio.Future[None]) -> None:
-    if not task.cancelled():
-        task.exception()  # retrieved: the writer thread logged it already
 
 
 _BACKGROUND: set[asyncio.Future[object]] = set()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import socket
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -66,13 +67,15 @@ from tuisched.runtime.store.statedir import (
 # --- the synchronous store --------------------------------------------------------------
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _connection_record: object) -> None:
+def _sqlite_pragmas(
+    dbapi_connection: Any, _connection_record: object, *, busy_ms: int = BUSY_TIMEOUT_MS
+) -> None:
     """Per-connection SQLite settings: WAL survives a kill -9 and lets readers in."""
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_ms)}")
         cursor.execute("PRAGMA foreign_keys=ON")
     finally:
         cursor.close()
@@ -85,7 +88,7 @@ POSTGRES_DRIVER = "postgresql+psycopg"
 """PostgreSQL through psycopg 3 (the `postgres` extra); `postgresql://` means it."""
 
 
-def _create_engine(url: URL) -> Engine:
+def _create_engine(url: URL, busy_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine for `url`; SQLite gets its pragmas, an in-memory one a single connection.
 
     PostgreSQL goes through psycopg 3 with a bounded connect time; its password
@@ -106,7 +109,7 @@ def _create_engine(url: URL) -> Engine:
         engine = create_engine(url, poolclass=StaticPool, connect_args={"check_same_thread": False})
     else:
         engine = create_engine(url)
-    event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "connect", functools.partial(_sqlite_pragmas, busy_ms=busy_ms))
     return engine
 
 
@@ -254,11 +257,12 @@ class HistoryStore:
         return cls._open(parsed)
 
     @classmethod
-    def open_sqlite(cls, path: Path) -> HistoryStore:
+    def open_sqlite(cls, path: Path, *, busy_ms: int = BUSY_TIMEOUT_MS) -> HistoryStore:
         """Open (or create) the SQLite database at `path`, private to the user.
 
         The file is created 0600; SQLite gives its -wal and -shm files the same
         mode. The parent directory must exist (see `prepare_state_dir`).
+        `busy_ms`: how long a statement waits for another process's lock.
 
         Raises:
             HistoryError: the folder is missing, or `open` failed.
@@ -269,13 +273,13 @@ class HistoryStore:
             create_private_file(path)
         except OSError as error:
             raise HistoryError(f"cannot create the history {path}: {error.strerror}") from error
-        return cls._open(URL.create("sqlite", database=str(path)))
+        return cls._open(URL.create("sqlite", database=str(path)), busy_ms=busy_ms)
 
     @classmethod
-    def _open(cls, url: URL) -> HistoryStore:
+    def _open(cls, url: URL, *, busy_ms: int = BUSY_TIMEOUT_MS) -> HistoryStore:
         where = url._replace(password=None).render_as_string()  # as configured: no password
         try:
-            engine = _create_engine(url)
+            engine = _create_engine(url, busy_ms)
         except (SQLAlchemyError, ImportError) as error:
             raise _cannot_open(where, error) from error
         try:

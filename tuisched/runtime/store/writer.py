@@ -20,6 +20,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.runtime.store.database import (
     HistoryStore,
 )
+from tuisched.runtime.store.journal import Journal, Kept
 from tuisched.runtime.store.schema import (
     T,
     log,
@@ -142,10 +143,18 @@ class AsyncHistory:
     pause (`OUTAGE_PAUSES`); one warning opens the episode and one line ends
     it. Queries go on meanwhile (they see the history without the writes
     kept), and nothing waiting on the history blocks the scheduler for long.
+
+    With a `journal`, each write is appended to it and flushed to the disk
+    before it is tried in the database; a run's start waits for its row to be
+    in one of them (a kill -9 loses neither), and during an outage a write
+    that is waited for is done once the journal has it. The writes a journal
+    kept from before (`kept`) land before anything else.
     """
 
-    def __init__(self, store: HistoryStore) -> None:
-        """Wrap `store`; from now on only the writer thread may use it."""
+    def __init__(
+        self, store: HistoryStore, *, journal: Journal | None = None, kept: Sequence[Kept] = ()
+    ) -> None:
+        """Wrap `store`; from now on only the writer thread may use it (and `journal`)."""
         self._store = store
         self._pending: deque[_Op] = deque()
         self._tickets = 0
@@ -160,8 +169,17 @@ class AsyncHistory:
         land before the rest of it: see `_commit`)."""
         self._thread: threading.Thread | None = None
         self._closing: asyncio.Future[Any] | None = None
-        self._held: list[_Write] = []
+        self._held: list[_Write] = [_Write(k.kind, k.run, None) for k in kept]
         """Writes the database did not take yet, in order (writer thread only)."""
+        self._journal = journal
+        self._journaled = 0
+        """The writes with tickets up to this one are in the journal (or landed)."""
+        self._undurable = False
+        """The journal refuses writes too (or there is none): held writes are only in memory."""
+        self._awaiting: list[tuple[int, asyncio.Future[None]]] = []
+        """Tasks awaiting `until_landed` (guarded by `_landed`)."""
+        self.left_unwritten = 0
+        """Writes that had not landed when the history closed (kept in the journal, or lost)."""
         self._outage: _Outage | None = None
         self._wake_on: asyncio.AbstractEventLoop | None = None
         """The loop at the end of whose turn a wake-up of the writer is due."""
@@ -179,6 +197,12 @@ class AsyncHistory:
         """Whether the database refuses writes now (they are kept and tried again). Safe
         from any thread: it reads one attribute the writer replaces."""
         return self._outage is not None
+
+    @property
+    def undurable(self) -> bool:
+        """Whether writes held now are kept only in memory: the database refuses them
+        and no journal takes them. A run does not wait for its row then."""
+        return self._outage is not None and (self._journal is None or self._undurable)
 
     def start(self) -> None:
         """Start the writer thread. Idempotent; operations queued before wait for it."""
@@ -226,18 +250,32 @@ class AsyncHistory:
 
     def landed(self, ticket: int) -> bool:
         """True once the run that `insert_soon` or `update_soon` returned `ticket` for has its
-        row in the database: the insert committed, or the row it updates there (in a
-        state that may be older). What a run's start waits for: a slot the history holds
-        never runs again."""
-        return self._done >= ticket or self._rows >= ticket
+        row in the database (the insert committed, or the row it updates there, in a
+        state that may be older) or, while the database takes no writes, in the journal.
+        What a run's start waits for: a slot the history holds never runs again."""
+        return self._done >= ticket or self._rows >= ticket or self._journaled >= ticket
 
     def wait_landed(self, ticket: int, timeout: float) -> bool:
-        """Block until `landed(ticket)`, for `timeout` seconds at most; whether it is. For
-        threads other than the loop's (a job thread starting the next run itself)."""
+        """Block until `landed(ticket)`, for `timeout` seconds at most (not at all while
+        held writes cannot be kept on disk); whether it landed. For threads other than
+        the loop's (a job thread starting the next run itself)."""
         if self.landed(ticket):
             return True
         with self._landed:
-            return self._landed.wait_for(lambda: self.landed(ticket), timeout)
+            self._landed.wait_for(lambda: self.landed(ticket) or self.undurable, timeout)
+        return self.landed(ticket)
+
+    async def until_landed(self, ticket: int) -> None:
+        """Return once `landed(ticket)`, or once held writes cannot be kept on disk (see
+        `undurable`): what a run's start waits for on the loop. Bound it with a timeout."""
+        if self.landed(ticket):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        with self._landed:
+            if self.landed(ticket) or self.undurable:
+                return
+            self._awaiting.append((ticket, future))
+        await future
 
     def write_soon(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> int:
         """Add `inserts` and replace the rows of `updates`, in that order, without waiting:
@@ -372,13 +410,30 @@ class AsyncHistory:
         landed yet): what `landed` tells."""
         with self._landed:
             self._rows = max(self._rows, through)
-            self._landed.notify_all()
+            self._tell_landed()
 
     def _mark_done(self, through: int) -> None:
         """Tickets up to `through` are processed: done, up to the first write held."""
         with self._landed:  # an int store is atomic: `committed` reads it without the lock
             self._done = self._held[0].ticket - 1 if self._held else through
-            self._landed.notify_all()
+            self._tell_landed()
+
+    def _tell_landed(self) -> None:
+        """Wake what waits for writes that landed (all of it once writes cannot be kept
+        on disk). `_landed` is held."""
+        self._landed.notify_all()
+        if not self._awaiting:
+            return
+        waiting: list[tuple[int, asyncio.Future[None]]] = []
+        woken: list[_Settlement] = []
+        for ticket, future in self._awaiting:
+            if self.landed(ticket) or self.undurable:
+                woken.append((future, None, None))
+            elif not future.done():  # (one whose waiter gave up is dropped)
+                waiting.append((ticket, future))
+        self._awaiting = waiting
+        if woken:
+            _settle(woken)
 
     def _process(self, batch: list[_Op], before: int) -> bool:
         """Run one batch in order (its tickets follow `before`); True once the store is
@@ -408,13 +463,24 @@ class AsyncHistory:
         return stopped
 
     def _commit(self, writes: list[_Write], settlements: list[_Settlement]) -> None:
-        """Commit the held writes and `writes`, in one transaction if it can be.
+        """Commit the held writes and `writes`, in one transaction if it can be; the
+        ones the database does not take go to the journal. The journal is emptied
+        once nothing is held.
 
         During an outage, writes only join the held ones until the next try is due.
         """
         self._held.extend(writes)
-        if not self._held or (self._outage is not None and self._outage.pause_left() > 0):
-            return
+        if self._journal is not None and writes:
+            self._journal_held()
+        if self._held and (self._outage is None or self._outage.pause_left() <= 0):
+            self._land_held(settlements)
+        if self._held and self._outage is not None:
+            self._settle_journaled(settlements)
+        elif not self._held and self._journal is not None and self._journal.half_full:
+            self._clear_journal()
+
+    def _land_held(self, settlements: list[_Settlement]) -> None:
+        """Try to land the held writes (an outage that goes on keeps them held)."""
         merged = _coalesce(self._held)
         if merged is not None:
             inserts, updates = merged
@@ -459,11 +525,63 @@ class AsyncHistory:
     def _outage_goes_on(self, error: HistoryUnavailableError) -> None:
         if self._outage is None:
             self._outage = _Outage()
+            with self._landed:
+                self._tell_landed()  # with no journal, what waits for a row waits no more
             log.warning(
                 "history: cannot write (%s); %d writes are kept in memory and tried "
                 "again until it works (warning once until then)", error, len(self._held),
             )  # fmt: skip
         self._outage.failed()
+
+    def _journal_held(self) -> None:
+        """Append the held writes the journal lacks to it: once they are on disk, the
+        runs waiting for them may start."""
+        fresh = [w for w in self._held if w.ticket > self._journaled]
+        if self._journal is None or not fresh:
+            return
+        try:
+            self._journal.append([Kept(w.kind, w.run) for w in fresh])
+        except OSError as error:
+            if not self._undurable:
+                log.error(
+                    "history: the journal %s takes no writes either (%s): the %d writes held "
+                    "are only in memory until the history takes them (error once until then)",
+                    self._journal.path, error.strerror or error, len(self._held),
+                )  # fmt: skip
+            self._undurable = True
+            with self._landed:
+                self._tell_landed()  # what waits for a row stops waiting
+            return
+        if self._undurable:
+            log.warning("history: the journal %s takes writes again", self._journal.path)
+            self._undurable = False
+        with self._landed:
+            self._journaled = max(self._journaled, fresh[-1].ticket)
+            self._tell_landed()
+
+    def _settle_journaled(self, settlements: list[_Settlement]) -> None:
+        """During an outage, a write waited for is done once the journal has it."""
+        for write in self._held:
+            if write.future is not None and write.ticket <= self._journaled:
+                settlements.append((write.future, None, None))
+                write.future = None
+
+    def _clear_journal(self) -> None:
+        """Every write journaled has landed: empty the journal (a journal that cannot be
+        emptied is closed and removed, so that its writes never land twice)."""
+        assert self._journal is not None  # noqa: S101  (the caller checked)
+        try:
+            self._journal.clear()
+        except OSError as error:
+            log.error("history: cannot empty the journal %s (%s); it is removed",
+                      self._journal.path, error.strerror or error)  # fmt: skip
+            self._journal.close()
+            try:
+                self._journal.path.unlink()
+            except OSError:
+                log.exception("history: cannot remove the journal %s", self._journal.path)
+            self._journal = None
+        self._undurable = False
 
     def _outage_over(self) -> None:
         if self._outage is not None:
@@ -477,12 +595,18 @@ class AsyncHistory:
         while self._held and self._outage is not None and time.monotonic() < ends:
             time.sleep(max(0.0, min(self._outage.pause_left(), ends - time.monotonic())))
             self._commit([], settlements)
+        self.left_unwritten = len(self._held)
         if not self._held:
             return
         lost = HistoryUnavailableError("the history did not take this write before shutdown")
-        log.error("history: %d writes could not be written before shutdown and are lost: %s",
-                  len(self._held), ", ".join(f"{w.run.job}#{w.run.run_id} {w.run.state.value}"
-                                             for w in self._held[-20:]))  # fmt: skip
+        if self._journal is not None and self._held[-1].ticket <= self._journaled:
+            log.error("history: %d writes did not reach the history before shutdown; the "
+                      "journal %s keeps them, and they land at the next start",
+                      len(self._held), self._journal.path)  # fmt: skip
+        else:
+            log.error("history: %d writes could not be written before shutdown and are lost: %s",
+                      len(self._held), ", ".join(f"{w.run.job}#{w.run.run_id} {w.run.state.value}"
+                                                 for w in self._held[-20:]))  # fmt: skip
         settlements.extend((w.future, None, lost) for w in self._held if w.future is not None)
         self._held = []
 
@@ -506,6 +630,11 @@ class AsyncHistory:
             return call.future, None, error
 
     def _close_store(self, stop: _Stop) -> _Settlement:
+        if self._journal is not None:
+            if not self.left_unwritten and not self._journal.empty:
+                self._clear_journal()  # a clean stop leaves nothing to land again
+            if self._journal is not None:
+                self._journal.close()
         try:
             self._store.close()
         except Exception as error:
