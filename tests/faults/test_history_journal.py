@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import errno
 import itertools
+import re
 import shutil
 import signal
 import sqlite3
@@ -206,14 +207,20 @@ def _executions(out: Path) -> list[tuple[str, str]]:
 
 
 def _rows(db: Path) -> dict[str, tuple[str, str]]:
-    """run id -> (slot, state) of every row of the job (read from a copy of the stopped
+    """run id -> (slot, state) of every row of the job `tick`."""
+    return _rows_of(db, "tick")
+
+
+def _rows_of(db: Path, job: str) -> dict[str, tuple[str, str]]:
+    """run id -> (slot, state) of every row of `job` (read from a copy of the stopped
     scheduler's files: SQLite resolves the link a path through /proc/PID/root is)."""
     with tempfile.TemporaryDirectory() as folder:
         for name in (db.name, f"{db.name}-wal"):
             if (db.parent / name).exists():
                 shutil.copyfile(db.parent / name, Path(folder) / name)
         with sqlite3.connect(Path(folder) / db.name) as connection:
-            found = connection.execute("SELECT run_id, slot, state FROM runs WHERE job = 'tick'")
+            query = "SELECT run_id, slot, state FROM runs WHERE job = ?"
+            found = connection.execute(query, (job,))
             return {run_id: (slot, state) for run_id, slot, state in found}
 
 
@@ -383,3 +390,50 @@ def test_a_runs_start_waits_for_the_journal_not_for_the_database(tmp_path: Path)
     assert "Traceback" not in "".join(scheduler.lines)
     assert _rows(db)  # the rows landed once the lock went
     assert Journal.open(tmp_path / "state" / "history.journal")[1] == []  # and it was emptied
+
+
+@pytest.mark.timeout(120)
+def test_a_restart_while_the_history_is_still_locked_judges_slots_from_the_journal(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    """The first start after the kill sees the database without the journal's rows: the
+    slots that ran are not missed, and the run left going is closed as abandoned."""
+    out, slow = tmp_path / EXECUTIONS, tmp_path / "slow.txt"
+    begins = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    slow_job = f"""
+slow:
+  command: echo "$TUISCHED_SLOT $TUISCHED_RUN_ID" >> {slow}; sleep 60
+  schedule: {{every: 1h, start: "{begins}"}}
+  misfire: once
+"""
+    config = write_config(tmp_path, JOB.format(out=out) + slow_job)
+    db = tmp_path / "state" / "history.db"
+    first = Scheduler(config)
+    schedulers.append(first)
+    _until(_more_executions(out, 2, first), 30, "the job did not run")
+    with _locked(db):
+        first.wait_for_line("history: cannot write")
+        _until(slow.exists, 30, "the slow job did not start")
+        before = len(_executions(out))
+        _until(_more_executions(out, before + 2, first), 30, "the job stopped running")
+        first.process.send_signal(signal.SIGKILL)
+        first.finish()
+        killed = len(_executions(out))
+        second = Scheduler(config)
+        schedulers.append(second)
+        second.wait_for_line("writes the journal kept since the last run land first")
+        _until(_more_executions(out, killed + 2, second), 30, "the job did not run again")
+    second.wait_for_line("history: writing works again")
+    second.process.send_signal(signal.SIGTERM)
+    assert second.finish() == 0, "".join(second.lines)
+    _each_slot_once(out, db)
+    assert len(slow.read_text().splitlines()) == 1  # the slow run was not made up again
+    ((slot, run_id),) = _executions(slow)
+    assert _rows_of(db, "slow") == {run_id: (slot.replace("T", " ").replace("+00:00", ".000000"),
+                                             "ABANDONED")}  # fmt: skip
+    said = "".join(second.lines)
+    before_kill = {slot for slot, _ in _executions(out)[:killed]}
+    missed = set(re.findall(r"tick MISSED slot (\S+):", said))
+    assert missed.isdisjoint(before_kill), said  # only slots of the downtime, if any
+    assert "1 run(s) were left running by a dead scheduler" in said, said
+    assert "Traceback" not in "".join(first.lines) + said

@@ -45,7 +45,7 @@ from tuisched.domain.events import (
     SchedulerStopping,
 )
 from tuisched.domain.model import ClusterSettings, Config
-from tuisched.domain.runs import Result, RunRecord, Trigger
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
@@ -73,6 +73,7 @@ from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, InstanceLock, prepare_state_dir
+from tuisched.runtime.store.database import abandoned
 from tuisched.runtime.store.history import open_history
 from tuisched.runtime.store.journal import Journal, Kept
 from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
@@ -590,9 +591,7 @@ class Runtime:
 
     async def _close_abandoned(self, now: datetime) -> None:
         assert self._history is not None  # noqa: S101  (called from _start_parts)
-        closed: list[RunRecord] = await self._history.call(
-            lambda store: store.close_abandoned(self.node, now)
-        )
+        closed = await self._closed_abandoned(now)
         killed = await self._kill_left_processes([run.run_id for run in closed])
         if closed:
             log.warning(
@@ -603,6 +602,29 @@ class Runtime:
             log.warning("%d process(es) left by the runs of a dead scheduler killed", killed)
         for run in closed:
             self.bus.publish(RunAbandoned(at=now, run=run))
+
+    async def _closed_abandoned(self, now: datetime) -> list[RunRecord]:
+        """Close the runs a dead scheduler on this node left open, as ABANDONED: those of
+        the database, and those of the journal that have not landed yet. A database that
+        takes no writes now gets the closings as held writes (the journal keeps them)."""
+        assert self._history is not None  # noqa: S101  (called from _start_parts)
+        history, node = self._history, self.node
+        try:
+            closed = await history.call(lambda store: store.close_abandoned(node, now))
+        except HistoryUnavailableError:
+            if not history.journaled:
+                raise
+            closed = await history.call(lambda store: store.abandonable(node, now))
+            history.write_soon([], closed)
+        seen = {run.run_id for run in closed}
+        held = [
+            abandoned(run, now) for run in await history.held_runs()
+            if run.state in (RunState.QUEUED, RunState.RUNNING) and run.run_id not in seen
+            and (run.node == node or run.node.startswith(f"{node}:"))
+        ]  # fmt: skip
+        if held:
+            history.write_soon([], held)
+        return closed + held
 
     async def _kill_left_processes(self, abandoned: list[str]) -> int:
         """Kill what a dead scheduler's runs left: the processes recorded in the state

@@ -164,7 +164,7 @@ class Engine:
             )  # fmt: skip
         # Slots after `now` fire; those up to `now` were just recorded as missed.
         jobs = [(job, self._pauses.holds(job)) for job in self.config.jobs.values()]
-        held = await self._history.call(lambda store: store.latest_slots())
+        held = await self._history.latest_slots()
         await self._firing.start(jobs, now, held)
         self._import_functions(self.config)
         _keep_out_of_collection()

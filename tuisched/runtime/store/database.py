@@ -530,14 +530,23 @@ class HistoryStore:
         Returns:
             The closed records, oldest first, as they are now stored.
         """
-        ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
-        query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
         with self._begin() as connection:
-            rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
-            closed = [_abandoned(_record(row), now) for row in rows]
+            closed = self._abandonable(connection, node, now)
             if closed:
                 self._apply_updates(connection, closed)
         return closed
+
+    def abandonable(self, node: str, now: datetime) -> list[RunRecord]:
+        """The runs `close_abandoned` would close, closed, without writing them (a read:
+        for a database that takes no writes now)."""
+        with self._begin() as connection:
+            return self._abandonable(connection, node, now)
+
+    def _abandonable(self, connection: Connection, node: str, now: datetime) -> list[RunRecord]:
+        ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
+        query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
+        rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
+        return [abandoned(_record(row), now) for row in rows]
 
     def mark_alive(self, node: str, at: datetime, pid: int) -> None:
         """Record that `node` (process `pid` on this host) was alive at `at`.
@@ -686,7 +695,7 @@ class HistoryStore:
         return (runs.c.job == job) & older
 
 
-def _abandoned(run: RunRecord, now: datetime) -> RunRecord:
+def abandoned(run: RunRecord, now: datetime) -> RunRecord:
     """`run` closed as ABANDONED at `now`."""
     return replace(
         run,

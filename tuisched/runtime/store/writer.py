@@ -8,6 +8,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from tuisched.domain.errors import (
@@ -199,6 +200,11 @@ class AsyncHistory:
         return self._outage is not None
 
     @property
+    def journaled(self) -> bool:
+        """Whether writes go to a journal first (see `Journal`)."""
+        return self._journal is not None
+
+    @property
     def undurable(self) -> bool:
         """Whether writes held now are kept only in memory: the database refuses them
         and no journal takes them. A run does not wait for its row then."""
@@ -311,6 +317,36 @@ class AsyncHistory:
         self._enqueue(_Call(fn, future))
         return await future
 
+    async def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
+        """`HistoryStore.slots_since`, with the slots of the writes held (not landed yet,
+        kept in the journal): at start, a slot that ran is taken, whatever the database
+        took."""
+
+        def read(store: HistoryStore) -> set[tuple[str, datetime]]:
+            found = store.slots_since(since)
+            found.update((run.job, run.slot.astimezone(UTC)) for run in self._held_runs().values()
+                         if run.slot is not None and run.slot >= since)  # fmt: skip
+            return found
+
+        return await self.call(read)
+
+    async def latest_slots(self) -> dict[str, datetime]:
+        """`HistoryStore.latest_slots`, with the slots of the writes held."""
+
+        def read(store: HistoryStore) -> dict[str, datetime]:
+            found = store.latest_slots()
+            for run in self._held_runs().values():
+                if run.slot is not None:
+                    slot = run.slot.astimezone(UTC)
+                    found[run.job] = max(found.get(run.job, slot), slot)
+            return found
+
+        return await self.call(read)
+
+    async def held_runs(self) -> list[RunRecord]:
+        """The runs whose writes are held (not landed yet), each in its latest state."""
+        return await self.call(lambda _store: list(self._held_runs().values()))
+
     async def flush(self) -> None:
         """Return once everything queued before is committed (or has failed)."""
         await self.call(_nothing)
@@ -404,6 +440,10 @@ class AsyncHistory:
             self._mark_done(through)
             if stopped:
                 return
+
+    def _held_runs(self) -> dict[str, RunRecord]:
+        """Each run of the held writes, in its latest state (writer thread only)."""
+        return {write.run.run_id: write.run for write in self._held}
 
     def _rows_landed(self, through: int) -> None:
         """The rows of the writes up to `through` exist (their latest states may not have
