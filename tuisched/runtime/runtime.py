@@ -1,7 +1,8 @@
 """The runtime: one start order for everything a scheduler is; stopping is its reverse.
 
     start: state dir -> instance lock -> watchdog -> bus -> metrics -> audit log
-           -> history -> alerts -> close abandoned runs -> processes of runs
+           -> history -> kept alerts -> alerts (sending those kept)
+           -> close abandoned runs -> processes of runs
            -> fork servers of python jobs -> cluster -> engine (pauses, waiting
            runs, missed slots, then firing) -> dependency triggers
            -> config watcher -> heartbeat -> retention
@@ -66,6 +67,7 @@ from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
 from tuisched.runtime.handlers.latest import LatestRuns
+from tuisched.runtime.handlers.outbox import MAIL, OUTBOX_FILE, KeptAlert, Outbox
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.handlers.webhooks import WebhookHandler
 from tuisched.runtime.mail import SmtpMailer
@@ -222,6 +224,9 @@ class Runtime:
         """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
         self._pruning: asyncio.Task[None] | None = None
         """History retention's background pass (when `settings.history_retention` is set)."""
+        self._outbox: Outbox | None = None
+        """Alerts not delivered yet, kept in the state directory for the next start (the
+        scheduler that owns the state directory only)."""
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: object) -> Runtime:
@@ -353,9 +358,15 @@ class Runtime:
         parts.callback(self._told_stopped)  # once the history holds every run's end
         await self._open_history()
         parts.push_async_callback(self._close_history)
+        kept: list[KeptAlert] = []
+        if role.follows_runs and role.exclusive:
+            self._outbox = Outbox(settings.state_dir / OUTBOX_FILE, self._clock)
+            kept = await self._outbox.load()
+            parts.push_async_callback(self._close_outbox)  # after the drain: what is left
         if role.follows_runs:
             self._start_alerts()
             self._start_webhooks()
+            self._resend(kept)
         parts.push_async_callback(self._drain_alerts_left)
         now = self._clock.now()
         down_since = None
@@ -568,7 +579,12 @@ class Runtime:
         self._secrets.take(secret_names(self.config))
         mailer = SmtpMailer(self.config.email.smtp, env=self._secrets, local_hostname=self.node)
         self._alerts = AlertHandler(
-            lambda: self.config, mailer, bus=self.bus, hostname=self.node, clock=self._clock
+            lambda: self.config,
+            mailer,
+            bus=self.bus,
+            hostname=self.node,
+            clock=self._clock,
+            outbox=self._outbox,
         )
         self._alert_subscriptions = self._alerts.subscribe(self.bus)
 
@@ -741,9 +757,33 @@ class Runtime:
         """Post alerts to the configuration's webhooks (now and after any reload)."""
         self._webhooks = WebhookHandler(
             lambda: self.config, HttpPoster(), bus=self.bus, hostname=self.node,
-            clock=self._clock, secrets=self._secrets,
+            clock=self._clock, secrets=self._secrets, outbox=self._outbox,
         )  # fmt: skip
         self._webhooks.subscribe(self.bus)
+
+    # --- alerts kept by the previous scheduler (issue 26) ---------------------------------
+
+    def _resend(self, kept: list[KeptAlert]) -> None:
+        """Send the alerts the previous scheduler kept, through today's mailer and webhooks."""
+        if kept:
+            log.info("sending %d alert(s) kept since before the last stop", len(kept))
+        for alert in kept:
+            if alert.channel != MAIL:
+                assert self._webhooks is not None  # noqa: S101  (started with the mailer)
+                self._webhooks.resend(alert)
+            elif self._alerts is not None:
+                self._alerts.resend(alert)
+            else:
+                log.warning("%s alert mail for job %r kept since before the last stop "
+                            "dropped: email is not configured now",
+                            alert.alert, alert.job)  # fmt: skip
+                if self._outbox is not None:
+                    self._outbox.done(alert.key)
+
+    async def _close_outbox(self) -> None:
+        if self._outbox is not None:
+            await self._outbox.close()
+            self._outbox = None
 
     # --- backfill of a window (SPEC R24) --------------------------------------------------
 

@@ -13,16 +13,22 @@ retried after each of `retry_delays`, publishing `AlertFailed(final=False)`
 per failed attempt, `AlertFailed(final=True)` after the last, and `AlertSent`
 on success. A template that fails to render is not retried. Nothing here
 raises into the bus or blocks the loop.
+
+With an `Outbox`, a rendered mail is kept until it is sent or given up: one
+that the stop cuts short is published as `AlertFailed(final=False)` and sent
+again by the next start (`resend`), as it was rendered then.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email.message import EmailMessage
+from email.policy import default as default_policy
 from pathlib import Path
 
 from tuisched.domain.bus import EventBus, Subscription
@@ -38,6 +44,7 @@ from tuisched.domain.templates import (
 )
 from tuisched.runtime.clock import Clock, Deadline
 from tuisched.runtime.configfiles import read_template
+from tuisched.runtime.handlers.outbox import MAIL, KeptAlert, Outbox
 from tuisched.runtime.mail import Mailer, build_message
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -87,12 +94,24 @@ class _Mail:
     to: tuple[str, ...]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class _Delivery:
     """A mail in flight and how many sends it has had."""
 
-    mail: _Mail
+    job: str
+    run_id: str
+    alert: str
+    to: tuple[str, ...]
+    mail: _Mail | None = None
+    """What to render; None for a mail kept by an earlier scheduler."""
     attempts: int = 0
+    kept: str | None = None
+    """Its key in the outbox, once kept there."""
+
+    @classmethod
+    def of(cls, mail: _Mail) -> _Delivery:
+        return cls(job=mail.job.name, run_id=mail.run.run_id, alert=mail.alert.value,
+                   to=mail.to, mail=mail)  # fmt: skip
 
 
 class AlertHandler:
@@ -107,6 +126,7 @@ class AlertHandler:
         hostname: str,
         clock: Clock,
         retry_delays: Sequence[float] = (5.0, 30.0, 120.0),
+        outbox: Outbox | None = None,
     ) -> None:
         """Prepare; nothing happens before `subscribe`.
 
@@ -119,6 +139,8 @@ class AlertHandler:
             clock: the time (for events and the Date header) and the retry delays.
             retry_delays: seconds to wait before each retry; a mail gets
                 `len(retry_delays) + 1` sends at most.
+            outbox: where rendered mails are kept until sent or given up (None:
+                a mail the stop cuts short is lost).
         """
         self._config = config
         self._mailer = mailer
@@ -127,6 +149,7 @@ class AlertHandler:
         self._clock = clock
         self._delays = tuple(retry_delays)
         self._deliveries: dict[asyncio.Task[None], _Delivery] = {}
+        self._outbox = outbox
 
     @property
     def in_flight(self) -> int:
@@ -140,7 +163,8 @@ class AlertHandler:
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for mail in flight; cancel the rest.
 
-        Each cancelled mail is published as `AlertFailed(final=True)`. Mail for
+        Each cancelled mail is published as `AlertFailed`: `final=False` when the
+        outbox keeps it for the next start, else `final=True`. Mail for
         events delivered after this call is still started (call it after the
         last run events were flushed, and unsubscribe first to stop for good).
         """
@@ -153,8 +177,17 @@ class AlertHandler:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         for task, delivery in cut_short.items():
-            if task.cancelled():
+            if task.cancelled() and delivery.kept is not None:
+                self._failed(delivery, "the scheduler stopped: kept for the next start",
+                             final=False)  # fmt: skip
+            elif task.cancelled():
                 self._failed(delivery, "cancelled: the scheduler stopped", final=True)
+
+    def resend(self, kept: KeptAlert) -> None:
+        """Send `kept`, a mail an earlier scheduler kept, as it was rendered then."""
+        delivery = _Delivery(job=kept.job, run_id=kept.run_id, alert=kept.alert, to=kept.to,
+                             kept=kept.key)  # fmt: skip
+        self._launch(delivery, self._deliver_kept(delivery, kept.payload))
 
     # --- from the bus -------------------------------------------------------------
 
@@ -191,13 +224,17 @@ class AlertHandler:
         ]  # fmt: skip
 
     def _start(self, mail: _Mail) -> None:
-        delivery = _Delivery(mail)
+        delivery = _Delivery.of(mail)
+        self._launch(delivery, self._deliver(delivery, mail))
+
+    def _launch(self, delivery: _Delivery, work: Coroutine[None, None, None]) -> None:
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
+            work.close()
             self._failed(delivery, "no event loop to deliver on", final=True)
             return
-        task = loop.create_task(self._deliver(delivery))
+        task = loop.create_task(work)
         self._deliveries[task] = delivery
         task.add_done_callback(self._task_done)
 
@@ -208,19 +245,36 @@ class AlertHandler:
 
     # --- one mail -----------------------------------------------------------------------
 
-    async def _deliver(self, delivery: _Delivery) -> None:
-        """Render, then send with retries; publish the outcome."""
+    async def _deliver(self, delivery: _Delivery, mail: _Mail) -> None:
+        """Render, keep, then send with retries; publish the outcome."""
         deadline = Deadline()  # a render that runs away stops after RENDER_SECONDS
         try:
-            message = await in_thread(
-                Lane.MAIL, self._compose, delivery.mail, self._clock.now(), deadline
-            )
+            message = await in_thread(Lane.MAIL, self._compose, mail, self._clock.now(), deadline)
         except asyncio.CancelledError:
             deadline.cancel("cancelled: the scheduler stopped")  # the thread stops rendering
             raise
         except Exception as error:  # a template (or a bug) that fails now would fail again
             self._failed(delivery, _error_text(error), final=True)
             return
+        if self._outbox is not None:
+            kept = KeptAlert.new(channel=MAIL, at=self._clock.now(), job=delivery.job,
+                                 run_id=delivery.run_id, alert=delivery.alert, to=delivery.to,
+                                 payload=message.as_string())  # fmt: skip
+            if self._outbox.keep(kept):
+                delivery.kept = kept.key
+        await self._send(delivery, message)
+
+    async def _deliver_kept(self, delivery: _Delivery, text: str) -> None:
+        """Send a kept mail again (parsed in the mail lane: it may be long)."""
+        try:
+            message = await in_thread(Lane.MAIL, _parsed, text)
+        except Exception as error:  # parsed once already: only a bug gets here
+            self._failed(delivery, _error_text(error), final=True)
+            return
+        await self._send(delivery, message)
+
+    async def _send(self, delivery: _Delivery, message: EmailMessage) -> None:
+        """Send with retries; publish the outcome (and forget the kept copy)."""
         while True:
             delivery.attempts += 1
             try:
@@ -261,29 +315,43 @@ class AlertHandler:
         )  # fmt: skip
 
     def _sent(self, delivery: _Delivery, subject: str) -> None:
-        mail = delivery.mail
-        log.info("alert %s for job %r sent to %s", mail.alert, mail.job.name, ", ".join(mail.to))
+        self._forget(delivery)
+        d = delivery
+        log.info("alert %s for job %r sent to %s", d.alert, d.job, ", ".join(d.to))
         self._bus.publish(
             AlertSent(
-                at=self._clock.now(), job=mail.job.name, run_id=mail.run.run_id,
-                alert=mail.alert.value, to=mail.to, subject=subject,
+                at=self._clock.now(), job=d.job, run_id=d.run_id, alert=d.alert, to=d.to,
+                subject=subject,
             )
         )  # fmt: skip
 
     def _failed(self, delivery: _Delivery, error: str, *, final: bool) -> None:
-        mail = delivery.mail
+        if final:
+            self._forget(delivery)
+        d = delivery
         then = "giving up" if final else "will retry"
         log.warning(
             "%s alert for job %r to %s not delivered (attempt %d, %s): %s",
-            mail.alert, mail.job.name, ", ".join(mail.to), delivery.attempts, then, error,
+            d.alert, d.job, ", ".join(d.to), d.attempts, then, error,
         )  # fmt: skip
         self._bus.publish(
             AlertFailed(
-                at=self._clock.now(), job=mail.job.name, run_id=mail.run.run_id,
-                alert=mail.alert.value, to=mail.to, error=error,
-                attempts=delivery.attempts, final=final,
+                at=self._clock.now(), job=d.job, run_id=d.run_id, alert=d.alert, to=d.to,
+                error=error, attempts=d.attempts, final=final,
             )
         )  # fmt: skip
+
+    def _forget(self, delivery: _Delivery) -> None:
+        """The mail is sent or given up: the outbox no longer keeps it."""
+        if self._outbox is not None and delivery.kept is not None:
+            self._outbox.done(delivery.kept)
+
+
+def _parsed(text: str) -> EmailMessage:
+    """The mail `text` holds (as `EmailMessage.as_string` wrote it)."""
+    message = email.message_from_string(text, policy=default_policy)
+    assert isinstance(message, EmailMessage)  # noqa: S101  (the default policy makes these)
+    return message
 
 
 def _error_text(error: Exception) -> str:

@@ -13,6 +13,11 @@ publishes `AlertFailed(channel="webhook", final=False)`, the last one
 `final=True`, a delivery `AlertSent(channel="webhook")`: the same events as
 mail, so the console and a metrics counter hear of both. A failure is logged
 once, when it is given up. A body that cannot be built is not retried.
+
+With an `Outbox`, a built body is kept until it is delivered or given up: a
+post that the stop cuts short is published as `AlertFailed(final=False)` and
+posted again by the next start (`resend`) to the webhook of that name then
+(its URL, headers and secret as configured then; the body as built before).
 """
 
 from __future__ import annotations
@@ -20,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.errors import TuischedError
@@ -32,6 +37,7 @@ from tuisched.domain.templates import TemplateError, alert_context, plain_data, 
 from tuisched.runtime.clock import Clock, Deadline
 from tuisched.runtime.configfiles import read_template
 from tuisched.runtime.handlers.alerts import matching_rules
+from tuisched.runtime.handlers.outbox import WEBHOOK, KeptAlert, Outbox
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.webhook import WebhookPost, WebhookPoster, read_secret
 
@@ -74,6 +80,22 @@ class _Alert:
     hook: WebhookSettings
 
 
+@dataclass(slots=True, kw_only=True)
+class _Post:
+    """A post in flight: what its events name, and its key in the outbox once kept."""
+
+    job: str
+    run_id: str
+    alert: str
+    hook: WebhookSettings
+    kept: str | None = field(default=None)
+
+    @classmethod
+    def of(cls, alert: _Alert) -> _Post:
+        return cls(job=alert.job.name, run_id=alert.run.run_id, alert=alert.alert.value,
+                   hook=alert.hook)  # fmt: skip
+
+
 class WebhookHandler:
     """Turns final run outcomes into webhook posts, with retries, off the bus's path."""
 
@@ -87,6 +109,7 @@ class WebhookHandler:
         clock: Clock,
         secrets: Mapping[str, str],
         backoff: float = 2.0,
+        outbox: Outbox | None = None,
     ) -> None:
         """Prepare; nothing happens before `subscribe`.
 
@@ -100,6 +123,8 @@ class WebhookHandler:
             secrets: where `secret_env` variables are looked up (the runtime's
                 `Secrets`, taken out of the environment).
             backoff: seconds before the first retry; each next one waits twice as long.
+            outbox: where built bodies are kept until delivered or given up (None: a
+                post the stop cuts short is lost).
         """
         self._config = config
         self._poster = poster
@@ -108,7 +133,8 @@ class WebhookHandler:
         self._clock = clock
         self._secrets = secrets
         self._backoff = backoff
-        self._tasks: dict[asyncio.Task[None], _Alert] = {}
+        self._tasks: dict[asyncio.Task[None], _Post] = {}
+        self._outbox = outbox
 
     @property
     def in_flight(self) -> int:
@@ -121,17 +147,35 @@ class WebhookHandler:
 
     async def drain(self, grace: float) -> None:
         """Wait up to `grace` seconds for posts in flight; cancel the rest (each one then
-        published as `AlertFailed(final=True)`), and close the connections."""
+        published as `AlertFailed`: `final=False` when the outbox keeps it for the next
+        start, else `final=True`), and close the connections."""
         if self._tasks:
             _, pending = await self._clock.wait(set(self._tasks), max(grace, 0))
             cut_short = {task: a for task, a in self._tasks.items() if task in pending}
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
-            for task, alert in cut_short.items():
-                if task.cancelled():
-                    self._failed(alert, "cancelled: the scheduler stopped", 0, final=True)
+            for task, post in cut_short.items():
+                if task.cancelled() and post.kept is not None:
+                    self._failed(post, "the scheduler stopped: kept for the next start", 0,
+                                 final=False)  # fmt: skip
+                elif task.cancelled():
+                    self._failed(post, "cancelled: the scheduler stopped", 0, final=True)
         await self._poster.close()
+
+    def resend(self, kept: KeptAlert) -> None:
+        """Post `kept`, a body an earlier scheduler kept, to the webhook of its name now;
+        dropped with a log line when the configuration names no such webhook any more."""
+        hook = self._config().webhooks.get(kept.to[0])
+        if hook is None:
+            log.warning("%s alert for job %r kept for webhook %s dropped: no such webhook now",
+                        kept.alert, kept.job, kept.to[0])  # fmt: skip
+            if self._outbox is not None:
+                self._outbox.done(kept.key)
+            return
+        post = _Post(job=kept.job, run_id=kept.run_id, alert=kept.alert, hook=hook,
+                     kept=kept.key)  # fmt: skip
+        self._launch(post, self._deliver_kept(post, kept.payload.encode("utf-8")))
 
     # --- from the bus -------------------------------------------------------------
 
@@ -166,8 +210,12 @@ class WebhookHandler:
         ]
 
     def _start(self, alert: _Alert) -> None:
-        task = asyncio.get_running_loop().create_task(self._deliver(alert))
-        self._tasks[task] = alert
+        post = _Post.of(alert)
+        self._launch(post, self._deliver(alert, post))
+
+    def _launch(self, post: _Post, work: Coroutine[None, None, None]) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks[task] = post
         task.add_done_callback(self._task_done)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
@@ -177,38 +225,53 @@ class WebhookHandler:
 
     # --- one post -----------------------------------------------------------------
 
-    async def _deliver(self, alert: _Alert) -> None:
-        """Prepare, then post with retries; publish the outcome."""
+    async def _deliver(self, alert: _Alert, post: _Post) -> None:
+        """Build the body, keep it, then post with retries; publish the outcome."""
         deadline = Deadline()  # a render that runs away stops after its budget
         try:
-            request = await in_thread(Lane.WEBHOOK, self._prepare, alert, deadline)
+            body = await in_thread(Lane.WEBHOOK, self._body, alert, deadline)
         except asyncio.CancelledError:
             deadline.cancel("cancelled: the scheduler stopped")
             raise
-        except Exception as error:  # a template or secret that fails now would fail again
-            self._failed(alert, _error_text(error), 0, final=True)
+        except Exception as error:  # a template that fails now would fail again
+            self._failed(post, _error_text(error), 0, final=True)
             return
+        if self._outbox is not None:
+            kept = KeptAlert.new(channel=WEBHOOK, at=self._clock.now(), job=post.job,
+                                 run_id=post.run_id, alert=post.alert, to=(post.hook.name,),
+                                 payload=body.decode("utf-8", "replace"))  # fmt: skip
+            if self._outbox.keep(kept):
+                post.kept = kept.key
+        await self._deliver_kept(post, body)
+
+    async def _deliver_kept(self, post: _Post, body: bytes) -> None:
+        """Read the secret, then post `body` with retries; publish the outcome."""
+        try:
+            secret = await in_thread(Lane.WEBHOOK, read_secret, post.hook, self._secrets)
+        except Exception as error:  # a secret that fails now would fail again
+            self._failed(post, _error_text(error), 0, final=True)
+            return
+        request = WebhookPost(hook=post.hook, body=body, secret=secret)
         attempts = 0
         while True:
             attempts += 1
             try:
                 await self._poster.post(request)
             except Exception as error:  # any failure is retried, then reported
-                final = attempts > alert.hook.retries
-                self._failed(alert, _error_text(error), attempts, final=final)
+                final = attempts > post.hook.retries
+                self._failed(post, _error_text(error), attempts, final=final)
                 if final:
                     return
                 await self._clock.sleep(backoff_delay(self._backoff, attempts))
             else:
-                self._sent(alert)
+                self._sent(post)
                 return
 
-    def _prepare(self, alert: _Alert, deadline: Deadline) -> WebhookPost:
-        """The request for `alert` (blocking: reads the template and the secret).
+    def _body(self, alert: _Alert, deadline: Deadline) -> bytes:
+        """The body for `alert` (blocking: may read and render a template).
 
         Raises:
             TemplateError: naming the template that could not be read or rendered.
-            WebhookError: the secret cannot be read.
         """
         hook = alert.hook
         context = alert_context(
@@ -225,31 +288,38 @@ class WebhookHandler:
                 raise TemplateError(
                     f"webhook {hook.name}: template {where}: {error.reason}"
                 ) from None
-        return WebhookPost(hook=hook, body=body, secret=read_secret(hook, self._secrets))
+        return body
 
-    def _sent(self, alert: _Alert) -> None:
-        log.info("%s alert for job %r posted to webhook %s", alert.alert, alert.job.name,
-                 alert.hook.name)  # fmt: skip
+    def _sent(self, post: _Post) -> None:
+        self._forget(post)
+        log.info("%s alert for job %r posted to webhook %s", post.alert, post.job,
+                 post.hook.name)  # fmt: skip
         self._bus.publish(
             AlertSent(
-                at=self._clock.now(), job=alert.job.name, run_id=alert.run.run_id,
-                alert=alert.alert.value, to=(alert.hook.name,), subject="", channel=CHANNEL,
+                at=self._clock.now(), job=post.job, run_id=post.run_id, alert=post.alert,
+                to=(post.hook.name,), subject="", channel=CHANNEL,
             )
         )  # fmt: skip
 
-    def _failed(self, alert: _Alert, error: str, attempts: int, *, final: bool) -> None:
+    def _failed(self, post: _Post, error: str, attempts: int, *, final: bool) -> None:
         if final:  # logged once per alert, when given up; each attempt is an event
+            self._forget(post)
             log.warning(
                 "%s alert for job %r not posted (after %d attempt(s)): %s",
-                alert.alert, alert.job.name, attempts, error,
+                post.alert, post.job, attempts, error,
             )  # fmt: skip
         self._bus.publish(
             AlertFailed(
-                at=self._clock.now(), job=alert.job.name, run_id=alert.run.run_id,
-                alert=alert.alert.value, to=(alert.hook.name,), error=error,
-                attempts=attempts, final=final, channel=CHANNEL,
+                at=self._clock.now(), job=post.job, run_id=post.run_id, alert=post.alert,
+                to=(post.hook.name,), error=error, attempts=attempts, final=final,
+                channel=CHANNEL,
             )
         )  # fmt: skip
+
+    def _forget(self, post: _Post) -> None:
+        """The post is delivered or given up: the outbox no longer keeps it."""
+        if self._outbox is not None and post.kept is not None:
+            self._outbox.done(post.kept)
 
 
 def _error_text(error: Exception) -> str:
