@@ -37,7 +37,12 @@ from typing import TYPE_CHECKING
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
-from tuisched.domain.errors import HistoryUnavailableError, StateError, TuischedError
+from tuisched.domain.errors import (
+    HistoryDamagedError,
+    HistoryUnavailableError,
+    StateError,
+    TuischedError,
+)
 from tuisched.domain.events import (
     Event,
     RunAbandoned,
@@ -75,6 +80,7 @@ from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
 from tuisched.runtime.store import AsyncHistory, InstanceLock, prepare_state_dir
+from tuisched.runtime.store.damage import keep_checking
 from tuisched.runtime.store.database import abandoned
 from tuisched.runtime.store.history import open_history
 from tuisched.runtime.store.journal import Journal, Kept
@@ -153,6 +159,12 @@ def foreground(*, fire_events: bool) -> Role:
     )
 
 
+def _say_history_damaged(damage: HistoryDamagedError) -> None:
+    """Damage found while running (the writer's thread): one ERROR line, once."""
+    log.error("history: %s. Meanwhile runs go on, and their records are kept in memory "
+              "(not written to the damaged file)", damage)  # fmt: skip
+
+
 class Runtime:
     """A scheduler: config, bus, history, audit log and engine, started and stopped as one."""
 
@@ -224,6 +236,8 @@ class Runtime:
         """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
         self._pruning: asyncio.Task[None] | None = None
         """History retention's background pass (when `settings.history_retention` is set)."""
+        self._checking: asyncio.Task[None] | None = None
+        """The look for damage in a SQLite history's file, every few minutes."""
         self._outbox: Outbox | None = None
         """Alerts not delivered yet, kept in the state directory for the next start (the
         scheduler that owns the state directory only)."""
@@ -358,6 +372,8 @@ class Runtime:
         parts.callback(self._told_stopped)  # once the history holds every run's end
         await self._open_history()
         parts.push_async_callback(self._close_history)
+        await self._start_history_checks()
+        parts.push_async_callback(self._stop_history_checks)
         kept: list[KeptAlert] = []
         if role.follows_runs and role.exclusive:
             self._outbox = Outbox(settings.state_dir / OUTBOX_FILE, self._clock)
@@ -417,6 +433,7 @@ class Runtime:
         store = await in_thread(
             Lane.FILES, lambda: open_history(self.config, password=password, busy_ms=WRITER_BUSY_MS)
         )
+        store.on_damage = _say_history_damaged
         journal: Journal | None = None
         kept: list[Kept] = []
         if self.role.exclusive and self.config.settings.cluster is None:
@@ -431,6 +448,21 @@ class Runtime:
         self._history = AsyncHistory(store, journal=journal, kept=kept)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
+
+    async def _start_history_checks(self) -> None:
+        """Look at a SQLite history's file for damage every few minutes (issue 26)."""
+        path = await self.history.call(lambda store: store.sqlite_path)
+        if path is not None:
+            self._checking = asyncio.get_running_loop().create_task(
+                keep_checking(self.history, path, self._clock)
+            )
+
+    async def _stop_history_checks(self) -> None:
+        if self._checking is not None:
+            self._checking.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._checking
+            self._checking = None
 
     async def _start_engine(
         self, parts: contextlib.AsyncExitStack, *, down_since: datetime | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -136,10 +136,16 @@ def _damaged(where: str, said: str) -> HistoryDamagedError:
 
 def _damage(where: str, error: BaseException) -> HistoryDamagedError | None:
     """The error to raise when `error` says the database file is damaged, else None."""
+    said = _damage_said(error)
+    return None if said is None else _damaged(where, said)
+
+
+def _damage_said(error: BaseException) -> str | None:
+    """What the driver said when `error` says the database file is damaged, else None."""
     if isinstance(error, DBAPIError) and not isinstance(error, OperationalError):
         said = str(error.orig)
         if any(word in said for word in _DAMAGE_WORDS):
-            return _damaged(where, said)
+            return said
     return None
 
 
@@ -233,6 +239,16 @@ class HistoryStore:
         self._closed = False
         self._damage: HistoryDamagedError | None = None
         """Set once the file was found damaged: it is never touched again."""
+        database = engine.url.database
+        self.sqlite_path = (
+            Path(database)
+            if engine.dialect.name == "sqlite" and database and database != ":memory:"
+            else None
+        )
+        """The SQLite file of the history (None for PostgreSQL or an in-memory database)."""
+        self.on_damage: Callable[[HistoryDamagedError], object] | None = None
+        """Told once when the file is found damaged after it was opened (the scheduler
+        says it in its log); the store's later errors then name the damage only."""
         dialect = engine.dialect
         self._insert = _BatchStatement.compile(runs.insert(), _RUN_COLUMNS, dialect)
         keys = [*_RUN_COLUMNS[1:], "b_run_id"]
@@ -329,10 +345,27 @@ class HistoryStore:
         except OperationalError as error:
             raise HistoryUnavailableError(f"history database: {_said(error)}") from error
         except SQLAlchemyError as error:
-            self._damage = _damage(self._where, error)
-            if self._damage is not None:
-                raise self._damage from error
+            said = _damage_said(error)
+            if said is not None:
+                raise self.mark_damaged(said) from error
             raise HistoryError(f"history database: {_said(error)}") from error
+
+    def mark_damaged(self, said: str) -> HistoryDamagedError:
+        """The file is damaged (the database said `said`): from now on every use of the
+        store raises the error returned, and nothing touches the file again.
+
+        The first call tells `on_damage` the whole story (the file, and what to
+        do); later calls return the first error and tell nothing.
+        """
+        if self._damage is None:
+            damage = _damaged(self._where, said)
+            if self.on_damage is None:
+                self._damage = damage
+            else:
+                path = self.sqlite_path or self._where
+                self._damage = HistoryDamagedError(f"the history database {path} is damaged")
+                self.on_damage(damage)
+        return self._damage
 
     def insert(self, run: RunRecord) -> None:
         """Add a new run. Raises DuplicateRunError if its run_id exists."""
