@@ -27,6 +27,7 @@ from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.handlers.outbox import (
     MAIL,
+    MAX_ALERT_BYTES,
     MAX_FILE_BYTES,
     MAX_KEPT,
     OUTBOX_FILE,
@@ -218,7 +219,7 @@ class Holding(Recording):
 async def test_a_mail_a_silent_server_holds_at_stop_is_sent_once_at_the_next_start(
     tmp_path: Path,
 ) -> None:
-    (tmp_path / "failed.txt").write_text("{{ job.name }} failed: exit {{ run.exit_code }}\n")
+    (tmp_path / "failed.txt").write_text("{{ job.name }} a échoué : exit {{ run.exit_code }}\n")
     handler = Holding()
     with smtp_server(handler) as server:
         section = (
@@ -242,7 +243,7 @@ async def test_a_mail_a_silent_server_holds_at_stop_is_sent_once_at_the_next_sta
     (held,) = handler.held
     before = email.message_from_bytes(held, policy=default_policy)
     assert delivered["Message-ID"] == before["Message-ID"]  # the same mail, not a new one
-    assert delivered.get_content().strip() == "extract failed: exit 3"
+    assert delivered.get_content().strip() == "extract a échoué : exit 3"  # as rendered
 
 
 # --- the file -------------------------------------------------------------------------------
@@ -358,3 +359,23 @@ async def test_kept_until_done_and_the_file_goes_with_the_last(tmp_path: Path) -
     await outbox.close()
     assert not path.exists()
     assert not list(tmp_path.iterdir())  # no temporary file left
+
+
+async def test_keeping_more_than_the_cap_drops_the_oldest_and_a_huge_one_is_not_kept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    outbox = Outbox(tmp_path / OUTBOX_FILE, ManualClock(NOW))
+    alerts = [_kept(NOW, f"job-{n}") for n in range(MAX_KEPT + 1)]
+    for alert in alerts:
+        assert outbox.keep(alert)
+    huge = KeptAlert.new(channel=WEBHOOK, at=NOW, job="huge", run_id="r-2", alert="failed",
+                         to=("ops",), payload="x" * (MAX_ALERT_BYTES + 1))  # fmt: skip
+    assert not outbox.keep(huge)
+    await outbox.close()
+    assert alerts[0].key not in outbox
+    assert len(outbox) == MAX_KEPT
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert said[:2] == [
+        f"more than {MAX_KEPT} alerts kept: the oldest (failed for job 'job-0') is dropped",
+        "failed alert for job 'huge' is too large to keep for the next start",
+    ]

@@ -102,8 +102,6 @@ class _Delivery:
     run_id: str
     alert: str
     to: tuple[str, ...]
-    mail: _Mail | None = None
-    """What to render; None for a mail kept by an earlier scheduler."""
     attempts: int = 0
     kept: str | None = None
     """Its key in the outbox, once kept there."""
@@ -111,7 +109,7 @@ class _Delivery:
     @classmethod
     def of(cls, mail: _Mail) -> _Delivery:
         return cls(job=mail.job.name, run_id=mail.run.run_id, alert=mail.alert.value,
-                   to=mail.to, mail=mail)  # fmt: skip
+                   to=mail.to)  # fmt: skip
 
 
 class AlertHandler:
@@ -177,7 +175,7 @@ class AlertHandler:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
         for task, delivery in cut_short.items():
-            if task.cancelled() and delivery.kept is not None:
+            if task.cancelled() and self._outbox is not None and delivery.kept in self._outbox:
                 self._failed(delivery, "the scheduler stopped: kept for the next start",
                              final=False)  # fmt: skip
             elif task.cancelled():
@@ -249,7 +247,9 @@ class AlertHandler:
         """Render, keep, then send with retries; publish the outcome."""
         deadline = Deadline()  # a render that runs away stops after RENDER_SECONDS
         try:
-            message = await in_thread(Lane.MAIL, self._compose, mail, self._clock.now(), deadline)
+            message, text = await in_thread(
+                Lane.MAIL, self._compose_text, mail, self._clock.now(), deadline
+            )
         except asyncio.CancelledError:
             deadline.cancel("cancelled: the scheduler stopped")  # the thread stops rendering
             raise
@@ -259,7 +259,7 @@ class AlertHandler:
         if self._outbox is not None:
             kept = KeptAlert.new(channel=MAIL, at=self._clock.now(), job=delivery.job,
                                  run_id=delivery.run_id, alert=delivery.alert, to=delivery.to,
-                                 payload=message.as_string())  # fmt: skip
+                                 payload=text)  # fmt: skip
             if self._outbox.keep(kept):
                 delivery.kept = kept.key
         await self._send(delivery, message)
@@ -288,6 +288,13 @@ class AlertHandler:
             else:
                 self._sent(delivery, str(message["Subject"]))
                 return
+
+    def _compose_text(
+        self, mail: _Mail, now: datetime, deadline: Deadline
+    ) -> tuple[EmailMessage, str]:
+        """The message for `mail`, and its text when it is to be kept (else empty)."""
+        message = self._compose(mail, now, deadline)
+        return message, message.as_string() if self._outbox is not None else ""
 
     def _compose(self, mail: _Mail, now: datetime, deadline: Deadline) -> EmailMessage:
         """The message for `mail` (blocking: reads the template file).

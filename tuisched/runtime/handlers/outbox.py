@@ -95,6 +95,10 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._alerts)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether the alert `key` is kept (not delivered, given up or dropped yet)."""
+        return key in self._alerts
+
     async def load(self) -> list[KeptAlert]:
         """The alerts a previous scheduler kept and that are still worth sending, oldest
         first; they stay kept until `done`. Never raises: a file that cannot be used is

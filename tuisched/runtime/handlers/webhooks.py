@@ -156,7 +156,7 @@ class WebhookHandler:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
             for task, post in cut_short.items():
-                if task.cancelled() and post.kept is not None:
+                if task.cancelled() and self._outbox is not None and post.kept in self._outbox:
                     self._failed(post, "the scheduler stopped: kept for the next start", 0,
                                  final=False)  # fmt: skip
                 elif task.cancelled():
