@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from tuisched.domain.errors import HistoryDamagedError
-from tuisched.domain.events import RunFinished
+from tuisched.domain.events import HistoryDamaged, RunFinished
 from tuisched.domain.runs import RunState
+from tuisched.frontends.tui.state import ConsoleState
 from tuisched.runtime import runtime as runtime_module
 from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.store import HistoryStore
@@ -95,6 +96,7 @@ async def test_damage_while_running_is_said_once_and_runs_go_on(
             await runtime.history.flush()
             assert runtime.unwritten[0] > 0  # kept in memory, not written to the file
             said = [r for r in caplog.records if r.levelno >= logging.ERROR]
+            (event,) = await events.wait_for(HistoryDamaged, within=WITHIN)
     assert [run.run.state for run in finished] == [RunState.SUCCESS] * 3
     (line,) = said
     text = line.getMessage()
@@ -103,6 +105,10 @@ async def test_damage_while_running_is_said_once_and_runs_go_on(
     assert "runs go on" in text
     assert not [r for r in caplog.records if r.exc_info]
     assert "Traceback" not in caplog.text
+    assert (event.database, event.error) == (str(database), text.removeprefix("history: "))
+    assert len(events.of(HistoryDamaged)) == 1
+    (notice,) = ConsoleState().digest([event]).notices  # what the console shows
+    assert (notice.severity, notice.text) == ("error", event.error)
 
 
 def _store_with_runs(tmp_path: Path) -> tuple[HistoryStore, Path]:

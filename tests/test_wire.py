@@ -117,6 +117,9 @@ SAMPLES: dict[type[ev.Event], ev.Event] = {
         attempts=3,
         final=True,
     ),
+    ev.HistoryDamaged: ev.HistoryDamaged(
+        at=AT, database="/var/lib/tuisched/history.db", error="the history database is damaged"
+    ),
 }
 
 

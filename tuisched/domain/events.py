@@ -204,3 +204,17 @@ class AlertFailed(Event):
     """True when no further attempt follows."""
     channel: str = "email"
     """`email` (`to` holds addresses), or `webhook` (`to` holds the webhook's name)."""
+
+
+# --- the history ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryDamaged(Event):
+    """The history database was found damaged while the scheduler ran: nothing is written
+    to it again, and the runs' records are kept in memory meanwhile."""
+
+    database: str
+    """The damaged file."""
+    error: str
+    """What is wrong and what to do, in the operator's words."""

@@ -45,6 +45,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.events import (
     Event,
+    HistoryDamaged,
     RunAbandoned,
     SchedulerStarted,
     SchedulerStopped,
@@ -157,12 +158,6 @@ def foreground(*, fire_events: bool) -> Role:
         follows_runs=fire_events,
         node_suffix=":run",
     )
-
-
-def _say_history_damaged(damage: HistoryDamagedError) -> None:
-    """Damage found while running (the writer's thread): one ERROR line, once."""
-    log.error("history: %s. Meanwhile runs go on, and their records are kept in memory "
-              "(not written to the damaged file)", damage)  # fmt: skip
 
 
 class Runtime:
@@ -433,7 +428,8 @@ class Runtime:
         store = await in_thread(
             Lane.FILES, lambda: open_history(self.config, password=password, busy_ms=WRITER_BUSY_MS)
         )
-        store.on_damage = _say_history_damaged
+        database = str(store.sqlite_path or "history")
+        store.on_damage = lambda damage: self._history_damaged(database, damage)
         journal: Journal | None = None
         kept: list[Kept] = []
         if self.role.exclusive and self.config.settings.cluster is None:
@@ -448,6 +444,14 @@ class Runtime:
         self._history = AsyncHistory(store, journal=journal, kept=kept)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
+
+    def _history_damaged(self, database: str, damage: HistoryDamagedError) -> None:
+        """Damage found while running (on the writer's thread, once): one ERROR line, and
+        the event that the console shows."""
+        said = (f"{damage}. Meanwhile runs go on, and their records are kept in memory "
+                "(not written to the damaged file)")  # fmt: skip
+        log.error("history: %s", said)
+        self.bus.publish(HistoryDamaged(at=self._clock.now(), database=database, error=said))
 
     async def _start_history_checks(self) -> None:
         """Look at a SQLite history's file for damage every few minutes (issue 26)."""

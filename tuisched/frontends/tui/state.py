@@ -20,6 +20,7 @@ from tuisched.domain.events import (
     ConfigLoaded,
     ConfigRejected,
     Event,
+    HistoryDamaged,
     PauseChanged,
     RunAbandoned,
     RunEvent,
@@ -150,6 +151,8 @@ class ConsoleState:
                 changes.everything = True
             case AlertFailed(final=True, job=job, error=error):
                 changes.notices.append(Notice(f"alert for {job} not delivered: {error}", "warning"))
+            case HistoryDamaged(error=error):
+                changes.notices.append(Notice(error, "error"))
 
 
 def _disk_banner(
