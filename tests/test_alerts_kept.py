@@ -379,3 +379,21 @@ async def test_keeping_more_than_the_cap_drops_the_oldest_and_a_huge_one_is_not_
         f"more than {MAX_KEPT} alerts kept: the oldest (failed for job 'job-0') is dropped",
         "failed alert for job 'huge' is too large to keep for the next start",
     ]
+
+
+async def test_a_write_that_fails_is_tried_again_at_close_and_a_loss_is_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocked = tmp_path / "state"
+    blocked.write_text("a file where the folder should be")
+    outbox = Outbox(blocked / OUTBOX_FILE, ManualClock(NOW))
+    outbox.keep(_kept(NOW))
+    await outbox.close()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2  # the failure once (not once per try), then the loss
+    assert said[0].startswith(f"cannot write {blocked / OUTBOX_FILE}: ")
+    path = blocked / OUTBOX_FILE
+    assert (
+        said[1]
+        == f"1 alert(s) not delivered before the stop could not be kept in {path} and are lost"
+    )

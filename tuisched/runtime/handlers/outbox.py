@@ -138,11 +138,20 @@ class Outbox:
     async def close(self) -> None:
         """Wait for the last write (call it once the deliveries were drained), and say
         what is kept."""
-        while self._saving is not None:
-            await asyncio.shield(self._saving)
-        if self._alerts:
+        await self._written()
+        if self._trouble.failures:  # the last write failed: one more try before the end
+            self._changed()
+            await self._written()
+        if self._alerts and self._trouble.failures:
+            log.error("%d alert(s) not delivered before the stop could not be kept in %s "
+                      "and are lost", len(self._alerts), self._path)  # fmt: skip
+        elif self._alerts:
             log.warning("%d alert(s) not delivered before the stop are kept in %s, to send "
                         "at the next start", len(self._alerts), self._path)  # fmt: skip
+
+    async def _written(self) -> None:
+        while self._saving is not None:
+            await asyncio.shield(self._saving)
 
     def _changed(self) -> None:
         """Write the file soon (one write at a time; the next one takes every change)."""
