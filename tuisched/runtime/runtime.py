@@ -231,6 +231,8 @@ class Runtime:
         """Posts alerts to `webhooks:` (reads the live configuration at each event)."""
         self._pruning: asyncio.Task[None] | None = None
         """History retention's background pass (when `settings.history_retention` is set)."""
+        self._history_file: Path | None = None
+        """The history's SQLite file (None for PostgreSQL), once opened."""
         self._checking: asyncio.Task[None] | None = None
         """The look for damage in a SQLite history's file, every few minutes."""
         self._outbox: Outbox | None = None
@@ -367,7 +369,7 @@ class Runtime:
         parts.callback(self._told_stopped)  # once the history holds every run's end
         await self._open_history()
         parts.push_async_callback(self._close_history)
-        await self._start_history_checks()
+        self._start_history_checks()
         parts.push_async_callback(self._stop_history_checks)
         kept: list[KeptAlert] = []
         if role.follows_runs and role.exclusive:
@@ -428,6 +430,7 @@ class Runtime:
         store = await in_thread(
             Lane.FILES, lambda: open_history(self.config, password=password, busy_ms=WRITER_BUSY_MS)
         )
+        self._history_file = store.sqlite_path
         database = str(store.sqlite_path or "history")
         store.on_damage = lambda damage: self._history_damaged(database, damage)
         journal: Journal | None = None
@@ -453,12 +456,11 @@ class Runtime:
         log.error("history: %s", said)
         self.bus.publish(HistoryDamaged(at=self._clock.now(), database=database, error=said))
 
-    async def _start_history_checks(self) -> None:
+    def _start_history_checks(self) -> None:
         """Look at a SQLite history's file for damage every few minutes (issue 26)."""
-        path = await self.history.call(lambda store: store.sqlite_path)
-        if path is not None:
+        if self._history_file is not None:
             self._checking = asyncio.get_running_loop().create_task(
-                keep_checking(self.history, path, self._clock)
+                keep_checking(self.history, self._history_file, self._clock)
             )
 
     async def _stop_history_checks(self) -> None:
