@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from tuisched.domain.errors import (
     DuplicateRunError,
+    HistoryDamagedError,
     HistoryError,
     HistoryUnavailableError,
     UnknownRunError,
@@ -567,10 +568,15 @@ class AsyncHistory:
             self._outage = _Outage()
             with self._landed:
                 self._tell_landed()  # with no journal, what waits for a row waits no more
-            log.warning(
-                "history: cannot write (%s); %d writes are kept in memory and tried "
-                "again until it works (warning once until then)", error, len(self._held),
-            )  # fmt: skip
+            kept = "in memory and in the journal" if self._journal is not None else "in memory"
+            if isinstance(error, HistoryDamagedError):  # said in its own ERROR line already
+                log.warning("history: %d writes are kept %s until the history is repaired",
+                            len(self._held), kept)  # fmt: skip
+            else:
+                log.warning(
+                    "history: cannot write (%s); %d writes are kept %s and tried again "
+                    "until it works (warning once until then)", error, len(self._held), kept,
+                )  # fmt: skip
         self._outage.failed()
 
     def _journal_held(self) -> None:
