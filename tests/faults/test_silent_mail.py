@@ -143,9 +143,12 @@ async def test_with_every_mail_thread_stuck_a_reload_applies_and_stop_is_bounded
             assert "renamed" in runtime.config.jobs
             # Stop within the grace (1 s) and a margin, whatever the mail server does.
             await asyncio.wait_for(runtime.stop(), 1 + 2)
-        undelivered = [e for e in events.of(AlertFailed) if e.final]
-    assert len(undelivered) == len(jobs)  # every alert is recorded as not delivered
-    assert all("scheduler stopped" in e.error for e in undelivered)
+        stopped = [e for e in events.of(AlertFailed) if "scheduler stopped" in e.error]
+    assert sorted(e.job for e in stopped) == sorted(jobs)  # each alert is accounted for
+    # The mails on their way are kept for the next start; those not yet written, dropped.
+    kept = [e for e in stopped if not e.final]
+    assert {e.error for e in kept} == {"the scheduler stopped: kept for the next start"}
+    assert len(kept) >= LANE_THREADS[Lane.MAIL], stopped
     await asyncio.wait_for(_mail_lane_idle(), 5)
 
 
@@ -172,7 +175,7 @@ def test_the_headless_scheduler_exits_within_its_grace_with_mail_stuck(tmp_path:
             pytest.fail("the scheduler did not exit within its grace and 2 s")
     log = (output + rest).decode()
     assert process.returncode == 0, log
-    assert "not delivered (attempt 1, giving up): cancelled: the scheduler stopped" in log
+    assert "not delivered before the stop are kept in" in log, log  # for the next start
     stopping = log.index("scheduler stopping")
     assert " started (slot" not in log[stopping:]  # no slot fires once stopping began
 
