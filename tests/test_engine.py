@@ -97,6 +97,30 @@ async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
     assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
 
 
+async def test_overlap_skip_lets_one_slot_wait_behind_a_catch_up(tmp_path: Path) -> None:
+    """A start's catch-up (`misfire: once`) may begin late on a busy machine: the next
+    slot then waits behind it, once, instead of being skipped for it."""
+    path = write_config(
+        tmp_path,
+        'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}',
+    )
+    async with running(path) as (runtime, events):
+        engine, job = runtime.engine, runtime.config.job("blocker")
+        slot = datetime(2026, 1, 1, tzinfo=UTC)
+        catch_up = engine.submit(job, slot=slot, trigger=Trigger.CATCHUP)
+        await events.wait_for(RunStarted)
+        after = engine.submit(job, slot=slot + timedelta(seconds=1), trigger=Trigger.SCHEDULE)
+        assert after.state is RunState.QUEUED  # behind the catch-up
+        third = engine.submit(job, slot=slot + timedelta(seconds=2), trigger=Trigger.SCHEDULE)
+        assert third.state is RunState.NOT_STARTED  # only one waits: the rule is `skip`
+        assert catch_up.run_id in third.reason
+        engine_jobs.GATES["blocker"].set()
+        done = await events.wait_for(RunFinished, count=2)
+    assert [e.run.run_id for e in done] == [catch_up.run_id, after.run_id]
+    starts = events.of(RunStarted)
+    assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
+
+
 async def test_overlap_allow_runs_side_by_side(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,

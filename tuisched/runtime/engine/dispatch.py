@@ -3,6 +3,10 @@
 A run is queued QUEUED under its job's `overlap` rule: `skip` records it
 NOT_STARTED while another run of the job is queued or running, `queue` puts
 it in the job's backlog (at most MAX_BACKLOG), `allow` queues it at once.
+A `skip` job's run that comes while only a catch-up of the job is queued or
+running (a start's `misfire: once`, which takes a moment to begin) waits in
+the backlog behind it instead: the slot after a restart is not skipped for
+the run that makes up the one before.
 Queued runs leave by (slot, higher priority, name) whenever fewer than
 `max_workers` runs hold a worker.
 """
@@ -15,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from tuisched.domain.events import RunQueued
 from tuisched.domain.model import Config, Job, Overlap
-from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.lane import ThreadRun, ThreadRunner, thread_run
 from tuisched.runtime.engine.outcomes import Outcomes
@@ -79,6 +83,8 @@ class Dispatcher:
         self._backlog: defaultdict[str, deque[RunRecord]] = defaultdict(deque)
         self._tickets: dict[str, int] = {}
         """History tickets of the QUEUED rows of runs not started yet."""
+        self._catchups: set[str] = set()
+        """Run ids of the catch-ups queued, backlogged or running."""
 
     def queued(self) -> list[RunRecord]:
         """Runs waiting for a worker, in leaving order, then backlogged ones."""
@@ -97,15 +103,18 @@ class Dispatcher:
         refused = self._refusal(job) if busy and job.overlap is not Overlap.ALLOW else ""
         if refused:
             return self._outcomes.not_started(run, Result.SKIPPED, refused, recorded=recorded)
+        backlogged = self._backlogged(job, busy)
         write = self._history.update_soon if recorded else self._history.insert_soon
         ticket = self._tickets[run.run_id] = write(run)
         self._jobs_of[run.run_id] = job
         self._outcomes.publish(RunQueued(at=self._clock.now(), run=run))
-        if busy and job.overlap is Overlap.QUEUE:
+        if backlogged:
             self._backlog[job.name].append(run)
         else:
             self._queue.push(run, job, ticket)
         busy.add(run.run_id)
+        if run.trigger is Trigger.CATCHUP:
+            self._catchups.add(run.run_id)
         self.dispatch()
         return run
 
@@ -124,8 +133,10 @@ class Dispatcher:
                 if refused:
                     self._outcomes.not_started(run, Result.SKIPPED, refused)
                     continue
-            admitted.append((run, job, bool(busy) and job.overlap is Overlap.QUEUE))
+            admitted.append((run, job, self._backlogged(job, busy)))
             busy.add(run.run_id)
+            if run.trigger is Trigger.CATCHUP:
+                self._catchups.add(run.run_id)
         if not admitted:
             return
         first = self._history.write_soon([run for run, _, _ in admitted], ()) - len(admitted) + 1
@@ -144,10 +155,20 @@ class Dispatcher:
         self._queue.push_many(queued)
         self.dispatch()
 
+    def _backlogged(self, job: Job, busy: set[str]) -> bool:
+        """Whether a new run of `job` (with `busy` queued or running) waits in the backlog."""
+        if not busy:
+            return False
+        return job.overlap is Overlap.QUEUE or (
+            job.overlap is Overlap.SKIP and busy <= self._catchups
+        )
+
     def _refusal(self, job: Job) -> str:
         """Why a new run of `job`, which has a run queued or running, is skipped ("" when
         it may queue behind it)."""
         if job.overlap is Overlap.SKIP:
+            if self._busy[job.name] <= self._catchups:
+                return ""  # behind a catch-up, once
             return self._busy_reason(job.name)
         if len(self._backlog[job.name]) >= MAX_BACKLOG:
             return f"{MAX_BACKLOG} runs already waiting"
@@ -188,6 +209,7 @@ class Dispatcher:
         """Forget `run` (finished, or taken out of the queue or backlog)."""
         self.active.pop(run.run_id, None)
         self._tickets.pop(run.run_id, None)
+        self._catchups.discard(run.run_id)
         self._jobs_of.pop(run.run_id, None)
         busy = self._busy.get(run.job, set())
         busy.discard(run.run_id)
