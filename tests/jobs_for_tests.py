@@ -240,3 +240,18 @@ def proc_environment_to_file() -> None:
 
     out = Path(os.environ["TUISCHED_TEST_OUT"])
     out.write_bytes(Path("/proc/self/environ").read_bytes().replace(b"\0", b"\n"))
+
+
+def escaping_sleeper() -> None:
+    """Starts a program in a session of its own with an empty environment (nothing of
+    the run's is left on it), writes its own pid and that program's to
+    `$TUISCHED_TEST_OUT.<run id>`, and sleeps."""
+    import os
+    import subprocess
+    import time
+    from pathlib import Path
+
+    escaped = subprocess.Popen(["/bin/sleep", "300"], env={}, start_new_session=True)
+    out = Path(f"{os.environ['TUISCHED_TEST_OUT']}.{os.environ['TUISCHED_RUN_ID']}")
+    out.write_text(f"{os.getpid()} {escaped.pid}\n")
+    time.sleep(300)

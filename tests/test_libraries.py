@@ -31,7 +31,8 @@ from tuisched.domain.templates.sandbox import sandbox
 from tuisched.frontends.tui.yamltext import block_text, flow_text, read_text
 from tuisched.runtime import configtext
 from tuisched.runtime.configtext import NODE_NAME_VARIABLE, state_dir_of
-from tuisched.runtime.execution.descendants import _process_table, kill_recorded
+from tuisched.runtime.execution.descendants import _process_table
+from tuisched.runtime.execution.leftovers import kill_left_behind
 from tuisched.runtime.handlers.appendfile import AppendFile
 
 # --- Jinja2: the sandbox without a private code generator -------------------------------
@@ -227,11 +228,11 @@ def test_a_recorded_process_is_known_by_its_start_ticks_not_its_pid_alone(tmp_pa
         start = _process_table()[sleeper.pid].start
         record = tmp_path / "processes.json"
         record.write_text(json.dumps({"run": [[sleeper.pid, start + 1]]}))
-        assert kill_recorded(record) == 0
+        assert kill_left_behind(record, None, ()) == 0
         assert sleeper.poll() is None
         assert not record.exists()
         record.write_text(json.dumps({"run": [[sleeper.pid, start]]}))
-        assert kill_recorded(record) == 1
+        assert kill_left_behind(record, None, ()) == 1
         assert sleeper.wait(timeout=10) == -signal.SIGKILL
     finally:
         sleeper.kill()

@@ -207,3 +207,20 @@ async def test_a_link_planted_as_the_keeper_s_log_does_not_stop_the_scheduler(
         assert started.run.run_id == run.run_id
     assert "the run keeper says what it does nowhere" in caplog.text
     assert target.read_text() == "not the keeper's\n"
+
+
+def test_what_a_held_run_started_in_sessions_of_its_own_ends_with_it(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Started since the scheduler's last record: no record names them, but their parent
+    is the held run's, and the keeper looks under it before it ends the run."""
+    pids = tmp_path / "pids"
+    runs.append(run := _run(f"setsid sleep 60 & echo $! >> {pids}; "
+                            f"env -i setsid sleep 61 & echo $! >> {pids}; wait"))  # fmt: skip
+    escaped = _pids(pids, 2)
+    keeper = _Keeper(tmp_path / "keeper.log")
+    keeper.say(f"hold {run.pid}")
+    assert keeper.gone() == 0
+    run.wait(10)
+    for pid in escaped:
+        _gone_within(pid, 10)

@@ -63,11 +63,10 @@ from tuisched.runtime.engine.ledger import Ledger
 from tuisched.runtime.execution import (
     close_fork_servers,
     install_child_watcher,
-    kill_forked,
-    kill_leftovers,
+    kill_left_behind,
     open_fork_servers,
 )
-from tuisched.runtime.execution.descendants import Descendants, become_subreaper, kill_recorded
+from tuisched.runtime.execution.descendants import Descendants, become_subreaper
 from tuisched.runtime.execution.keeper import Keeper
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
@@ -109,6 +108,10 @@ def add_config_folder_to_path(config: Config) -> None:
 
 FOLLOW_SECONDS = 1.0
 """How often the processes of runs are looked for in /proc (while runs are going)."""
+FOLLOW_GAP = 0.2
+"""Seconds between two looks at least: a run that starts or ends asks for a look at once
+(so that the record names its processes within a fraction of a second), and a burst of
+them costs a few looks a second, not one each."""
 LEFTOVER_GRACE = 1.0
 """Seconds the processes ended runs left running get between SIGTERM and SIGKILL at stop."""
 PROCESSES_RECORD = "processes.json"
@@ -210,6 +213,8 @@ class Runtime:
         """Handlers replaced by a reload that changed `email:`; drained at stop."""
         self._heartbeat: asyncio.Task[None] | None = None
         self._following: asyncio.Task[None] | None = None
+        self._processes_changed = asyncio.Event()
+        """Set when a run with processes starts or ends: look for its processes now."""
         self._descendants = Descendants()
         """The processes of runs (recorded in the state directory once started)."""
         self._keeper: Keeper | None = None
@@ -355,7 +360,8 @@ class Runtime:
         hide_process()
         become_subreaper()  # orphans of runs are adopted here, not by init
         record = settings.state_dir / PROCESSES_RECORD if role.exclusive else None
-        self._descendants = Descendants(record)
+        self._processes_changed = asyncio.Event()
+        self._descendants = Descendants(record, changed=self._processes_changed.set)
         install_child_watcher()
         self.bus.bind(asyncio.get_running_loop())
         self.latest.subscribe(self.bus)
@@ -387,6 +393,9 @@ class Runtime:
             down_since = await self.history.call(lambda store: store.last_alive(self.node))
             await self._close_abandoned(now)
         add_config_folder_to_path(self.config)
+        # The keeper leaves last: if this scheduler dies while it stops what ended runs
+        # left, the keeper still ends them (and at a clean stop it finds nothing left).
+        parts.push_async_callback(self._stop_keeper)
         self._following = asyncio.get_running_loop().create_task(self._follow_processes())
         parts.push_async_callback(self._stop_leftovers)
         journals = settings.state_dir / FORK_JOURNALS if role.exclusive else None
@@ -395,8 +404,7 @@ class Runtime:
         if role.exclusive:  # the scheduler that runs the jobs: its runs end with it
             self._keeper = Keeper(settings.state_dir / KEEPER_LOG, grace=self._kill_grace,
                                   record=record)  # fmt: skip
-            await self._keeper.start()
-            parts.push_async_callback(self._keeper.stop)  # after the drain: it holds nothing
+            await self._keeper.start()  # stopped after the leftovers (`_stop_keeper`)
         if settings.cluster is not None and role.fires_slots:
             self.cluster = await self._join_cluster(settings.cluster)
             parts.push_async_callback(self._leave_cluster)  # the runs' ends, fenced, then leave
@@ -586,14 +594,21 @@ class Runtime:
         self._closers.clear()
 
     async def _follow_processes(self) -> None:
-        """Look for the processes of runs once a second (real time: they are real)."""
+        """Look for the processes of runs once a second, and soon after a run starts or
+        ends (real time: they are real)."""
+        changed = self._processes_changed
         while True:
-            await asyncio.sleep(FOLLOW_SECONDS)
-            if self._descendants.watching:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FOLLOW_SECONDS - FOLLOW_GAP):
+                    await changed.wait()
+            asked = changed.is_set()
+            changed.clear()
+            if asked or self._descendants.watching:
                 try:
                     await in_thread(Lane.PROCESSES, self._descendants.scan)
                 except Exception:  # the runs go on; only their leftovers may be missed
                     log.exception("looking for the processes of runs failed")
+            await asyncio.sleep(FOLLOW_GAP)
 
     async def _stop_leftovers(self) -> None:
         """Stop what ended runs left running: SIGTERM, then SIGKILL after the kill grace."""
@@ -610,6 +625,11 @@ class Runtime:
             await in_thread(Lane.PROCESSES, self._descendants.scan)
             await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGKILL)
         await in_thread(Lane.PROCESSES, self._descendants.forget_record)
+
+    async def _stop_keeper(self) -> None:
+        """Let the keeper go, once no run and nothing a run left is running."""
+        if self._keeper is not None:
+            await self._keeper.stop()
 
     def _start_alerts(self) -> None:
         if self.config.email is None:
@@ -682,20 +702,16 @@ class Runtime:
 
     async def _kill_left_processes(self, abandoned: list[str]) -> int:
         """Kill what a dead scheduler's runs left: the processes recorded in the state
-        directory, the python runs' processes its fork servers journaled, and every
-        process carrying the id of one of those runs or of an `abandoned` one. How many."""
+        directory, the python runs' processes its fork servers journaled, every process
+        carrying the id of one of those runs or of an `abandoned` one, and everything
+        under them or in their sessions and groups (`leftovers.py`). How many."""
         state_dir = self.config.settings.state_dir
-        killed, run_ids = 0, set(abandoned)
-        if self.role.exclusive:
-            killed = await in_thread(Lane.PROCESSES, kill_recorded, state_dir / PROCESSES_RECORD)
-            forked, journaled = await in_thread(
-                Lane.PROCESSES, kill_forked, state_dir / FORK_JOURNALS
-            )
-            killed += forked
-            run_ids |= journaled
-        if run_ids:
-            killed += await in_thread(Lane.PROCESSES, kill_leftovers, run_ids)
-        return killed
+        exclusive = self.role.exclusive
+        return await in_thread(
+            Lane.PROCESSES, kill_left_behind,
+            state_dir / PROCESSES_RECORD if exclusive else None,
+            state_dir / FORK_JOURNALS if exclusive else None, abandoned,
+        )  # fmt: skip
 
     async def _mark_alive(self) -> None:
         """Note in the history that this scheduler is alive now (a heartbeat).

@@ -33,7 +33,7 @@ from tuisched.runtime.execution.base import (
 )
 from tuisched.runtime.execution.command import CommandRunner
 from tuisched.runtime.execution.forking import close_fork_servers, open_fork_servers
-from tuisched.runtime.execution.leftovers import kill_forked, kill_leftovers
+from tuisched.runtime.execution.leftovers import kill_forked, kill_left_behind
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.execution.pyprocess import ProcessPythonRunner
 from tuisched.runtime.execution.python import PythonRunner
@@ -50,7 +50,7 @@ __all__ = [
     "close_fork_servers",
     "install_child_watcher",
     "kill_forked",
-    "kill_leftovers",
+    "kill_left_behind",
     "make_runner",
     "open_fork_servers",
     "watch_root",

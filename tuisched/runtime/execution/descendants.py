@@ -11,9 +11,21 @@ and its start time, so a recycled pid is never mistaken for it.
 
 With that, a stopped run's escaped processes are signalled with it, those that
 outlive a run are reported, and all of them are stopped at shutdown. The list
-is also written to the state directory, so that after a `kill -9` of the
-scheduler the next start stops them, even those that cleared their
-environment (`env -i`), where `TUISCHED_RUN_ID` cannot find them.
+is also written to the state directory (`processes.json`), so that after a
+`kill -9` of the scheduler (and of its keeper) the next start stops them, even
+those that cleared their environment (`env -i`), where `TUISCHED_RUN_ID`
+cannot find them. It names each running run's own process, what was found
+under it, and what this process adopted: the orphans of runs whose parent
+exited before a scan could see them under their run, above all those a run
+left behind when it ended (`ADOPTED`). It is rewritten after each scan that
+changes it (a new file renamed over the old, so a reader never sees half of
+it), and a run that starts or ends asks for a scan at once (`changed`), so
+the record is at most a fraction of a second behind.
+
+What the record cannot hold, a process started in the last moments before the
+kill, is still found at the next start as long as its parent lives: the
+start stops what the record names together with everything under it, and
+every process of the sessions and groups those lead (`leftovers.py`).
 
 psutil was weighed for this and not taken. Its `children(recursive=True)`
 reads the whole process table on every call, so one scan per run instead of
@@ -35,10 +47,9 @@ import ctypes.util
 import json
 import logging
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +58,32 @@ from tuisched.runtime.privatefiles import open_private
 log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
+
+ADOPTED = "adopted"
+"""The record's entry for processes this one adopted that no run is known to have
+started (run ids are never this word)."""
+
+_HELPERS: set[int] = set()
+"""Children this process started for itself (the run keeper, fork servers): never
+taken for orphans of runs. Changed on the loop, read by scans (under `_HELPERS_LOCK`)."""
+_HELPERS_LOCK = threading.Lock()
+
+
+def helper_started(pid: int) -> None:
+    """`pid` is a child of the scheduler's own (not a run's): scans leave it out."""
+    with _HELPERS_LOCK:
+        _HELPERS.add(pid)
+
+
+def helper_ended(pid: int) -> None:
+    """The helper `pid` has ended (and been reaped): its pid may be anyone's now."""
+    with _HELPERS_LOCK:
+        _HELPERS.discard(pid)
+
+
+def _helpers() -> frozenset[int]:
+    with _HELPERS_LOCK:
+        return frozenset(_HELPERS)
 
 
 def become_subreaper() -> bool:
@@ -74,10 +111,13 @@ class _Row:
     ppid: int
     start: int
     zombie: bool
+    group: int = 0
+    session: int = 0
 
 
 def _process_table() -> dict[int, _Row]:
-    """Every process this user can see: pid -> parent, start time, zombie or not."""
+    """Every process this user can see: pid -> parent, start time, zombie or not, process
+    group and session."""
     table: dict[int, _Row] = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -90,7 +130,9 @@ def _process_table() -> dict[int, _Row]:
         # The command name is in parentheses and may hold anything: split after the last ')'.
         fields = data[data.rfind(b")") + 2 :].split()
         if len(fields) > 19:
-            table[int(entry.name)] = _Row(int(fields[1]), int(fields[19]), fields[0] == b"Z")
+            table[int(entry.name)] = _Row(
+                int(fields[1]), int(fields[19]), fields[0] == b"Z", int(fields[2]), int(fields[3])
+            )
     return table
 
 
@@ -104,6 +146,8 @@ class _Run:
     root: int
     known: set[Proc] = field(default_factory=set)
     ended: bool = False
+    root_proc: Proc | None = None
+    """The root as a scan saw it (its start time), while the run goes on."""
 
 
 class Descendants:
@@ -112,24 +156,33 @@ class Descendants:
     `scan()` is blocking (it reads `/proc`): call it off the loop.
     """
 
-    def __init__(self, record: Path | None = None) -> None:
-        """`record`: where the known processes are written after each scan that changes them."""
+    def __init__(
+        self, record: Path | None = None, *, changed: Callable[[], None] | None = None
+    ) -> None:
+        """`record`: where the known processes are written after each scan that changes
+        them. `changed`: called (on the caller's thread) when a run starts or ends, so
+        that a scan comes soon."""
         self._record = record
+        self._changed = changed
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
+        self._adopted: set[Proc] = set()
+        """Orphans this process adopted that no run's scan had found, and what is under them."""
         self._zombies: set[int] = set()
         """Adopted children seen as zombies at the last scan (reaped if still so)."""
         self._written: dict[str, list[tuple[int, int]]] = {}
 
     @property
     def watching(self) -> bool:
-        """Whether any run has processes to follow."""
-        return bool(self._runs)
+        """Whether any run or adopted orphan has processes to follow."""
+        return bool(self._runs or self._adopted)
 
     def watch(self, run_id: str, pid: int) -> None:
         """Follow the processes under `pid`, the process `run_id` started."""
         with self._lock:
             self._runs[run_id] = _Run(root=pid)
+        if self._changed is not None:
+            self._changed()
 
     def signal(self, run_id: str, signum: int) -> int:
         """Send `signum` to every known process of `run_id`; how many got it."""
@@ -152,28 +205,25 @@ class Descendants:
             run.known = {proc for proc in run.known if _group_of(proc.pid) not in (run.root, None)}
             if not run.known:
                 del self._runs[run_id]
-            return sorted(run.known, key=lambda proc: proc.pid)
+            left = sorted(run.known, key=lambda proc: proc.pid)
+        if self._changed is not None:  # its orphans are ours now: a scan records them
+            self._changed()
+        return left
 
     def stop_all(self, signum: int) -> int:
         """Send `signum` to every process left by an ended run, and to every process this
-        one adopted and what they started (at shutdown, once no run and no process
-        of ours is left: an adopted child is then the leftover of a run that ended
-        before a scan could see what it left)."""
+        one adopted and what they started (at shutdown, once no run is left: an adopted
+        child is then the leftover of a run that ended before a scan could see what it
+        left; this process's own helpers, the keeper among them, are not)."""
         table = _process_table()
         children: dict[int, list[int]] = {}
         for pid, row in table.items():
             children.setdefault(row.ppid, []).append(pid)
-        # Adopted: a child in a session other than ours (runs, and what escapes them, have
-        # sessions of their own; a child this process started for itself shares ours).
-        ours = os.getsid(0)
-        orphans: set[Proc] = set()
-        for pid in children.get(os.getpid(), ()):
-            if _session_of(pid) not in (ours, None) and not table[pid].zombie:
-                orphans.add(Proc(pid, table[pid].start))
-                orphans |= _found(_Run(root=pid), table, children)
         with self._lock:
+            roots = {run.root for run in self._runs.values() if not run.ended}
             procs = {proc for run in self._runs.values() if run.ended for proc in run.known}
-        return signal_procs(procs | orphans, signum)
+            procs |= self._orphans(table, children, roots)
+        return signal_procs(procs, signum)
 
     def scan(self) -> None:
         """Look in `/proc`: add what each run started since, drop what ended, reap adopted
@@ -186,16 +236,45 @@ class Descendants:
             roots = {run.root for run in self._runs.values()}
             for run_id, run in list(self._runs.items()):
                 run.known = _found(run, table, children)
+                root = table.get(run.root)
+                alive = root is not None and not root.zombie and not run.ended
+                run.root_proc = Proc(run.root, root.start) if alive and root else None
                 if run.ended and not run.known:
                     del self._runs[run_id]
+            self._adopted = self._orphans(table, children, roots)
             snapshot = {
-                run_id: sorted((proc.pid, proc.start) for proc in run.known)
+                run_id: sorted(
+                    (proc.pid, proc.start)
+                    for proc in (run.known | ({run.root_proc} if run.root_proc else set()))
+                )
                 for run_id, run in self._runs.items()
-                if run.known
+                if run.known or run.root_proc
             }
+            if self._adopted:
+                snapshot[ADOPTED] = sorted((proc.pid, proc.start) for proc in self._adopted)
         self._reap(table, roots)
         if snapshot != self._written:
             self._write(snapshot)
+
+    def _orphans(
+        self, table: dict[int, _Row], children: dict[int, list[int]], roots: set[int]
+    ) -> set[Proc]:
+        """What this process adopted (children in a session other than ours that it did not
+        start: not a run's root, not a helper), with what is under them, and what was found
+        so before and is still alive, minus what a run's scan knows (call under the lock)."""
+        me, ours, helpers = os.getpid(), os.getsid(0), _helpers()
+        known = {proc for run in self._runs.values() for proc in run.known}
+        found: set[Proc] = set()
+        for proc in self._adopted:
+            # A run's root or a helper seen in the moment between its start and its being said.
+            if proc.pid not in roots and proc.pid not in helpers and _alive(proc, table):
+                found |= {proc} | _found(_Run(root=proc.pid), table, children)
+        for pid in children.get(me, ()):
+            row = table[pid]
+            if pid in roots or pid in helpers or row.zombie or row.session == ours:
+                continue
+            found |= {Proc(pid, row.start)} | _found(_Run(root=pid), table, children)
+        return found - known
 
     def _reap(self, table: dict[int, _Row], roots: set[int]) -> None:
         """Reap adopted children that died (asyncio reaps only what it started).
@@ -249,13 +328,6 @@ def _found(run: _Run, table: dict[int, _Row], children: dict[int, list[int]]) ->
     return found
 
 
-def _session_of(pid: int) -> int | None:
-    try:
-        return os.getsid(pid)
-    except OSError:
-        return None
-
-
 def _group_of(pid: int) -> int | None:
     try:
         return os.getpgid(pid)
@@ -280,15 +352,15 @@ def signal_procs(procs: Iterable[Proc], signum: int, *, groups: bool = False) ->
     return sent
 
 
-def kill_recorded(record: Path) -> int:
-    """SIGKILL the processes a killed scheduler's record names (pid and start time both
-    matching), then remove the record. How many were killed."""
+def read_record(record: Path) -> tuple[list[Proc], set[str]]:
+    """What a killed scheduler's record names: its processes, and the runs they are of;
+    the record is removed (nothing, if it cannot be read)."""
     try:
         recorded = json.loads(record.read_text(encoding="utf-8"))
         procs = [Proc(int(pid), int(start)) for pairs in recorded.values() for pid, start in pairs]
+        run_ids = {str(run_id) for run_id in recorded if run_id != ADOPTED}
     except (OSError, ValueError, TypeError, AttributeError):
-        return 0
-    killed = signal_procs(procs, signal.SIGKILL)
+        return [], set()
     with contextlib.suppress(OSError):
         record.unlink()
-    return killed
+    return procs, run_ids

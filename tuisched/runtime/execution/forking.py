@@ -32,6 +32,7 @@ from typing import Any
 from tuisched.domain.errors import LaunchError, StateError
 from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.execution.command import _exit_words
+from tuisched.runtime.execution.descendants import helper_ended, helper_started
 from tuisched.runtime.execution.spawn import Child, spawn
 from tuisched.runtime.privatefiles import private_folder
 from tuisched.runtime.threads import Lane, in_thread
@@ -89,6 +90,7 @@ class ForkServer:
         self._clock = clock
         self._loop = asyncio.get_running_loop()
         self.pid = child.pid
+        helper_started(child.pid)  # not an orphan of a run (its runs are followed as runs)
         self.module: str | None = None
         """The module it imported (None: each run imports its own)."""
         self.last_used = clock.monotonic()
@@ -319,6 +321,7 @@ class ForkServer:
         self._close_outbox()
         self._control.close()
         self._child.close()
+        helper_ended(self.pid)
         for future in (self._ready, self._loading):
             if future is not None and not future.done():
                 future.set_exception(LaunchError(reason))

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from tuisched.domain.errors import TuischedError
+from tuisched.runtime.execution.descendants import helper_ended, helper_started
 from tuisched.runtime.privatefiles import open_private
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -63,6 +64,7 @@ class Keeper:
             log.warning("the run keeper could not start (%s): runs of a killed scheduler "
                         "are only stopped at its next start", error)  # fmt: skip
             return
+        helper_started(self._process.pid)  # not an orphan of a run
         assert self._process.stdin is not None  # noqa: S101  (spawned with stdin=PIPE)
         self._fd = self._process.stdin.fileno()
         os.set_blocking(self._fd, False)
@@ -148,3 +150,4 @@ class Keeper:
         if not done:
             process.kill()
             await waiting
+        helper_ended(process.pid)

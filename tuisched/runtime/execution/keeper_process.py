@@ -16,8 +16,13 @@ newer `fence`, the keeper sends SIGTERM to every group it holds, and SIGKILL
 to what is left after the grace period. When the scheduler dies it does the
 same to the processes that left their runs' groups (`setsid`, a daemon's
 double fork), as the scheduler's last record of them names them
-(`processes.json`, pid and start time). A group whose leader is alive but was
-started after the `hold` is a stranger's (a recycled pid) and is left alone.
+(`processes.json`, pid and start time). Either way it first looks in /proc
+for everything under those processes and in the sessions they lead, and
+ends that too: a process started since the scheduler's last record (in a
+session of its own, its environment emptied) is still under its run's
+process until that one ends, and would be an orphan nobody knows of after.
+A group whose leader is alive but was started after the `hold` is a
+stranger's (a recycled pid) and is left alone.
 After its scheduler's death the keeper exits; after a fence it keeps serving,
 since the scheduler may come back (SIGCONT) and go on.
 
@@ -52,6 +57,56 @@ def _started(pid: int) -> int | None:
     return int(fields[19])
 
 
+def _table() -> dict[int, tuple[int, int, int, int]]:
+    """Every live process this user can see: pid -> (parent, group, session, start)."""
+    table: dict[int, tuple[int, int, int, int]] = {}
+    for name in os.listdir("/proc"):  # noqa: PTH208  (the standard library, by path)
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:  # noqa: PTH123
+                data = stat.read()
+        except OSError:
+            continue
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 19 and fields[0] != b"Z":
+            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
+    return table
+
+
+def _family(seeds: dict[int, int]) -> dict[int, int]:
+    """`seeds` (pid -> start time) still alive, everything under them and every member of
+    a session or group one of them leads, over and over; never the keeper's own."""
+    table = _table()
+    mine = {os.getpid(), 1}
+    own_session, own_group = os.getsid(0), os.getpgid(0)
+    children: dict[int, list[int]] = {}
+    led: dict[int, list[int]] = {}
+    for pid, (ppid, group, session, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+        if session != own_session:
+            led.setdefault(session, []).append(pid)
+        if group not in (own_group, session):
+            led.setdefault(group, []).append(pid)
+    found: dict[int, int] = {}
+    todo = [pid for pid, start in seeds.items() if pid in table and table[pid][3] == start]
+    while todo:
+        pid = todo.pop()
+        if pid in found or pid in mine or pid not in table:
+            continue
+        found[pid] = table[pid][3]
+        todo += children.get(pid, ())
+        todo += led.get(pid, ())
+    return found
+
+
+def _group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def _say(text: str) -> None:
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     with contextlib.suppress(OSError):
@@ -69,6 +124,8 @@ class Keeper:
         self.fence_grace = grace
         self.ending: dict[int, int | None] = {}
         """Groups sent SIGTERM, to be sent SIGKILL at `kill_at`."""
+        self.strays: dict[int, int] = {}
+        """Processes sent SIGTERM one by one (pid -> start time), SIGKILL at `kill_at`."""
         self.kill_at: float | None = None
 
     def take(self, line: str) -> None:
@@ -107,13 +164,21 @@ class Keeper:
             self.terminate(now, self.fence_grace)
         if self.kill_at is not None and now >= self.kill_at:
             self._signal(self.ending, signal.SIGKILL)
+            _kill(self.strays, signal.SIGKILL)
             self.ending.clear()
+            self.strays.clear()
             self.kill_at = None
 
-    def terminate(self, now: float, grace: float) -> None:
-        """SIGTERM every held group now; SIGKILL for them after `grace`."""
+    def terminate(self, now: float, grace: float, strays: dict[int, int] | None = None) -> None:
+        """SIGTERM every held group, and `strays`, and the families of both (looked for
+        first: a parent that ends leaves its children to init); SIGKILL after `grace`."""
+        seeds = {pid: start for pid, start in self.held.items() if start is not None}
+        members = _family({**seeds, **(strays or {})})
         self._signal(self.held, signal.SIGTERM)
+        loose = {pid: start for pid, start in members.items() if _group(pid) not in self.held}
+        _kill(loose, signal.SIGTERM)  # the others had it with their group: once is enough
         self.ending.update(self.held)
+        self.strays.update(members)
         self.held.clear()
         self.kill_at = now + grace if self.kill_at is None else min(self.kill_at, now + grace)
 
@@ -127,12 +192,12 @@ class Keeper:
                 os.killpg(pid, signum)
 
     def alive(self) -> bool:
-        """Whether any group it is ending still has a process."""
+        """Whether any group or process it is ending is still there."""
         for pid in self.ending:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, 0)
                 return True
-        return False
+        return _kill(self.strays, 0)
 
 
 def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
@@ -159,18 +224,17 @@ def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
     if keeper.held:
         _say(f"the scheduler is gone: ending {len(keeper.held)} run(s) "
              f"(pid {', '.join(map(str, sorted(keeper.held)))})")  # fmt: skip
-        keeper.terminate(time.monotonic(), keeper.grace)
     strays = _recorded(record) if record else {}
     if strays:
         _say(f"ending {len(strays)} process(es) that left their runs "
              f"(pid {', '.join(map(str, sorted(strays)))})")  # fmt: skip
-        _kill(strays, signal.SIGTERM)
+    if keeper.held or strays:
+        keeper.terminate(time.monotonic(), keeper.grace, strays)
     ends = time.monotonic() + keeper.grace
-    while time.monotonic() < ends and (keeper.alive() or _kill(strays, 0)):
+    while time.monotonic() < ends and keeper.alive():
         time.sleep(0.05)  # wait out the grace, or until all have ended
         keeper.act(time.monotonic())
     keeper.act(max(ends, keeper.kill_at or 0.0))
-    _kill(strays, signal.SIGKILL)
 
 
 def _recorded(record: str) -> dict[int, int]:
