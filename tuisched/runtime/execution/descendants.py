@@ -49,6 +49,7 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,9 @@ from tuisched.runtime.privatefiles import open_private
 log = logging.getLogger(__name__)
 
 _PR_SET_CHILD_SUBREAPER = 36
+
+REAP_AFTER = 1.0
+"""Seconds a child of ours stays a zombie before a scan reaps it (see `_reap`)."""
 
 ADOPTED = "adopted"
 """The record's entry for processes this one adopted that no run is known to have
@@ -168,8 +172,8 @@ class Descendants:
         self._runs: dict[str, _Run] = {}
         self._adopted: set[Proc] = set()
         """Orphans this process adopted that no run's scan had found, and what is under them."""
-        self._zombies: set[int] = set()
-        """Adopted children seen as zombies at the last scan (reaped if still so)."""
+        self._zombies: dict[int, float] = {}
+        """Children seen as zombies at the last scan, and since when (monotonic)."""
         self._written: dict[str, list[tuple[int, int]]] = {}
 
     @property
@@ -279,16 +283,19 @@ class Descendants:
     def _reap(self, table: dict[int, _Row], roots: set[int]) -> None:
         """Reap adopted children that died (asyncio reaps only what it started).
 
-        A zombie child is reaped once it was a zombie at two scans a second apart:
-        the loop reaps the processes it started within milliseconds, so such a
-        zombie is an orphan we adopted, never one asyncio waits for.
+        A zombie child is reaped once it has been one for REAP_AFTER seconds: the
+        loop reaps the processes it started within milliseconds, so such a zombie
+        is an orphan we adopted, never one asyncio waits for (scans come more
+        often than that after runs start or end: time, not their count, decides).
         """
-        me = os.getpid()
-        zombies = {pid for pid, row in table.items() if row.ppid == me and row.zombie} - roots
-        for pid in zombies & self._zombies:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
-        self._zombies = zombies
+        me, now = os.getpid(), time.monotonic()
+        zombies = {pid for pid, row in table.items() if row.ppid == me and row.zombie}
+        zombies -= roots | _helpers()
+        self._zombies = {pid: self._zombies.get(pid, now) for pid in zombies}
+        for pid, since in self._zombies.items():
+            if now - since >= REAP_AFTER:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
 
     def _write(self, snapshot: dict[str, list[tuple[int, int]]]) -> None:
         self._written = snapshot
