@@ -278,3 +278,31 @@ def test_a_scan_records_what_this_process_adopted_but_not_its_own_helpers(
         for process in (orphan, helper):
             process.kill()
             process.wait(10)
+
+
+def test_a_run_that_starts_or_ends_asks_for_a_scan_and_its_own_process_is_recorded(
+    tmp_path: Path,
+) -> None:
+    """The record names the run's process as soon as a scan saw it (not only what is
+    under it), and a start or an end asks for that scan at once."""
+    record = tmp_path / "processes.json"
+    asked: list[str] = []
+    descendants = Descendants(record, changed=lambda: asked.append("scan"))
+    root = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        descendants.watch("run00000000a", root.pid)
+        assert asked == ["scan"]
+        descendants.scan()
+        recorded = json.loads(record.read_text())
+        assert recorded["run00000000a"] == [[root.pid, _started(root.pid)]]
+        root.kill()
+        root.wait(10)
+        descendants.run_ended("run00000000a")
+        assert asked == ["scan", "scan"]
+        descendants.scan()
+        assert "run00000000a" not in (json.loads(record.read_text()) if record.exists() else {})
+        descendants.run_ended("run-never-watched")  # a thread's run: nothing to look for
+        assert asked == ["scan", "scan"]
+    finally:
+        root.kill()
+        root.wait(10)
