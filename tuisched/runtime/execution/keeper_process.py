@@ -224,8 +224,9 @@ def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
     if keeper.held:
         _say(f"the scheduler is gone: ending {len(keeper.held)} run(s) "
              f"(pid {', '.join(map(str, sorted(keeper.held)))})")  # fmt: skip
-    strays = _recorded(record) if record else {}
-    if strays:
+    recorded = _recorded(record) if record else {}
+    strays = {pid: start for pid, start in recorded.items() if pid not in keeper.held}
+    if strays:  # (the record names the runs' own processes too: those are held)
         _say(f"ending {len(strays)} process(es) that left their runs "
              f"(pid {', '.join(map(str, sorted(strays)))})")  # fmt: skip
     if keeper.held or strays:
