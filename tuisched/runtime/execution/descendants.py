@@ -360,14 +360,12 @@ def signal_procs(procs: Iterable[Proc], signum: int, *, groups: bool = False) ->
 
 
 def read_record(record: Path) -> tuple[list[Proc], set[str]]:
-    """What a killed scheduler's record names: its processes, and the runs they are of;
-    the record is removed (nothing, if it cannot be read)."""
+    """What a killed scheduler's record names: its processes, and the runs they are of
+    (nothing, if it cannot be read). The caller removes it once they are stopped."""
     try:
         recorded = json.loads(record.read_text(encoding="utf-8"))
         procs = [Proc(int(pid), int(start)) for pairs in recorded.values() for pid, start in pairs]
         run_ids = {str(run_id) for run_id in recorded if run_id != ADOPTED}
     except (OSError, ValueError, TypeError, AttributeError):
         return [], set()
-    with contextlib.suppress(OSError):
-        record.unlink()
     return procs, run_ids

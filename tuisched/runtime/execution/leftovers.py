@@ -35,8 +35,9 @@ _ROUNDS = 16
 
 def kill_left_behind(record: Path | None, journals: Path | None, run_ids: Collection[str]) -> int:
     """Kill every process of a dead scheduler's runs: what `record` and the fork servers'
-    `journals` name (both removed then), what carries the id of one of their runs or of
-    `run_ids`, and their families. How many were killed (blocking: call off the loop)."""
+    `journals` name, what carries the id of one of their runs or of `run_ids`, and their
+    families; then remove the record and the journals (not before: a start killed
+    meanwhile leaves them to the next). How many were killed (blocking: off the loop)."""
     procs: list[Proc] = []
     wanted = set(run_ids)
     if record is not None:
@@ -48,14 +49,22 @@ def kill_left_behind(record: Path | None, journals: Path | None, run_ids: Collec
         procs += journaled
         wanted |= journaled_runs
     procs += carrying(wanted)
-    return stop_family(procs)
+    killed = stop_family(procs)
+    if record is not None:
+        with contextlib.suppress(OSError):
+            record.unlink()
+    if journals is not None:
+        remove_journals(journals)
+    return killed
 
 
 def kill_forked(journals: Path) -> tuple[int, set[str]]:
     """SIGKILL what the journals of a killed scheduler's fork servers name, and their
     families, then remove the journals. How many were killed, and the runs named."""
     procs, run_ids = read_journals(journals)
-    return stop_family(procs), run_ids
+    killed = stop_family(procs)
+    remove_journals(journals)
+    return killed, run_ids
 
 
 # --- where the search begins ----------------------------------------------------------
@@ -89,14 +98,10 @@ def carrying(run_ids: Collection[str]) -> list[Proc]:
 
 def read_journals(journals: Path) -> tuple[list[Proc], set[str]]:
     """What the journals of a killed scheduler's fork servers name (the servers and each
-    python run's process) and the runs named; the journals are removed."""
+    python run's process) and the runs named."""
     procs: list[Proc] = []
     run_ids: set[str] = set()
-    try:
-        journal_files = [path for path in journals.iterdir() if path.suffix in (".runs", ".new")]
-    except OSError:
-        return procs, run_ids
-    for journal in journal_files:
+    for journal in _journal_files(journals):
         for line in _read(journal).splitlines():
             name, _, rest = line.partition(" ")
             pid, _, start = rest.partition(" ")
@@ -105,10 +110,21 @@ def read_journals(journals: Path) -> tuple[list[Proc], set[str]]:
             procs.append(Proc(int(pid), int(start)))
             if name != "server":
                 run_ids.add(name)
-    for journal in journal_files:
+    return procs, run_ids
+
+
+def remove_journals(journals: Path) -> None:
+    """Remove the fork servers' journals (once what they name is stopped)."""
+    for journal in _journal_files(journals):
         with contextlib.suppress(OSError):
             journal.unlink()
-    return procs, run_ids
+
+
+def _journal_files(journals: Path) -> list[Path]:
+    try:
+        return [path for path in journals.iterdir() if path.suffix in (".runs", ".new")]
+    except OSError:
+        return []
 
 
 def _read(journal: Path) -> str:
