@@ -14,7 +14,8 @@ before it is signalled, so a recycled pid is never taken for it.
 They are stopped in two steps: SIGSTOP to each, again and again until a
 look at /proc finds nothing new (a process that forks meanwhile cannot slip
 out), then SIGKILL to each. This process and its ancestors are never among
-them, nor are the session and group this process is in.
+them, and no process is taken only for being in this process's session or
+group.
 """
 
 from __future__ import annotations
