@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tuisched.domain.runs import RunState
 from tuisched.runtime.execution.descendants import (
     ADOPTED,
     Descendants,
@@ -30,9 +31,11 @@ from tuisched.runtime.execution.descendants import (
     helper_started,
 )
 from tuisched.runtime.execution.leftovers import kill_left_behind
+from tuisched.runtime.store import HistoryStore
 
 from ..runtime_fixtures import Scheduler, write_config
 from ..test_python_forks import _keeper_of
+from ..test_store import make_run
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -171,14 +174,19 @@ while [ "$(wc -l < "$1")" -lt 3 ]; do sleep 0.01; done
 of their own, two with an empty environment, one a daemon's (its parent has exited)."""
 
 
+@pytest.mark.parametrize("record", ["kept", "lost"])
 def test_what_an_ended_run_left_running_is_stopped_after_a_kill_9(
-    tmp_path: Path, schedulers: list[Scheduler], leftovers: list[Proc]
+    tmp_path: Path, schedulers: list[Scheduler], leftovers: list[Proc], record: str
 ) -> None:
-    """Neither the run (it ended: it is not abandoned) nor an environment, a process group
-    or a parent leads to these processes: only the record of every process a run started.
-    The scheduler writes it within a fraction of a second of the run's end; the test waits
-    for that much (and goes on all the same after a while: a scheduler that never records
-    them fails below, on the processes themselves)."""
+    """Neither the run (it ended: it is not abandoned), a process group nor a parent leads
+    to these processes, and only one kept its environment: the record of every process a
+    run started does. The scheduler writes it within a fraction of a second of the run's
+    end; the test waits for that much (and goes on all the same after a while: a
+    scheduler that never records them fails below, on the processes themselves).
+
+    "lost": the kill came before the record was written (the test removes it). The one
+    that kept its environment carries the run's id, which the history knows as one of
+    this scheduler's runs; the others are then beyond reach (no cgroup here)."""
     pids = tmp_path / "pids"
     script = tmp_path / "escape.sh"
     script.write_text(ESCAPES)
@@ -187,7 +195,7 @@ def test_what_an_ended_run_left_running_is_stopped_after_a_kill_9(
     job = f"escape: {{command: [sh, '{script}', '{pids}'], schedule: {{at: '{soon}'}}}}"
     path = write_config(tmp_path, job)
     db = tmp_path / "state" / "history.db"
-    record = tmp_path / "state" / "processes.json"
+    written = tmp_path / "state" / "processes.json"
 
     first = Scheduler(path)
     schedulers.append(first)
@@ -197,12 +205,15 @@ def test_what_an_ended_run_left_running_is_stopped_after_a_kill_9(
     leftovers.extend(procs)
 
     def recorded() -> bool:
-        return record.exists() and all(str(pid) in record.read_text() for pid, _ in procs)
+        return written.exists() and all(str(pid) in written.read_text() for pid, _ in procs)
 
     with contextlib.suppress(AssertionError):
         _wait_until(recorded, 10, "recorded")
     _kill_scheduler_and_keeper(first)
     assert all(_alive(proc) for proc in procs), "they outlive the killed scheduler"
+    if record == "lost":
+        written.unlink()
+        procs = procs[:1]  # `setsid sleep 300`, which kept the run's environment
 
     path.write_text(path.read_text().replace(f"{{at: '{soon}'}}", "manual"))  # only cleans up
     second = Scheduler(path)
@@ -306,3 +317,18 @@ def test_a_run_that_starts_or_ends_asks_for_a_scan_and_its_own_process_is_record
     finally:
         root.kill()
         root.wait(10)
+
+
+def test_the_history_says_which_carried_run_ids_are_this_node_s_runs(tmp_path: Path) -> None:
+    """Its own runs and its cluster claims, whatever their state; not another node's, not
+    a run of `tuisched run` (node `host:run`), not an id it never saw."""
+    with HistoryStore.open_sqlite(tmp_path / "history.db") as store:
+        store.write_many([
+            make_run("a", state=RunState.SUCCESS),
+            make_run("b", node="n1:4242:x7"),
+            make_run("c", node="n1:run"),
+            make_run("d", node="n2"),
+        ], [])  # fmt: skip
+        assert store.runs_of("n1", ["a", "b", "c", "d", "e"]) == {"a", "b"}
+        many = [f"{i:012x}" for i in range(1200)]  # more than one query holds
+        assert store.runs_of("n1", [*many, "a"]) == {"a"}

@@ -68,6 +68,7 @@ from tuisched.runtime.execution import (
 )
 from tuisched.runtime.execution.descendants import Descendants, become_subreaper
 from tuisched.runtime.execution.keeper import Keeper
+from tuisched.runtime.execution.leftovers import carried_run_ids
 from tuisched.runtime.handlers.actions import ActionLog
 from tuisched.runtime.handlers.alerts import AlertHandler
 from tuisched.runtime.handlers.audit import AuditLog
@@ -666,7 +667,8 @@ class Runtime:
     async def _close_abandoned(self, now: datetime) -> None:
         assert self._history is not None  # noqa: S101  (called from _start_parts)
         closed = await self._closed_abandoned(now)
-        killed = await self._kill_left_processes([run.run_id for run in closed])
+        ours = await self._runs_left_carried()
+        killed = await self._kill_left_processes([run.run_id for run in closed] + ours)
         if closed:
             log.warning(
                 "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
@@ -700,17 +702,37 @@ class Runtime:
             history.write_soon([], held)
         return closed + held
 
-    async def _kill_left_processes(self, abandoned: list[str]) -> int:
+    async def _runs_left_carried(self) -> list[str]:
+        """The runs of this scheduler whose id a process still carries in its environment,
+        however long ago the runs ended (their processes are a dead scheduler's leftovers).
+
+        Only with the state directory's own history, which no other scheduler writes
+        (the instance lock): a database shared with other schedulers (`history:`, a
+        cluster) may hold the runs of a live one on a host of the same name.
+        """
+        settings = self.config.settings
+        if settings.history or settings.cluster is not None or not self.role.exclusive:
+            return []
+        carried = sorted(await in_thread(Lane.PROCESSES, carried_run_ids))
+        if not carried:
+            return []
+        ours = await self.history.call(lambda store: store.runs_of(self.node, carried))
+        ours.update(run.run_id for run in await self.history.held_runs()  # not landed yet
+                    if run.run_id in carried and run.node == self.node)  # fmt: skip
+        return sorted(ours)
+
+    async def _kill_left_processes(self, run_ids: list[str]) -> int:
         """Kill what a dead scheduler's runs left: the processes recorded in the state
         directory, the python runs' processes its fork servers journaled, every process
-        carrying the id of one of those runs or of an `abandoned` one, and everything
-        under them or in their sessions and groups (`leftovers.py`). How many."""
+        carrying the id of one of those runs or of `run_ids` (abandoned, or carried),
+        and everything under them or in their sessions and groups (`leftovers.py`).
+        How many."""
         state_dir = self.config.settings.state_dir
         exclusive = self.role.exclusive
         return await in_thread(
             Lane.PROCESSES, kill_left_behind,
             state_dir / PROCESSES_RECORD if exclusive else None,
-            state_dir / FORK_JOURNALS if exclusive else None, abandoned,
+            state_dir / FORK_JOURNALS if exclusive else None, run_ids,
         )  # fmt: skip
 
     async def _mark_alive(self) -> None:

@@ -30,6 +30,9 @@ from tuisched.domain.errors import StateError
 from tuisched.runtime.execution.descendants import Proc, _process_table, _Row, read_record
 from tuisched.runtime.privatefiles import open_private
 
+_RUN_ID = b"TUISCHED_RUN_ID="
+_RUN_ID_MAX = 64
+"""Longer values are not run ids (ours are 12 hex digits)."""
 _ROUNDS = 16
 """Looks at /proc while stopping, at most (each finds what forked since the one before)."""
 
@@ -94,6 +97,31 @@ def carrying(run_ids: Collection[str]) -> list[Proc]:
             continue
         if wanted & environment:
             found.append(Proc(pid, row.start))
+    return found
+
+
+def carried_run_ids() -> set[str]:
+    """Every `TUISCHED_RUN_ID` in the environment of a process this user can read (but
+    this one's): the history says which are this scheduler's runs, and so which of
+    those processes a dead scheduler left, however long ago their runs ended."""
+    found: set[str] = set()
+    me = os.getpid()
+    for pid, row in _process_table().items():
+        if pid == me or row.zombie:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:  # noqa: PTH123  (hot loop)
+                block = environ.read()
+        except OSError:
+            continue
+        at = block.find(_RUN_ID)
+        while at >= 0:
+            if at == 0 or block[at - 1] == 0:
+                end = block.find(b"\0", at)
+                value = block[at + len(_RUN_ID) : end if end >= 0 else len(block)]
+                if 0 < len(value) <= _RUN_ID_MAX and value.isalnum() and value.isascii():
+                    found.add(value.decode())
+            at = block.find(_RUN_ID, at + 1)
     return found
 
 

@@ -224,6 +224,10 @@ def _create_schema(engine: Engine, where: str) -> None:
             )
 
 
+_IDS_PER_QUERY = 500
+"""Run ids in one `IN (...)` (SQLite allows 999 parameters in older builds)."""
+
+
 class HistoryStore:
     """The run history in one database. Synchronous; used from one thread at a time.
 
@@ -580,6 +584,21 @@ class HistoryStore:
         query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
         rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
         return [abandoned(_record(row), now) for row in rows]
+
+    def runs_of(self, node: str, run_ids: Sequence[str]) -> set[str]:
+        """Which of `run_ids` are runs of `node` (its cluster claims included), whatever
+        their state: at a start, a process still carrying one of them in its environment
+        was left by a dead scheduler of this node (a run of `tuisched run`, whose node
+        is `node:run`, is not one)."""
+        ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
+        wanted = sorted(set(run_ids))
+        found: set[str] = set()
+        with self._begin() as connection:
+            for at in range(0, len(wanted), _IDS_PER_QUERY):
+                chunk = wanted[at : at + _IDS_PER_QUERY]
+                query = select(runs.c.run_id).where(ours, runs.c.run_id.in_(chunk))
+                found.update(connection.execute(query).scalars())
+        return found
 
     def mark_alive(self, node: str, at: datetime, pid: int) -> None:
         """Record that `node` (process `pid` on this host) was alive at `at`.
