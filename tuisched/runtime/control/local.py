@@ -562,6 +562,22 @@ class _Relay:
         except RuntimeError:  # the subscriber's loop has closed: nobody listens any more
             self.closed = True
 
+    def put_many(self, events: list[Event]) -> None:
+        """`put` for each of `events`, at the cost of one (a replay of the kept events)."""
+        if not events:
+            return
+        with self._lock:
+            if self.closed:
+                return
+            self._events.extend(events)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            self.closed = True
+
     def _deliver(self) -> None:
         with self._lock:
             events, self._events = self._events, deque()
@@ -587,10 +603,13 @@ class _LaneSubscription:
         """Subscribe the relay (on the lane, or before the lane has started)."""
         if self._relay.closed:
             return
-        try:
-            self._taken = runtime.subscribe(self._relay.put, after=after)
+        try:  # the kept events in one step: two hundred readers must not hold the lane
+            replay = runtime.bus.since(after) if after is not None else []
         except EventsLostError as error:  # not raised in the caller: it asked from afar
             log.warning("a subscriber missed events: %s", error)
+            return
+        self._relay.put_many(replay)
+        self._taken = runtime.subscribe(self._relay.put)  # on the lane: nothing in between
 
     def unsubscribe(self) -> None:
         self._relay.closed = True

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import itertools
 import json
 import logging
 import os
@@ -36,6 +37,7 @@ import pwd
 import socket
 import stat
 import struct
+import threading
 import typing
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -320,12 +322,33 @@ class ControlServer:
                 continue
             lines = [event, *_drain(queue, EVENTS_PER_WRITE - 1)]
             events = [e for e in lines if e is not None]
-            data = "".join(json.dumps(event_to_json(e)) + "\n" for e in events)
-            await response.write(data.encode())
+            await response.write(b"".join(_encoded(e) for e in events))
             if len(events) < len(lines):
                 return  # the server stops
             if not queue.empty():
                 await asyncio.sleep(0)  # the rest of a replay after what else is due
+
+
+_ENCODED: dict[int, tuple[Event, bytes]] = {}
+"""Each event's line, by sequence number, made once for every stream that sends it (the
+event is kept beside it: another scheduler in the process numbers its own events)."""
+ENCODED_KEPT = 12_000
+_ENCODING = threading.Lock()
+"""Lines kept (a little more than the bus's journal: a replay finds them made)."""
+
+
+def _encoded(event: Event) -> bytes:
+    """`event` as a line of the stream (JSON, newline), made once."""
+    kept = _ENCODED.get(event.seq)
+    if kept is not None and kept[0] is event:
+        return kept[1]
+    line = (json.dumps(event_to_json(event)) + "\n").encode()
+    with _ENCODING:  # the servers of several schedulers in one process share it
+        _ENCODED[event.seq] = (event, line)
+        if len(_ENCODED) > ENCODED_KEPT:
+            for seq in list(itertools.islice(_ENCODED, len(_ENCODED) - ENCODED_KEPT)):
+                del _ENCODED[seq]
+    return line
 
 
 def _drain(queue: asyncio.Queue[Event | None], limit: int) -> list[Event | None]:
