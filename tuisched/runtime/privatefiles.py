@@ -116,3 +116,16 @@ class WriteTrouble:
 
 def _reason(error: BaseException) -> str:
     return error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (a no-op where the file system cannot fsync
+    folders)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import tempfile
 from pathlib import Path
+
+from tuisched.runtime.privatefiles import fsync_folder
 
 
 def atomic_write(path: Path, text: str, *, backup: Path | None = None) -> None:
@@ -36,9 +37,9 @@ def atomic_write(path: Path, text: str, *, backup: Path | None = None) -> None:
         backup_target = Path(os.path.realpath(backup))
         _replace_file(backup_target, target.read_bytes(), previous)
         if backup_target.parent != target.parent:
-            _fsync_folder(backup_target.parent)
+            fsync_folder(backup_target.parent)
     _replace_file(target, text.encode("utf-8"), previous)
-    _fsync_folder(target.parent)
+    fsync_folder(target.parent)
 
 
 def _replace_file(target: Path, data: bytes, like: os.stat_result | None) -> None:
@@ -62,15 +63,3 @@ def _copy_owner_and_mode(fd: int, like: os.stat_result) -> None:
     # Only root may give a file away; otherwise the file stays the writer's, its mode kept.
     with contextlib.suppress(PermissionError):
         os.fchown(fd, like.st_uid, like.st_gid)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename in `folder` durable (a no-op where the file system cannot fsync folders)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        if error.errno != errno.EINVAL:
-            raise
-    finally:
-        os.close(fd)

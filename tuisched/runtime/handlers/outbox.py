@@ -21,7 +21,6 @@ but the newest `MAX_KEPT`, with one line each.
 from __future__ import annotations
 
 import asyncio
-import errno
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 
 from tuisched.domain.errors import StateError
 from tuisched.runtime.clock import Clock
-from tuisched.runtime.privatefiles import WriteTrouble, open_private
+from tuisched.runtime.privatefiles import WriteTrouble, fsync_folder, open_private
 from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
@@ -220,19 +219,7 @@ def write_kept(path: Path, alerts: list[KeptAlert]) -> None:
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    _fsync_folder(path.parent)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make the rename durable (a no-op where the file system cannot fsync folders)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        if error.errno != errno.EINVAL:
-            raise
-    finally:
-        os.close(fd)
+    fsync_folder(path.parent)
 
 
 def read_kept(path: Path) -> tuple[list[KeptAlert], str | None]:
