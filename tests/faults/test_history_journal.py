@@ -333,15 +333,15 @@ def test_a_kill_during_an_outage_runs_no_slot_twice(
 
 @pytest.mark.timeout(120)
 def test_a_stop_on_a_full_disk_is_a_failure_and_the_next_start_lands_the_rows(
-    tmp_path: Path, schedulers: list[Scheduler], small_disk: SmallDisk
+    tmp_path: Path, schedulers: list[Scheduler], request: pytest.FixtureRequest
 ) -> None:
     out = tmp_path / EXECUTIONS
-    config = write_config(tmp_path, JOB.format(out=out), settings=f"state_dir: {small_disk.inside}")
-    db = small_disk.outside / "history.db"
-    first = small_disk.scheduler(config)
+    place = _Place("full disk", tmp_path, request)
+    db = place.db
+    first = place.scheduler()
     schedulers.append(first)
     _until(_more_executions(out, 2, first), 30, "the job did not run")
-    with small_disk.full():
+    with place.outage():
         first.wait_for_line("history: cannot write")
         before = len(_executions(out))
         _until(_more_executions(out, before + 2, first), 30, "the job stopped running")
@@ -353,7 +353,7 @@ def test_a_stop_on_a_full_disk_is_a_failure_and_the_next_start_lands_the_rows(
     assert "the journal" in said[0], said
     assert "land at the next start" in said[0], said
 
-    second = small_disk.scheduler(config)
+    second = place.scheduler()
     schedulers.append(second)
     second.wait_for_line("writes the journal kept since the last run land first")
     stopped = len(_executions(out))
