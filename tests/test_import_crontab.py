@@ -115,8 +115,8 @@ def test_odd_crontab_maps_what_it_can_and_reports_the_rest(tmp_path: Path) -> No
     # the text after an unescaped % is standard input
     mail = config.jobs["mail"].kind.argv[2]  # type: ignore[union-attr,index]
     assert mail == (
-        "mail -s \"daily report\" ops@example.com <<'CRONTAB_STDIN'\n"
-        "Here is the report.\nBye\nCRONTAB_STDIN"
+        "exec <<'CRONTAB_STDIN'\nHere is the report.\nBye\nCRONTAB_STDIN\n"
+        'mail -s "daily report" ops@example.com'
     )
     # Quartz rules come through as written
     schedules = {name: job.schedule.expr.text for name, job in config.jobs.items()}  # type: ignore[union-attr]
@@ -216,7 +216,10 @@ def test_percent_escapes_and_standard_input() -> None:
         "0 1 * * * date +\\%s > /tmp/now\n0 2 * * * cat > /tmp/x%line one%line two\n"
     ).jobs
     assert plain.command == "date +%s > /tmp/now"
-    assert piped.command == "cat > /tmp/x <<'CRONTAB_STDIN'\nline one\nline two\nCRONTAB_STDIN"
+    assert piped.command == (
+        "exec <<'CRONTAB_STDIN'\nline one\nline two\nCRONTAB_STDIN\ncat > /tmp/x"
+    )
+    assert piped.name == "cat"
 
 
 def test_a_system_entry_without_a_command_is_reported() -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import stat
 import sys
 from typing import TYPE_CHECKING, TextIO
@@ -24,6 +25,11 @@ EX_NOINPUT = 66
 MAX_BYTES = 4 * 1024 * 1024
 """The largest crontab read (real ones are a few KiB; /dev/zero is not one)."""
 _SYSTEM_PLACES = ("/etc/crontab", "/etc/cron.d/")
+_UNSAFE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]"
+)
+"""What a YAML file holds only escaped: characters PyYAML refuses, and those YAML reads
+as line breaks (in a quoted scalar, folded into a space)."""
 
 
 class _Unreadable(Exception):
@@ -126,18 +132,25 @@ def _job_yaml(job: ImportedJob) -> list[str]:
 def _quote(text: str) -> str:
     """A YAML double-quoted scalar (JSON's escapes are YAML's), so nothing is read as
     a number, a boolean, a date or a comment."""
-    return json.dumps(text, ensure_ascii=False)
+    return _escaped(json.dumps(text, ensure_ascii=False))
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    return _escaped(" ".join(text.split()))
+
+
+def _escaped(text: str) -> str:
+    """`text` with each character of `_UNSAFE` written as `\\uXXXX` (a JSON and YAML
+    escape in a quoted scalar; visible, and harmless, in a comment)."""
+    return _UNSAFE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def _report(found: CrontabImport, out: TextIO) -> None:
     for item in found.unmapped:
-        print(f"line {item.line}: not mapped: {item.reason}: {_one_line(item.text)}", file=out)
+        reason, text = _one_line(item.reason), _one_line(item.text)
+        print(f"line {item.line}: not mapped: {reason}: {text}", file=out)
     for note in found.notes:
-        print(f"note: {note}", file=out)
+        print(f"note: {_one_line(note)}", file=out)
     print(f"{len(found.jobs)} jobs imported, {len(found.unmapped)} lines not mapped", file=out)
 
 

@@ -14,7 +14,8 @@ Debian and cronie) reads them:
   crontab (/etc/crontab, /etc/cron.d) a user name comes between them. The
   command stays a string, run by /bin/sh as cron runs it; `\\%` is a literal `%`
   and the text after an unescaped `%` is the command's standard input (a
-  here-document), its other `%` newlines;
+  here-document the shell reads it from), its other `%` newlines;
+- lines end at `\\n` only, as cron reads them (a U+2028 is inside a line);
 - `@reboot` and expressions tuisched does not read are reported, not mapped.
 """
 
@@ -31,6 +32,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from tuisched.domain.config.keys import NAME_CHARS, SELF
 from tuisched.domain.errors import CronError
 from tuisched.domain.schedule.cron import CronExpr
+from tuisched.domain.schedule.duration import MAX_SECONDS
 
 __all__ = ["CrontabImport", "ImportedJob", "Unmapped", "read_crontab"]
 
@@ -58,6 +60,7 @@ _VALUE_OPTIONS = {"sudo": {"-u", "-g", "-C", "-D"}, "su": {"-c", "-s", "-g"}}
 _SEPARATORS = re.compile(r"&&|\|\||[;|()&]")
 _NAME_BAD = re.compile(r"[^A-Za-z0-9_.:-]+")
 _STDIN_END = "CRONTAB_STDIN"
+_MAX_DELAY_MINUTES = MAX_SECONDS // 60
 _MAX_NAME = 60
 
 
@@ -129,8 +132,8 @@ def read_crontab(text: str, *, system: bool | None = None) -> CrontabImport:
     state = _State()
     if system is None:
         system = _names_root(text)
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    for number, raw in enumerate(_lines(text), start=1):
+        line = _stripped(raw)
         control = _CONTROL.search(line)
         if not line:
             state.comment = ""
@@ -159,18 +162,36 @@ def read_crontab(text: str, *, system: bool | None = None) -> CrontabImport:
     return CrontabImport(tuple(state.jobs), tuple(state.unmapped), tuple(state.notes))
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-"""Control characters other than tab (ESC, NUL...): in no command or description."""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters other than tab (ESC, NUL, CSI...): in no command or description."""
+
+
+_BLANK = " \t"
+_BLANKS = re.compile(r"[ \t]+")
+"""What separates fields for cron: spaces and tabs, not every Unicode space (a U+00A0
+is part of a command, and of its first word)."""
+
+
+def _stripped(line: str) -> str:
+    """A line without the blanks around it, nor the carriage return of a CRLF file."""
+    return line.removesuffix("\r").strip(_BLANK)
+
+
+def _lines(text: str) -> list[str]:
+    """The crontab's lines as cron reads them: ended by `\\n` alone (`str.splitlines`
+    would also end one at U+2028, U+0085 or a form feed, in the middle of a command)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def _names_root(text: str) -> bool:
     """Whether every entry (at least one) has `root` right after its schedule."""
     users = []
-    for raw in text.splitlines():
-        line = raw.strip()
+    for raw in _lines(text):
+        line = _stripped(raw)
         if not line or line.startswith("#") or _ENV_LINE.fullmatch(line):
             continue
-        words = line.split()
+        words = _BLANKS.split(line)
         at = 1 if line.startswith("@") else 5  # the user's place, a command after it
         users.append(words[at] if len(words) > at + 1 else "")
     return bool(users) and all(user == "root" for user in users)
@@ -186,7 +207,7 @@ def _description(comment: str) -> str:
 def _read_line(state: _State, number: int, line: str, *, system: bool) -> None:
     found = _ENV_LINE.fullmatch(line)
     if found is not None:
-        _read_variable(state, number, line, found["name"], _unquote(found["value"].strip()))
+        _read_variable(state, number, line, found["name"], _unquote(found["value"].strip(_BLANK)))
         return
     try:
         cron, user, command = _split_entry(line, system=system)
@@ -208,15 +229,15 @@ def _check_schedule(cron: str) -> None:
 
 def _split_entry(line: str, *, system: bool) -> tuple[str, str | None, str]:
     """The schedule, the user (system crontabs) and the command of an entry."""
-    parts = line.split(None, 1 if line.startswith("@") else 5)
+    parts = _BLANKS.split(line, maxsplit=1 if line.startswith("@") else 5)
     count = 1 if line.startswith("@") else 5
-    if len(parts) <= count:
+    if len(parts) <= count or not parts[count].strip():
         raise CronError("no command after the schedule")
     cron = " ".join(parts[:count])
     rest = parts[count]
     user = None
     if system:
-        user_and_command = rest.split(None, 1)
+        user_and_command = _BLANKS.split(rest, maxsplit=1)
         if len(user_and_command) < 2:
             raise CronError("a system crontab entry needs a user and then a command")
         user, rest = user_and_command
@@ -229,10 +250,12 @@ def _read_variable(state: _State, number: int, line: str, name: str, value: str)
     elif name == "SHELL":
         state.shell = None if value in _PLAIN_SHELLS else value
     elif name == "RANDOM_DELAY":
-        if value.isascii() and value.isdigit():
+        if value.isascii() and value.isdigit() and int(value) <= _MAX_DELAY_MINUTES:
             state.jitter = timedelta(minutes=int(value)) or None
         else:
-            state.unmapped.append(Unmapped(number, line, "RANDOM_DELAY must be whole minutes"))
+            state.unmapped.append(Unmapped(number, line, (
+                f"RANDOM_DELAY must be whole minutes, at most {_MAX_DELAY_MINUTES} "
+                "(100 years)")))  # fmt: skip
     elif name in _MAIL_VARIABLES:
         if value:
             reason = (
@@ -261,13 +284,16 @@ def _set_zone(state: _State, number: int, line: str, value: str) -> None:
 
 def _add_job(state: _State, number: int, line: str, cron: str, command: str) -> None:
     command, stdin = _split_percent(command)
-    if stdin is not None:
-        command = f"{command} <<'{_STDIN_END}'\n{stdin}\n{_STDIN_END}"
+    if not command.strip():
+        state.unmapped.append(Unmapped(number, line, "no command before the '%' (its input)"))
+        return
+    name = _unique(state, derive_name(command))
+    if stdin:
+        command = _with_stdin(command, stdin)
         state.notes.append(
             f"line {number}: the text after '%' is the command's standard input, as cron "
             "gives it (a here-document)"
         )
-    name = _unique(state, derive_name(command))
     state.names.add(name)
     state.jobs.append(
         ImportedJob(
@@ -285,28 +311,52 @@ def _add_job(state: _State, number: int, line: str, cron: str, command: str) -> 
     )
 
 
-def _split_percent(command: str) -> tuple[str, str | None]:
-    """The command with `\\%` read as `%`, and the standard input an unescaped `%` starts
-    (its further `%` are newlines), or None."""
-    parts: list[str] = []
-    current: list[str] = []
-    index = 0
-    while index < len(command):
-        char = command[index]
-        if char == "\\" and command[index + 1 : index + 2] == "%":
-            current.append("%")
-            index += 2
-            continue
-        if char == "%":
-            parts.append("".join(current))
-            current = []
+def _split_percent(command: str) -> tuple[str, str]:
+    """The command cron runs and the standard input it gives it, read as cron's
+    do_command does: up to the first `%` not after a backslash, `\\%` is `%` (other
+    backslashes stay); after it, `%` is a newline, `\\%` a `%`, and input that does
+    not end a line gets a newline. Empty input: there was none (or nothing after `%`)."""
+    run: list[str] = []
+    escaped = False
+    for at, char in enumerate(command):
+        if escaped and char == "%":
+            run[-1] = "%"
+        elif not escaped and char == "%":
+            return "".join(run), _stdin(command[at + 1 :])
         else:
-            current.append(char)
-        index += 1
-    parts.append("".join(current))
-    if len(parts) == 1:
-        return parts[0], None
-    return parts[0].rstrip(), "\n".join(parts[1:])
+            run.append(char)
+        escaped = not escaped and char == "\\"
+    return "".join(run), ""
+
+
+def _stdin(text: str) -> str:
+    """The standard input cron writes for the text after a command's first `%`."""
+    given: list[str] = []
+    escaped = False
+    for char in text:
+        shown = "\n" if char == "%" and not escaped else char
+        if escaped and char != "%":
+            given.append("\\")
+        escaped = shown == "\\"  # cron's own rule: a `\\` after a `\\` escapes again
+        if not escaped:
+            given.append(shown)
+    if escaped:
+        given.append("\\")
+    if given and given[-1] != "\n":
+        given.append("\n")
+    return "".join(given)
+
+
+def _with_stdin(command: str, stdin: str) -> str:
+    """`command` reading `stdin` (whole lines) as cron gives it: the shell's own input
+    comes from a here-document before the command, which stays as written (a comment
+    or a trailing `&` in it changes nothing). The here-document ends at a line no line
+    of the input is."""
+    lines = set(stdin.split("\n"))
+    end, count = _STDIN_END, 2
+    while end in lines:
+        end, count = f"{_STDIN_END}_{count}", count + 1
+    return f"exec <<'{end}'\n{stdin}{end}\n{command}"
 
 
 def derive_name(command: str) -> str:
