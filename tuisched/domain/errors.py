@@ -108,7 +108,7 @@ class UnknownJobError(JobActionError, LookupError):
 
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"no job named '{name}'")
+        super().__init__(f"no job named '{one_line(name)}'")
 
 
 class LaunchError(TuischedError):
@@ -153,7 +153,8 @@ class UnknownRunError(HistoryError, LookupError):
 
     def __init__(self, run_ids: Iterable[str]) -> None:
         self.run_ids = tuple(run_ids)
-        super().__init__(f"no run with id {', '.join(self.run_ids)} in the history")
+        shown = ", ".join(one_line(run_id) for run_id in self.run_ids)
+        super().__init__(f"no run with id {shown} in the history")
 
 
 class ClusterDatabaseError(StateError):

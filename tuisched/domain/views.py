@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from tuisched.domain.runs import RunRecord, RunState, Trigger
+from tuisched.domain.schedule.bounds import MAX_LIMIT, MOST_ROWS
 
 
 class PauseKind(enum.StrEnum):
@@ -193,6 +194,12 @@ class HistoryQuery:
     """Only runs queued at or after this instant."""
     until: datetime | None = None
     """Only runs queued before this instant."""
+
+    def __post_init__(self) -> None:
+        """ValueError for a page no database can read: a count below 0 or beyond 2**63."""
+        for name, value in (("limit", self.limit), ("offset", self.offset)):
+            if not 0 <= value <= MOST_ROWS:
+                raise ValueError(f"{name} must be from 0 to {MOST_ROWS}, not {value}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -533,6 +540,11 @@ class StatsQuery:
     until: datetime | None = None
     slowest: int = 0
     """Also list this many of the window's slowest runs (0: none)."""
+
+    def __post_init__(self) -> None:
+        """ValueError for more slowest runs than one answer may list."""
+        if not 0 <= self.slowest <= MAX_LIMIT:
+            raise ValueError(f"slowest must be from 0 to {MAX_LIMIT}, not {self.slowest}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -260,10 +260,15 @@ def _enum(cls: type[enum.Enum], data: object, where: str) -> enum.Enum:
 
 
 def _datetime(data: object, where: str) -> datetime:
+    """An aware date-time: tuisched keeps no other kind, so one without an offset is
+    refused here, where the caller can be told, not deep in the history's store."""
     try:
-        return datetime.fromisoformat(_text(data, where))
+        found = datetime.fromisoformat(_text(data, where))
     except ValueError:
         raise WireError(f"{where}: {data!r} is not an ISO 8601 date-time") from None
+    if found.utcoffset() is None:
+        raise WireError(f"{where}: {data!r} has no UTC offset (write +00:00 or Z)")
+    return found
 
 
 def _scalar(cls: type[T], data: object, where: str) -> T:

@@ -167,16 +167,19 @@ def next_slot(schedule: Schedule, after: datetime) -> datetime | None:
     """
     after = _utc(after)
     slot: datetime | None
-    match schedule:
-        case EverySchedule():
-            slot = _next_every(schedule, after)
-        case CronSchedule():
-            slot = _next_cron(schedule, after)
-        case AtSchedule():
-            at = _instant(schedule.at, schedule.tz)
-            slot = at if at > after else None
-        case ManualSchedule():
-            slot = None
+    try:
+        match schedule:
+            case EverySchedule():
+                slot = _next_every(schedule, after)
+            case CronSchedule():
+                slot = _next_cron(schedule, after)
+            case AtSchedule():
+                at = _instant(schedule.at, schedule.tz)
+                slot = at if at > after else None
+            case ManualSchedule():
+                slot = None
+    except OverflowError:  # the next one would be past the year 9999: none remains
+        return None
     stop = _stop(schedule)
     if slot is None or (stop is not None and _utc(slot) > stop):
         return None

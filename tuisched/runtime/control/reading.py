@@ -9,8 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from tuisched.domain.errors import WireError
 from tuisched.domain.model import Job, ManualSchedule
 from tuisched.domain.runs import RunRecord
+from tuisched.domain.schedule.bounds import MAX_PLAN
 from tuisched.domain.schedule.describe import plan_notes
 from tuisched.domain.schedule.slots import next_slots
 from tuisched.domain.text import plain_text
@@ -65,7 +67,13 @@ async def audit_chunk(path: Path, *, offset: int | None, lines: int) -> AuditChu
 def job_plan(
     job: Job, *, now: datetime, count: int, paused: bool, waits: tuple[str, ...] = ()
 ) -> JobPlan:
-    """`job`'s next `count` slots after `now` (in its zone), with why they will not run."""
+    """`job`'s next `count` slots after `now` (in its zone), with why they will not run.
+
+    Raises:
+        WireError: `count` is more than MAX_PLAN (the question was the asker's fault).
+    """
+    if count > MAX_PLAN:
+        raise WireError(f"plan: count {count} is more than the {MAX_PLAN} slots one plan lists")
     schedule = job.schedule
     slots: tuple[datetime, ...] = ()
     if job.after is None and schedule is not None and not isinstance(schedule, ManualSchedule):

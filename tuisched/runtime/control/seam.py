@@ -127,7 +127,8 @@ class SchedulerQueries(Protocol):
         ...
 
     async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
-        """A job's next `count` slots after `after` (default: now), and what its runs wait for."""
+        """A job's next `count` slots after `after` (default: now), and what its runs wait for
+        (WireError for more than `bounds.MAX_PLAN` slots)."""
         ...
 
     async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:

@@ -14,12 +14,17 @@ The protocol, version `PROTOCOL`, lives under `/v1`:
                                    every event after SEQ, then each new one
 
 Method and argument names are the seam's (`run_now` or `run-now`; `job`,
-`kill`, `pause`...). Values are the seam's types as `tuisched.domain.wire`
+`kill`, `pause`...); a query may also be asked with HEAD, any other method
+is answered 405. Values are the seam's types as `tuisched.domain.wire`
 writes them. A `TuischedError` answers 4xx with `{"error": class name,
-"message": text}` (and `problems` for a `ConfigError`), which the client
-raises again as the same class. Every request names its client in
-`X-Tuisched-Client` (`console over ssh from 10.0.0.5`, ...); the actions
-log records it with the user the kernel vouches for.
+"message": text}` (and `problems` for a `ConfigError`): 400 for arguments
+that do not fit (`WireError`), 404 for an unknown job, 409 otherwise; the
+client raises it again as the same class. A request that is not HTTP, or
+not this protocol, gets a 4xx with the same one-line body (`WireError`, or
+`ControlError` for a path or method that does not exist) and one line in
+the log: nothing a client sends shows a traceback. Every request names its
+client in `X-Tuisched-Client` (`console over ssh from 10.0.0.5`, ...); the
+actions log records it with the user the kernel vouches for.
 
     curl --unix-socket state/control.sock http://tuisched/v1/status
 """
@@ -44,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 import tuisched
 from tuisched.domain.errors import TuischedError, UnknownJobError, WireError
@@ -85,7 +91,7 @@ Refused = Callable[[str], None]
 """Told who was refused (for the actions log)."""
 
 
-def _peer(request: web.Request) -> tuple[int, int] | None:
+def _peer(request: web.BaseRequest) -> tuple[int, int] | None:
     """The (pid, uid) of the process at the other end of the request's socket."""
     transport = request.transport
     sock = transport.get_extra_info("socket") if transport is not None else None
@@ -123,7 +129,7 @@ def _arguments(name: str, given: dict[str, Any]) -> dict[str, Any]:
     return arguments
 
 
-def _query_arguments(request: web.Request) -> dict[str, Any]:
+def _query_arguments(request: web.BaseRequest) -> dict[str, Any]:
     """Query-string arguments: JSON when they parse as JSON, text otherwise; repeated
     names make a list (`?names=a&names=b`)."""
     given: dict[str, Any] = {}
@@ -132,14 +138,103 @@ def _query_arguments(request: web.Request) -> dict[str, Any]:
         for raw in request.query.getall(key):
             try:
                 values.append(json.loads(raw))
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON (or nested too deep for it)
                 values.append(raw)
         given[key] = values if len(values) > 1 else values[0]
     return given
 
 
+async def _given(request: web.BaseRequest) -> dict[str, Any]:
+    """The arguments of a call: its query string's, and a POST's JSON object over them.
+
+    Raises:
+        WireError: the body cannot be read, is not JSON, or is not an object.
+    """
+    given = _query_arguments(request)
+    if request.method != "POST" or not request.can_read_body:
+        return given
+    try:
+        body = await request.json()
+    except web.RequestPayloadError as error:
+        raise WireError(f"the body cannot be read: {_client_fault(error)}") from None
+    except RecursionError:  # JSON nested deeper than the interpreter goes
+        raise WireError("not JSON: nested too deeply") from None
+    except ValueError as error:  # not UTF-8, not JSON, a number of over 4,300 digits
+        raise WireError(f"not JSON: {_one_line(str(error))}") from None
+    if not isinstance(body, dict):
+        raise WireError("the body must be a JSON object of arguments")
+    given.update(body)
+    return given
+
+
 MOST_DIGITS = 19
 """Digits an event's number may have (one of 5,000 would reach past what int() takes)."""
+PREFIX = "/v1/"
+READING = frozenset({"GET", "HEAD"})
+
+
+def _failure(status: int, error: str, message: str) -> web.Response:
+    """A failed call's answer: `{"error": ..., "message": ...}` on one line."""
+    return web.json_response({"error": error, "message": message}, status=status)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """`text` as one line of at most `limit` characters (a client's bytes quoted in it)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _client_fault(exc: object) -> str | None:
+    """Why a request could not be read, in one line, when that is the client's fault:
+    the parser refused it, or its body (an undecodable Content-Encoding, say)."""
+    if isinstance(exc, web.RequestPayloadError):
+        exc = exc.__cause__ or exc
+    if isinstance(exc, HttpProcessingError) and (exc.code or 400) < 500:
+        return _one_line(exc.message or str(exc), limit=300).rstrip(":")
+    if isinstance(exc, web.RequestPayloadError):
+        return _one_line(str(exc), limit=300)
+    return None
+
+
+class _Connection(web.RequestHandler):
+    """One connection: a request aiohttp's parser refuses (not HTTP, a bad header, an
+    invalid path...) is answered as this protocol answers, not with the parser's
+    multi-line text, and logged in one line, not as a traceback."""
+
+    def log_exception(self, *args: Any, **kwargs: Any) -> None:
+        """A client's fault (a request, or a body, aiohttp could not read): one line;
+        anything else (a fault of ours) with its traceback, as aiohttp logs it."""
+        why = _client_fault(kwargs.get("exc_info"))
+        if why is None:
+            super().log_exception(*args, **kwargs)
+        else:
+            log.info("control socket: a malformed request: %s", why)
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """Answer a refused request (4xx) in one line; anything else as aiohttp does."""
+        if status >= 500 or not isinstance(exc, HttpProcessingError):
+            return super().handle_error(request, status, exc, message)
+        self.log_exception("a malformed request", exc_info=exc)
+        why = _one_line(exc.message or message or "", limit=300).rstrip(":")
+        if request.writer.output_size > 0:
+            raise ConnectionError("an answer was under way: the connection is dropped")
+        response = _failure(status, "WireError", f"malformed request: {why}")
+        response.force_close()
+        return response
+
+
+class _Server(web.Server):
+    """The low-level server, with connections that answer refused requests in one line."""
+
+    def __call__(self) -> web.RequestHandler:
+        # web.Server.__call__, with our connection class (aiohttp has no option for it)
+        return _Connection(self, loop=self._loop, **self._kwargs)
 
 
 class ControlServer:
@@ -150,7 +245,7 @@ class ControlServer:
         self._control_for = control_for
         self._refused = refused
         self._uid = os.getuid()
-        self._runner: web.AppRunner | None = None
+        self._runner: web.ServerRunner | None = None
         self._site: web.UnixSite | None = None
         self._streams: set[asyncio.Queue[Event | None]] = set()
         self._streams_of: dict[int, int] = {}
@@ -159,12 +254,9 @@ class ControlServer:
 
     async def start(self) -> None:
         """Listen on the socket (a stale one left by a killed scheduler is replaced)."""
-        app = web.Application(middlewares=[self._only_our_user])
-        app.router.add_get("/v1", self._hello)
-        app.router.add_get("/v1/events", self._events)
-        app.router.add_route("*", "/v1/{method}", self._call)
-        self._runner = web.AppRunner(
-            app, access_log=None, handle_signals=False, shutdown_timeout=SHUTDOWN_SECONDS
+        server = _Server(self._handle, access_log=None)
+        self._runner = web.ServerRunner(
+            server, handle_signals=False, shutdown_timeout=SHUTDOWN_SECONDS
         )
         await self._runner.setup()
         self._remove_stale()
@@ -200,20 +292,35 @@ class ControlServer:
             raise TuischedError(f"{self.path} is in the way of the control socket: remove it")
         self.path.unlink()  # we hold the instance lock: no live scheduler listens on it
 
-    @web.middleware
-    async def _only_our_user(
-        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-    ) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """Answer `request`: only our user's, on a path and with a method of the protocol."""
+        refused = self._refusal(request)
+        if refused is not None:
+            return refused
+        path = request.path
+        if path == "/v1":
+            if request.method not in READING:
+                return _failure(405, "ControlError", "/v1 is read: GET it")
+            return await self._hello(request)
+        if path == "/v1/events":
+            if request.method != "GET":  # a stream: HEAD would never end either
+                return _failure(405, "ControlError", "/v1/events is a stream: GET it")
+            return await self._events(request)
+        name = path.removeprefix(PREFIX)
+        if path == name or not name or "/" in name:
+            shown = _one_line(path)
+            return _failure(404, "ControlError", f"no such path: {shown} (try /v1/status)")
+        return await self._call(request, name)
+
+    def _refusal(self, request: web.BaseRequest) -> web.Response | None:
+        """403 for anyone but the scheduler's own user (and a line in the actions log)."""
         peer = _peer(request)
-        if peer is None or peer[1] != self._uid:
-            who = "unknown" if peer is None else f"{_user(peer[1])} (uid {peer[1]}, pid {peer[0]})"
-            self._refused(who)
-            log.warning("control socket: refused %s, who is not %s", who, _user(self._uid))
-            return web.json_response(
-                {"error": "ControlError", "message": "only the scheduler's own user may"},
-                status=403,
-            )
-        return await handler(request)
+        if peer is not None and peer[1] == self._uid:
+            return None
+        who = "unknown" if peer is None else f"{_user(peer[1])} (uid {peer[1]}, pid {peer[0]})"
+        self._refused(who)
+        log.warning("control socket: refused %s, who is not %s", who, _user(self._uid))
+        return _failure(403, "ControlError", "only the scheduler's own user may")
 
     def _later(self, work: Awaitable[None]) -> None:
         """Run `work` after the answer (kept referenced until it ends; failures logged)."""
@@ -228,52 +335,39 @@ class ControlServer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _actor(self, request: web.Request) -> str:
+    def _actor(self, request: web.BaseRequest) -> str:
         client = request.headers.get(CLIENT_HEADER, "") or "a client of the control socket"
         return f"{_user(self._uid)}@{socket.gethostname()} ({client[:200]})"
 
-    async def _hello(self, _request: web.Request) -> web.Response:
+    async def _hello(self, _request: web.BaseRequest) -> web.Response:
         return web.json_response(
             {"protocol": PROTOCOL, "tuisched": tuisched.__version__, "pid": os.getpid()}
         )
 
-    async def _call(self, request: web.Request) -> web.Response:
-        name = request.match_info["method"].replace("-", "_")
+    async def _call(self, request: web.BaseRequest, given_name: str) -> web.Response:
+        name = given_name.replace("-", "_")
         if name not in METHODS:
-            return web.json_response(
-                {"error": "ControlError", "message": f"no such call: {name}"}, status=404
-            )
-        if request.method == "GET" and name not in QUERIES:
-            return web.json_response(
-                {"error": "ControlError", "message": f"{name} changes things: POST it"},
-                status=405,
-            )
+            return _failure(404, "ControlError", f"no such call: {_one_line(given_name)}")
+        if request.method in READING and name not in QUERIES:
+            return _failure(405, "ControlError", f"{name} changes things: POST it")
+        if request.method not in READING and request.method != "POST":
+            return _failure(405, "ControlError", f"{name} is asked with GET or POST")
         try:
-            given = _query_arguments(request)
-            if request.method == "POST" and request.can_read_body:
-                body = await request.json()
-                if not isinstance(body, dict):
-                    raise WireError("the body must be a JSON object of arguments")
-                given.update(body)
+            arguments = _arguments(name, await _given(request))
             control = self._control_for(self._actor(request))
-            arguments = _arguments(name, given)
             if name == "shutdown":  # answered when the drain starts: it may take hours
                 self._later(control.shutdown(**arguments))
                 return web.json_response({"result": None})
             result = await getattr(control, name)(**arguments)
         except UnknownJobError as error:
             return web.json_response(error_body(error), status=404)
+        except WireError as error:  # the request's fault: its arguments do not fit
+            return web.json_response(error_body(error), status=400)
         except TuischedError as error:
             return web.json_response(error_body(error), status=409)
-        except ValueError as error:  # malformed JSON
-            body = {"error": "WireError", "message": f"not JSON: {error}"}
-            return web.json_response(body, status=400)
-        except RecursionError:  # JSON nested deeper than the interpreter goes
-            body = {"error": "WireError", "message": "not JSON: nested too deeply"}
-            return web.json_response(body, status=400)
         return web.json_response({"result": encode(result)})
 
-    async def _events(self, request: web.Request) -> web.StreamResponse:
+    async def _events(self, request: web.BaseRequest) -> web.StreamResponse:
         after_text = request.query.get("after")
         after = None
         if after_text:

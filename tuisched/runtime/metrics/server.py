@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import re
 import socket
 import sys
 import threading
@@ -108,6 +109,10 @@ def _why(settings: MetricsSettings, error: OSError) -> str:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = socket.SOMAXCONN
+    """Connections the kernel holds until they are accepted. socketserver's 5 filled
+    while one thread accepted a burst (silent clients, a scanner): each further one
+    waited for its SYN to be sent again, a second or more, scrapes too."""
 
     def handle_error(self, request: object, client_address: object) -> None:
         """A scraper that hung up or fell silent: one debug line, not a traceback on
@@ -124,17 +129,53 @@ def _server_class(host: str) -> type[ThreadingHTTPServer]:
     return _Server6 if ":" in host else _Server
 
 
+_VERSION = re.compile(r"\s*version\s*=(.*)")
+_DOTTED = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})*")
+
+
+def _encoder(accept: str) -> tuple[Callable[[CollectorRegistry], bytes], str] | None:
+    """The exposition format `accept` asks for (prometheus_client's choice), or None
+    when it names a version that is not dotted numbers (the library fails on it)."""
+    for part in accept.split(";"):
+        found = _VERSION.fullmatch(part)
+        if found is not None and not _DOTTED.fullmatch(found.group(1).strip()):
+            return None
+    try:
+        return choose_encoder(accept)
+    except (TypeError, ValueError):
+        return None
+
+
+def _shown(text: str, limit: int = 200) -> str:
+    """A client's header as one printable line of at most `limit` characters."""
+    line = "".join(char if char.isprintable() else "?" for char in text)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def _handler(registry: CollectorRegistry, health: Health) -> type[BaseHTTPRequestHandler]:
     """A request handler class bound to `registry` and `health`."""
 
     class Handler(BaseHTTPRequestHandler):
         timeout = CLIENT_TIMEOUT
         server_version = "tuisched"
+        # A refused request (a bad request line, too many headers, an unknown method) is
+        # told why in one plain line, not http.server's page of HTML.
+        error_message_format = "%(code)d %(message)s\n"
+        error_content_type = "text/plain; charset=utf-8"
+        # What a request is answered as until its own version is read: http.server's
+        # HTTP/0.9 sends a refusal (of `HTTP/2.0`, `HTTP/1.a`...) without a status line.
+        default_request_version = "HTTP/1.0"
 
         def do_GET(self) -> None:
             path = self.path.partition("?")[0]
             if path == "/metrics":
-                encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+                accept = self.headers.get("Accept", "")
+                chosen = _encoder(accept)
+                if chosen is None:
+                    body = f"cannot read the Accept header: {_shown(accept)}\n".encode()
+                    self._answer(400, "text/plain; charset=utf-8", body)
+                    return
+                encoder, content_type = chosen
                 self._answer(200, content_type, encoder(registry))
             elif path == "/healthz":
                 reason = health()
