@@ -6,8 +6,10 @@ One scheduler serves the whole module, on real sockets: its control socket
 out of what clients and scanners send: any path under /v1, query strings
 with huge, negative, non-ASCII, repeated and empty values, odd methods,
 JSON bodies nested deep, huge, of the wrong types or not UTF-8 at all, odd
-headers, requests cut short. Every complete request is answered with a
-well-formed HTTP response of status 2xx or 4xx, whose error body is one line;
+headers, requests cut short, silent clients. Every complete request is
+answered with a well-formed HTTP response of status 2xx or 4xx (on the
+metrics port also 501 for a method it does not serve, 503 from /healthz and
+505 for an HTTP version it does not speak), whose error body is one line;
 the scheduler logs no traceback and no error; and it still answers
 /v1/status and /metrics afterwards.
 """
@@ -384,11 +386,10 @@ SEEN = [
 
 FUZZ = settings(
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.function_scoped_fixture],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=True,
 )  # fmt: skip
-"""One scheduler serves every example (the fixture is the module's, on purpose)."""
+"""Examples against the one scheduler of the module (`served`), in a fixed order."""
 
 
 @settings(FUZZ, max_examples=300)
@@ -578,3 +579,22 @@ def test_silent_clients_hold_no_scrape_up(served: Served) -> None:
     assert took < SILENT_SECONDS, took
     _scraped(served)
     assert _bad(served.log.take()) == []
+
+
+@pytest.mark.parametrize(
+    ("accept", "status"),
+    [
+        ("text/plain; version=abc", 400),  # prometheus_client raised: no answer at all
+        ('application/openmetrics-text; version="1.0.0"', 400),
+        ("text/plain;version=", 200),  # no version: the library's default
+        ("application/openmetrics-text; version=1.0.0", 200),
+    ],
+)
+def test_an_accept_header_with_an_odd_version_is_told_so(
+    served: Served, accept: str, status: int
+) -> None:
+    data = f"GET /metrics HTTP/1.1\r\nAccept: {accept}\r\n\r\n".encode()
+    answer = _ask_metrics(served.metrics_port, data, "GET")
+    assert answer.status == status, answer
+    if status == 400:
+        assert answer.body.decode() == f"cannot read the Accept header: {accept}\n"

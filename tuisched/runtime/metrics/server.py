@@ -138,7 +138,8 @@ def _encoder(accept: str) -> tuple[Callable[[CollectorRegistry], bytes], str] | 
     when it names a version that is not dotted numbers (the library fails on it)."""
     for part in accept.split(";"):
         found = _VERSION.fullmatch(part)
-        if found is not None and not _DOTTED.fullmatch(found.group(1).strip()):
+        version = found.group(1).strip() if found is not None else ""
+        if version and not _DOTTED.fullmatch(version):  # none at all: the default one
             return None
     try:
         return choose_encoder(accept)
