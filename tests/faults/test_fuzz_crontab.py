@@ -72,6 +72,10 @@ VALUE = st.one_of(
 )  # fmt: skip
 
 
+LINE_CHARS = st.characters(codec="utf-8", exclude_characters="\n")
+"""Any character but the one that ends a line (the strategy numbers the lines)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     """A crontab entry written by the strategy: its line, and the command as cron sees it."""
@@ -120,9 +124,9 @@ def crontab(draw: st.DrawFn) -> Case:
             space = draw(st.sampled_from(["", " "]))
             lines.append(f"{draw(VARIABLE)}{space}={space}{draw(VALUE)}")
         elif kind == "comment":
-            lines.append("# " + draw(st.one_of(HOSTILE, st.text(max_size=40))))
+            lines.append("# " + draw(st.one_of(HOSTILE, st.text(LINE_CHARS, max_size=40))))
         elif kind == "junk":
-            lines.append(draw(st.one_of(HOSTILE, st.text(max_size=80))))
+            lines.append(draw(st.one_of(HOSTILE, st.text(LINE_CHARS, max_size=80))))
         else:
             lines.append("")
     end = draw(st.sampled_from(["\n", "\r\n"]))
@@ -275,6 +279,8 @@ SEEN = [
     _seen("\u00a0"),
     # C1 controls: YAML refuses them
     _seen("echo \x9b31m"),
+    # a zone name too long for a file name: OSError, a traceback
+    ("CRON_TZ=" + "x" * 5000 + "\n* * * * * echo\n", {}),
 ]
 
 

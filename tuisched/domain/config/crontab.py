@@ -273,7 +273,7 @@ def _set_zone(state: _State, number: int, line: str, value: str) -> None:
         return
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file
         state.unmapped.append(
             Unmapped(number, line, f"unknown time zone '{value}'; entries below keep the default")
         )
