@@ -598,3 +598,16 @@ def test_an_accept_header_with_an_odd_version_is_told_so(
     assert answer.status == status, answer
     if status == 400:
         assert answer.body.decode() == f"cannot read the Accept header: {accept}\n"
+
+
+def test_a_dropped_event_stream_frees_its_place_at_once(served: Served) -> None:
+    """A client that opens event streams and drops them (a console reconnecting) was
+    refused 429 once it had dropped 16 in 15 s: each stream kept its place until its
+    next keep-alive write failed. Now a stream ends as its connection does."""
+    ask = b"GET /v1/events HTTP/1.1\r\nHost: t\r\n\r\n"
+    statuses = [_ask_unix(served.socket, ask).status for _ in range(40)]
+    refused = statuses.count(429)
+    deadline = time.monotonic() + 5  # far below the 15 s a place was held
+    while _ask_unix(served.socket, ask).status == 429:
+        assert time.monotonic() < deadline, statuses
+    assert refused <= 4, statuses  # at most the few whose close was not yet seen

@@ -63,13 +63,13 @@ log = logging.getLogger(__name__)
 SHUTDOWN_SECONDS = 5.0
 """How long calls in progress may take to finish once the server stops."""
 KEEPALIVE_SECONDS = 15.0
+"""An empty line on the event stream this often, so a proxy keeps the connection."""
 STREAMS_PER_CLIENT = 16
 """Event streams one process may hold open at once (each replays up to the whole kept
 journal); more are refused with 429."""
 EVENTS_PER_WRITE = 500
 """Events encoded and written in one step of a stream: a replay of the whole journal
 goes out in steps, with the loop free between them."""
-"""An empty line on the event stream this often, so a dead client is noticed."""
 
 QUERIES = frozenset({
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
@@ -199,7 +199,20 @@ def _client_fault(exc: object) -> str | None:
 class _Connection(web.RequestHandler):
     """One connection: a request aiohttp's parser refuses (not HTTP, a bad header, an
     invalid path...) is answered as this protocol answers, not with the parser's
-    multi-line text, and logged in one line, not as a traceback."""
+    multi-line text, and logged in one line, not as a traceback. An event stream hears
+    at once when its client goes (`gone`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.gone = asyncio.Event()
+        """Set once the connection is lost: a stream on it stops and frees its place
+        (it waited for its next write before, up to KEEPALIVE_SECONDS, while a client
+        that reconnected was refused 429)."""
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        """The client went away (or the server closed the connection)."""
+        super().connection_lost(exc)
+        self.gone.set()
 
     def log_exception(self, *args: Any, **kwargs: Any) -> None:
         """A client's fault (a request, or a body, aiohttp could not read): one line;
@@ -393,7 +406,9 @@ class ControlServer:
             response = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
             await response.prepare(request)
             self._streams.add(queue)
-            await self._stream(queue, response)
+            connection = request.protocol
+            gone = connection.gone if isinstance(connection, _Connection) else asyncio.Event()
+            await self._stream(queue, response, gone)
         except ConnectionError:
             pass  # the client went away
         finally:
@@ -405,13 +420,17 @@ class ControlServer:
         return response
 
     @staticmethod
-    async def _stream(queue: asyncio.Queue[Event | None], response: web.StreamResponse) -> None:
+    async def _stream(
+        queue: asyncio.Queue[Event | None], response: web.StreamResponse, gone: asyncio.Event
+    ) -> None:
         """Write the events of `queue` as they come, a burst in steps of EVENTS_PER_WRITE
-        with the loop free between them, until the server stops (None)."""
+        with the loop free between them, until the server stops (None) or the client
+        goes (`gone`)."""
         while True:
-            try:
-                event = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-            except TimeoutError:
+            event = await _next(queue, gone)
+            if gone.is_set():
+                return
+            if event is _IDLE:
                 await response.write(b"\n")
                 continue
             lines = [event, *_drain(queue, EVENTS_PER_WRITE - 1)]
@@ -427,8 +446,8 @@ _ENCODED: dict[int, tuple[Event, bytes]] = {}
 """Each event's line, by sequence number, made once for every stream that sends it (the
 event is kept beside it: another scheduler in the process numbers its own events)."""
 ENCODED_KEPT = 12_000
-_ENCODING = threading.Lock()
 """Lines kept (a little more than the bus's journal: a replay finds them made)."""
+_ENCODING = threading.Lock()
 
 
 def _encoded(event: Event) -> bytes:
@@ -443,6 +462,25 @@ def _encoded(event: Event) -> bytes:
             for seq in list(itertools.islice(_ENCODED, len(_ENCODED) - ENCODED_KEPT)):
                 del _ENCODED[seq]
     return line
+
+
+_IDLE = object()
+"""What `_next` gives when KEEPALIVE_SECONDS passed without an event."""
+
+
+async def _next(queue: asyncio.Queue[Event | None], gone: asyncio.Event) -> Any:
+    """The next item of `queue`; `_IDLE` after KEEPALIVE_SECONDS without one, or as soon
+    as `gone` is set (a cancelled get leaves its item in the queue)."""
+    getter = asyncio.ensure_future(queue.get())
+    waiter = asyncio.ensure_future(gone.wait())
+    try:
+        await asyncio.wait({getter, waiter}, timeout=KEEPALIVE_SECONDS,
+                           return_when=asyncio.FIRST_COMPLETED)  # fmt: skip
+    finally:
+        waiter.cancel()
+        if not getter.done():
+            getter.cancel()
+    return getter.result() if getter.done() and not getter.cancelled() else _IDLE
 
 
 def _drain(queue: asyncio.Queue[Event | None], limit: int) -> list[Event | None]:
