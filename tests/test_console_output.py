@@ -146,6 +146,20 @@ def test_a_search_goes_in_bounded_steps_that_resume_where_they_stopped(tmp_path:
     assert back.found
 
 
+@pytest.mark.timeout(10)
+@pytest.mark.parametrize("needle", ["\n", "\ntwo", "\x1b", "o\n"])
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_needle_no_shown_line_holds_ends_the_search(
+    tmp_path: Path, needle: str, backward: bool
+) -> None:
+    """A newline found in the bytes is never in a line as shown; backward, the search
+    stepped back to the start of the line after it, and found it again for ever."""
+    path = tmp_path / "out.log"
+    path.write_bytes(b"one\ntwo\n\x1b[31mthree\n")
+    found = find_text(path, needle, path.stat().st_size if backward else 0, backward=backward)
+    assert (found.found, found.done) == (False, True)
+
+
 def test_line_numbers_are_counted_in_bounded_steps_and_kept(tmp_path: Path) -> None:
     path = tmp_path / "out.log"
     line = b"y" * 99 + b"\n"

@@ -51,7 +51,13 @@ JOBS = """
 hello: {command: "echo hello", schedule: manual}
 hourly: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
 after-hello: {command: [/bin/true], after: hello}
+output: {command: [/bin/sh, OUTPUT], schedule: manual}
 """
+OUTPUT = r"""printf 'one\ntwo\n\033[31mred\033[0m \303\274\n\377\376\n'
+head -c 70000 /dev/zero | tr '\0' x
+printf '\nlast\n'
+"""
+"""What job `output` writes: short lines, escapes, bytes that are not UTF-8, a long line."""
 ANSWER_SECONDS = 20.0
 """How long one answer may take (2 busy cores): longer is a hang."""
 SILENT_CLIENTS = 200
@@ -84,22 +90,29 @@ class Served:
     socket: Path
     metrics_port: int
     log: _Records
+    run_id: str
+    """A finished run of `output`, whose output file the output calls page and search."""
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("endpoints")
-    path = write_config(folder, JOBS, settings='metrics: {listen: "127.0.0.1:0"}')
+    (folder / "output.sh").write_text(OUTPUT)
+    jobs = JOBS.replace("OUTPUT", str(folder / "output.sh"))
+    path = write_config(folder, jobs, settings='metrics: {listen: "127.0.0.1:0"}')
+    runtime = Runtime(load_config(path), kill_grace=0.5)
+    scheduler = LocalScheduler(runtime)
     records = _Records()
     root = logging.getLogger()
     root.addHandler(records)
     loop = asyncio.new_event_loop()
-    runtime = Runtime(load_config(path), kill_grace=0.5)
-    scheduler = LocalScheduler(runtime)
     try:
         loop.run_until_complete(scheduler.start())
         assert runtime.metrics is not None
-        yield Served(socket_path(folder / "state"), runtime.metrics.server.port, records)
+        run = loop.run_until_complete(asyncio.wait_for(scheduler.run_job("output"), 30))
+        assert run.result is not None
+        port = runtime.metrics.server.port
+        yield Served(socket_path(folder / "state"), port, records, run.run_id)
     finally:
         loop.run_until_complete(scheduler.stop(grace=1))
         loop.close()
@@ -155,7 +168,11 @@ JSON_VALUE = st.recursive(
 )  # fmt: skip
 
 
-NAMES = st.sampled_from(["hello", "hourly", "after-hello", "nope", "", "x" * 3000, "日本"])
+RUN = "@run"
+"""Stands for `Served.run_id` in a request (replaced as it is sent)."""
+NAMES = st.sampled_from(
+    ["hello", "hourly", "after-hello", "output", "nope", "", "x" * 3000, "日本", RUN, RUN, RUN]
+)
 WHEN = st.sampled_from(
     ["2026-01-01T00:00:00+00:00", "2026-06-01T12:00:00+02:00", "0001-01-01T00:00:00+00:00",
      "9999-12-31T23:59:59+00:00", "2026-01-01T00:00:00", "2026-13-45", "", "now"]
@@ -255,11 +272,15 @@ class Request:
     headers: tuple[tuple[str, str], ...]
     body: bytes
 
-    def encode(self) -> bytes:
-        head = [f"{self.method} ".encode() + self.target + b" HTTP/1.1", b"Host: tuisched"]
+    def encode(self, run_id: str = "") -> bytes:
+        """The request's bytes, with `run_id` for each RUN in its target and body."""
+        target, body = (
+            part.replace(RUN.encode(), run_id.encode()) for part in (self.target, self.body)
+        )
+        head = [f"{self.method} ".encode() + target + b" HTTP/1.1", b"Host: tuisched"]
         head += [f"{name}: {value}".encode() for name, value in self.headers]
-        head += [f"Content-Length: {len(self.body)}".encode(), b"Connection: close"]
-        return b"\r\n".join(head) + b"\r\n\r\n" + self.body
+        head += [f"Content-Length: {len(body)}".encode(), b"Connection: close"]
+        return b"\r\n".join(head) + b"\r\n\r\n" + body
 
 
 HEADER = st.sampled_from(
@@ -299,6 +320,26 @@ def call(draw: st.DrawFn) -> Request:
     given = draw(arguments(name))
     data = json.dumps(given).encode() if draw(st.integers(0, 5)) else draw(body(name))
     return Request("POST", f"/v1/{shown}".encode(), (), data)
+
+
+OUTPUT_CALLS = ("output", "output_page", "search_output", "output_line_number")
+
+
+@st.composite
+def output_call(draw: st.DrawFn) -> Request:
+    """A call that reads the output file of the module's run (paging, searching,
+    counting lines) from odd offsets, with odd line counts and needles."""
+    name = draw(st.sampled_from(OUTPUT_CALLS))
+    given = draw(arguments(name))
+    given["run_id"] = RUN
+    if draw(st.booleans()):
+        given["text"] = draw(
+            st.sampled_from(["x", "X", "last", "red", "\x1b", "ü", "\n", "x" * 70_000])
+        )
+    if draw(st.booleans()):
+        key = draw(st.sampled_from(["offset", "lines", "limit"]))
+        given[key] = draw(st.sampled_from([0, 1, 3, 69_000, 70_020, -1, -(2**63), 2**63, 10**30]))
+    return Request("POST", f"/v1/{name}".encode(), (), json.dumps(given).encode())
 
 
 @dataclass(frozen=True)
@@ -346,7 +387,7 @@ def _status(served: Served) -> None:
 
 def _control_example(served: Served, asked: Request) -> None:
     served.log.take()
-    answer = _ask_unix(served.socket, asked.encode(), asked.method)
+    answer = _ask_unix(served.socket, asked.encode(served.run_id), asked.method)
     logged = _bad(served.log.take())  # logged before the answer was written
     assert 200 <= answer.status < 300 or 400 <= answer.status < 500, (answer, logged)
     if answer.status >= 400:
@@ -381,6 +422,13 @@ SEEN = [
     _post(b'{"job": "a\\nb"}', "run_now"),
     # query values nested deeper than json.loads goes are text, as other non-JSON values
     _get("jobs?names=" + "[" * 3000),
+    # a limit below 0 read the whole file, or past what a seek takes (500)
+    _post(b'{"run_id": "@run", "limit": -9223372036854775808}', "output"),
+    _post(b'{"run_id": "@run", "limit": -1}', "output"),
+    # a newline searched backward: the search never ended (no answer, a thread spinning)
+    _post(
+        b'{"run_id": "@run", "text": "\\n", "offset": 100000, "backward": true}', "search_output"
+    ),
 ]
 
 
@@ -396,6 +444,14 @@ FUZZ = settings(
 @given(asked=call())
 @example(asked=_get("status"))
 def test_a_call_with_odd_arguments_gets_a_clean_answer(served: Served, asked: Request) -> None:
+    _control_example(served, asked)
+
+
+@settings(FUZZ, max_examples=150)
+@given(asked=output_call())
+def test_reading_a_runs_output_from_odd_places_gets_a_clean_answer(
+    served: Served, asked: Request
+) -> None:
     _control_example(served, asked)
 
 

@@ -271,7 +271,9 @@ def _scan_backward(
             match = _match_at(file, low + hit, needle, size)
             if match is not None:
                 return match
-            pos = _line_start(file, low + hit + 1)  # the lines before this one
+            # the lines before this one; before the hit at least (a needle that begins
+            # with a newline is found at the end of a line: that line's start is after it)
+            pos = min(_line_start(file, low + hit + 1), low + hit)
         elif low == 0:
             pos = 0
         else:  # the next chunk overlaps this one: a match across the seam is found

@@ -25,6 +25,7 @@ from tuisched.domain.views import (
     OutputSource,
 )
 from tuisched.runtime.control.paging import find_text, line_number, page_after, page_before
+from tuisched.runtime.control.seam import OUTPUT_CHUNK_BYTES
 from tuisched.runtime.execution.output import read_output
 from tuisched.runtime.handlers.audit import read_from, tail_and_end
 from tuisched.runtime.threads import Lane, in_thread
@@ -36,7 +37,13 @@ PAGE_LINES_MAX = 2000
 async def output_chunk(
     state_dir: Path, run: RunRecord, *, running: bool, offset: int | None, limit: int
 ) -> OutputChunk:
-    """`run`'s output: from its file; else, once it ended, the tail its record kept."""
+    """`run`'s output: from its file; else, once it ended, the tail its record kept.
+
+    Raises:
+        WireError: `limit` is not from 0 to OUTPUT_CHUNK_BYTES.
+    """
+    if not 0 <= limit <= OUTPUT_CHUNK_BYTES:
+        raise WireError(f"output: limit {limit} is not from 0 to {OUTPUT_CHUNK_BYTES} bytes")
     path = state_dir / "output" / run.job / f"{run.run_id}.log"
     try:
         lines, start, end = await in_thread(

@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # only `subscribe` speaks of events: the command line's calls
     from tuisched.domain.events import Event
 
 OUTPUT_CHUNK_BYTES = 200 * 1024
-"""How much output one `output()` call reads at most."""
+"""How much output one `output()` call reads at most (a larger `limit` is refused)."""
 AUDIT_LINES = 200
 """How many audit lines `audit()` returns from the end of the log."""
 PAGE_LINES = 200
