@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, socket_path
 from tuisched.runtime.control.seam import SchedulerControl
-from tuisched.runtime.control.server import METHODS, QUERIES
+from tuisched.runtime.control.server import METHODS, QUERIES, ControlServer
 from tuisched.runtime.runtime import Runtime
 
 from ..runtime_fixtures import write_config
@@ -667,3 +667,33 @@ def test_a_dropped_event_stream_frees_its_place_at_once(served: Served) -> None:
     while _ask_unix(served.socket, ask).status == 429:
         assert time.monotonic() < deadline, statuses
     assert refused <= 4, statuses  # at most the few whose close was not yet seen
+
+
+class _Broken:
+    """A control whose `status` fails as a bug would."""
+
+    async def status(self) -> None:
+        raise RuntimeError("a bug")
+
+
+async def test_a_call_that_fails_is_answered_in_one_line_and_logged_in_full(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = ControlServer(
+        tmp_path / "control.sock",
+        lambda _actor: _Broken(),
+        refused=lambda _who: None,
+    )
+    await server.start()
+    try:
+        answer = await asyncio.to_thread(
+            _ask_unix, server.path, b"GET /v1/status HTTP/1.1\r\nHost: t\r\n\r\n"
+        )
+    finally:
+        await server.stop()
+    assert answer.status == 500
+    assert json.loads(answer.body) == {
+        "error": "ControlError",
+        "message": "the scheduler failed to answer: its log says why",
+    }
+    assert "RuntimeError: a bug" in caplog.text  # the traceback, for whoever fixes it

@@ -230,14 +230,18 @@ class _Connection(web.RequestHandler):
         exc: BaseException | None = None,
         message: str | None = None,
     ) -> web.StreamResponse:
-        """Answer a refused request (4xx) in one line; anything else as aiohttp does."""
-        if status >= 500 or not isinstance(exc, HttpProcessingError):
-            return super().handle_error(request, status, exc, message)
-        self.log_exception("a malformed request", exc_info=exc)
-        why = _one_line(exc.message or message or "", limit=300).rstrip(":")
+        """Answer a refused request (4xx) in one line, and a call that failed (a fault of
+        ours, with its traceback in the log) in one line too."""
+        why = _client_fault(exc) if exc is not None else _one_line(message or "")
+        if status < 500 and why is not None:
+            log.info("control socket: a malformed request: %s", why)
+            error, said = "WireError", f"malformed request: {why or 'unreadable'}"
+        else:
+            self.log_exception("Error handling request", exc_info=exc)
+            error, said = "ControlError", "the scheduler failed to answer: its log says why"
         if request.writer.output_size > 0:
             raise ConnectionError("an answer was under way: the connection is dropped")
-        response = _failure(status, "WireError", f"malformed request: {why}")
+        response = _failure(status, error, said)
         response.force_close()
         return response
 
