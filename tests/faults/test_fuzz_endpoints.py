@@ -677,8 +677,9 @@ class _Broken:
 
 
 async def test_a_call_that_fails_is_answered_in_one_line_and_logged_in_full(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, served: Served
 ) -> None:
+    """On a server of its own, beside the module's (whose log must stay clean)."""
     server = ControlServer(
         tmp_path / "control.sock",
         lambda _actor: _Broken(),
@@ -697,3 +698,4 @@ async def test_a_call_that_fails_is_answered_in_one_line_and_logged_in_full(
         "message": "the scheduler failed to answer: its log says why",
     }
     assert "RuntimeError: a bug" in caplog.text  # the traceback, for whoever fixes it
+    assert any("RuntimeError: a bug" in line for line in served.log.take())  # this test's
