@@ -425,6 +425,10 @@ SEEN = [
     # a limit below 0 read the whole file, or past what a seek takes (500)
     _post(b'{"run_id": "@run", "limit": -9223372036854775808}', "output"),
     _post(b'{"run_id": "@run", "limit": -1}', "output"),
+    # a ConfigError's message held its problems one a line
+    _post(
+        b'{"edit": {"action": "add", "name": "nope", "definition": null, "target": "job"}}', "edit"
+    ),
     # a newline searched backward: the search never ended (no answer, a thread spinning)
     _post(
         b'{"run_id": "@run", "text": "\\n", "offset": 100000, "backward": true}', "search_output"

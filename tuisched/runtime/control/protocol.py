@@ -111,9 +111,11 @@ def protocol_mismatch(path: Path, hello: object, ours: int) -> ControlError | No
 
 
 def error_body(error: TuischedError) -> dict[str, object]:
-    """The JSON a failed call answers with."""
+    """The JSON a failed call answers with: its message on one line (a ConfigError's
+    problems, one a line in its text, joined by `; `; each is in `problems` too)."""
     body: dict[str, object] = {"error": type(error).__name__, "message": str(error)}
     if isinstance(error, ConfigError):
+        body["message"] = "; ".join(str(problem) for problem in error.problems)
         body["problems"] = encode(error.problems)
     return body
 
