@@ -425,6 +425,12 @@ SEEN = [
     # a limit below 0 read the whole file, or past what a seek takes (500)
     _post(b'{"run_id": "@run", "limit": -9223372036854775808}', "output"),
     _post(b'{"run_id": "@run", "limit": -1}', "output"),
+    # a backfill window from the first instant of the year 1: OverflowError, 500
+    _post(
+        b'{"job": "hourly", "start": "0001-01-01T00:00:00+00:00", '
+        b'"end": "2026-01-01T00:00:00+00:00"}',
+        "backfill",
+    ),
     # a ConfigError's message held its problems one a line
     _post(
         b'{"edit": {"action": "add", "name": "nope", "definition": null, "target": "job"}}', "edit"

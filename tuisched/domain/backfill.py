@@ -39,7 +39,13 @@ def window_slots(
     """
     _check_window(start, end)
     schedule = _schedule_of(job)
-    found = list(islice(slots_between(schedule, start - _TICK, end - _TICK), limit + 1))
+    try:
+        found = list(islice(slots_between(schedule, start - _TICK, end - _TICK), limit + 1))
+    except OverflowError:  # a window from the first instant of the year 1
+        raise ScheduleError(
+            f"the window starts at the calendar's first instant ({start.isoformat()}): "
+            "start it later"
+        ) from None
     if len(found) > limit:
         raise ScheduleError(
             f"the window holds more than {limit} slots of {job.name}: backfill a narrower one"
