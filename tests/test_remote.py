@@ -295,3 +295,47 @@ async def test_a_client_holds_at_most_so_many_event_streams_each_replayed_from_t
             finally:
                 for stream in streams:
                     stream.close()
+
+
+async def test_streams_replay_the_kept_events_whole_and_go_on_without_a_gap(
+    tmp_path: Path,
+) -> None:
+    """Each stream's replay is handed over in one step on the scheduler's lane, and what
+    comes next follows it: every stream reads the same lines, numbered without a gap."""
+    from tuisched.runtime.control.server import STREAMS_PER_CLIENT
+
+    path = write_config(tmp_path, JOBS)
+    async with serving(path) as (_, remote):
+        for _ in range(40):  # a journal to replay
+            await remote.run_now("hello")
+        connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
+        async with aiohttp.ClientSession(connector=connector) as session:
+            streams = [
+                await session.get("http://tuisched/v1/events?after=0")
+                for _ in range(STREAMS_PER_CLIENT)
+            ]
+            try:
+                last = await remote.run_now("hello")  # heard live, after the replays
+                heard = [await _lines_until_the_end_of(stream, last.run_id) for stream in streams]
+            finally:
+                for stream in streams:
+                    stream.close()
+    seqs = [json.loads(line)["seq"] for line in heard[0]]
+    assert seqs == list(range(1, seqs[-1] + 1))
+    assert seqs[-1] > 40  # the replay (an event or more per run), and the live ones after it
+    assert all(lines == heard[0] for lines in heard)  # the same bytes on every stream
+
+
+async def _lines_until_the_end_of(stream: aiohttp.ClientResponse, run_id: str) -> list[bytes]:
+    """The event lines of `stream` up to the end of run `run_id` (keep-alives left out)."""
+    lines: list[bytes] = []
+    async with asyncio.timeout(20):
+        while True:
+            line = await stream.content.readline()
+            if not line.strip():
+                continue
+            lines.append(line)
+            event = json.loads(line)
+            ended = event["type"] in ("RunFinished", "RunNotStarted")
+            if ended and event["run"]["run_id"] == run_id:
+                return lines
