@@ -7,9 +7,11 @@ again, loses none of them: the next start lands them first, and so sees the slot
 that ran. Each test's job writes its own executions (slot and run id) to a file, and
 that file is what says whether a slot ran twice; the history is compared with it.
 
-A full disk is made without root, as in test_disk_full: the scheduler's file size
-limit (RLIMIT_FSIZE) is set to 0 from outside (`prlimit`), so every write that would
-grow a file fails. The job raises its own limit again to write down its execution.
+A full disk is made without root: a small tmpfs in a user and mount namespace of
+the test's own (`SmallDisk`), which the schedulers join and the test fills up. (A file
+size limit would not do: RLIMIT_FSIZE refuses writes past an offset, even into bytes
+a file holds already, which a full disk takes.) The job's own record of its executions
+is on the usual disk.
 """
 
 from __future__ import annotations
@@ -397,22 +399,29 @@ def test_a_restart_while_the_history_is_still_locked_judges_slots_from_the_journ
     tmp_path: Path, schedulers: list[Scheduler]
 ) -> None:
     """The first start after the kill sees the database without the journal's rows: the
-    slots that ran are not missed, and the run left going is closed as abandoned."""
-    out, slow = tmp_path / EXECUTIONS, tmp_path / "slow.txt"
-    begins = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    slots that ran are not missed, the run left going is closed as abandoned, and one
+    that ended during the lock keeps its end (its database row still says RUNNING)."""
+    out, slow, mid = tmp_path / EXECUTIONS, tmp_path / "slow.txt", tmp_path / "mid.txt"
+    soon = datetime.now(UTC) + timedelta(seconds=2)
     slow_job = f"""
 slow:
   command: echo "$TUISCHED_SLOT $TUISCHED_RUN_ID" >> {slow}; sleep 60
-  schedule: {{every: 1h, start: "{begins}"}}
+  schedule: {{every: 1h, start: "{(soon + timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%S")}"}}
   misfire: once
+mid:
+  command: echo started >> {mid}; sleep 1.5; echo ended >> {mid}
+  schedule: {{every: 1h, start: "{soon.strftime("%Y-%m-%dT%H:%M:%S")}"}}
 """
     config = write_config(tmp_path, JOB.format(out=out) + slow_job)
     db = tmp_path / "state" / "history.db"
     first = Scheduler(config)
     schedulers.append(first)
     _until(_more_executions(out, 2, first), 30, "the job did not run")
+    _until(lambda: "RUNNING" in {state for _, state in _rows_of(db, "mid").values()}, 30,
+           "the mid job's RUNNING row did not reach the database")  # fmt: skip
     with _locked(db):
         first.wait_for_line("history: cannot write")
+        _until(lambda: mid.read_text().endswith("ended\n"), 30, "the mid job did not end")
         _until(slow.exists, 30, "the slow job did not start")
         before = len(_executions(out))
         _until(_more_executions(out, before + 2, first), 30, "the job stopped running")
@@ -431,9 +440,41 @@ slow:
     ((slot, run_id),) = _executions(slow)
     assert _rows_of(db, "slow") == {run_id: (slot.replace("T", " ").replace("+00:00", ".000000"),
                                              "ABANDONED")}  # fmt: skip
+    assert {state for _, state in _rows_of(db, "mid").values()} == {"SUCCESS"}
     said = "".join(second.lines)
     before_kill = {slot for slot, _ in _executions(out)[:killed]}
     missed = set(re.findall(r"tick MISSED slot (\S+):", said))
     assert missed.isdisjoint(before_kill), said  # only slots of the downtime, if any
     assert re.search(r"[1-9] run\(s\) were left running by a dead scheduler", said), said
     assert "Traceback" not in "".join(first.lines) + said
+
+
+@pytest.mark.timeout(120)
+def test_a_run_closed_as_abandoned_stays_closed_through_the_next_kill(
+    tmp_path: Path, schedulers: list[Scheduler]
+) -> None:
+    """The journal is emptied once its writes landed and a start closed what they left
+    open: the next kill's start does not bring the old RUNNING back to close it again."""
+    out, slow = tmp_path / EXECUTIONS, tmp_path / "slow.txt"
+    begins = (datetime.now(UTC) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    slow_job = f"""
+slow:
+  command: echo "$TUISCHED_RUN_ID" >> {slow}; sleep 60
+  schedule: {{every: 1h, start: "{begins}"}}
+"""
+    config = write_config(tmp_path, JOB.format(out=out) + slow_job)
+    db = tmp_path / "state" / "history.db"
+    starts = []
+    for _ in range(3):
+        scheduler = Scheduler(config)
+        schedulers.append(scheduler)
+        starts.append(scheduler)
+        _until(slow.exists, 30, "the slow job did not start")
+        ran = len(_executions(out)) if out.exists() else 0
+        _until(_more_executions(out, ran + 2, scheduler), 30, "the job did not run")
+        scheduler.process.send_signal(signal.SIGKILL)
+        scheduler.finish()
+    (run_id,) = slow.read_text().split()
+    closed = [line for s in starts for line in s.lines if f"slow#{run_id} ABANDONED" in line]
+    assert len(closed) == 1, "".join(line for s in starts for line in s.lines)
+    assert _rows_of(db, "slow")[run_id][1] == "ABANDONED"

@@ -685,16 +685,18 @@ class Runtime:
         takes no writes now gets the closings as held writes (the journal keeps them)."""
         assert self._history is not None  # noqa: S101  (called from _start_parts)
         history, node = self._history, self.node
+        kept = {run.run_id: run for run in await history.held_runs()}
         try:
             closed = await history.call(lambda store: store.close_abandoned(node, now))
         except HistoryUnavailableError:
             if not history.journaled:
                 raise
-            closed = await history.call(lambda store: store.abandonable(node, now))
+            found = await history.call(lambda store: store.abandonable(node, now))
+            closed = [run for run in found if run.run_id not in kept]  # judged by what is kept
             history.write_soon([], closed)
         seen = {run.run_id for run in closed}
         held = [
-            abandoned(run, now) for run in await history.held_runs()
+            abandoned(run, now) for run in kept.values()
             if run.state in (RunState.QUEUED, RunState.RUNNING) and run.run_id not in seen
             and (run.node == node or run.node.startswith(f"{node}:"))
         ]  # fmt: skip

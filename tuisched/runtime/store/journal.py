@@ -7,8 +7,10 @@ for missed ones and run them again. So each write is first appended to this
 file and flushed to the disk, and only then tried in the database; a run's
 start waits for its row to be in one of them. At the next start the journal's
 writes land first (again, for those that had landed: each run takes its last
-state written), before anything looks at slots. The journal is emptied when
-it is half full and every write in it has landed.
+state written), before anything looks at slots. The journal is emptied once
+every write in it has landed, before the writer runs anything else against
+the database (which may write rows the older writes must not undo), or when
+it is half full.
 
 A full disk must not refuse the journal: the file is made at its full size
 (`JOURNAL_BYTES` allocated on the disk, not a hole) when it is opened, and

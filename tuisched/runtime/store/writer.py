@@ -150,7 +150,10 @@ class AsyncHistory:
     before it is tried in the database; a run's start waits for its row to be
     in one of them (a kill -9 loses neither), and during an outage a write
     that is waited for is done once the journal has it. The writes a journal
-    kept from before (`kept`) land before anything else.
+    kept from before (`kept`) land before anything else. The journal is emptied
+    once every write in it has landed and a call comes (a call may write
+    rows too, which a later replay of older writes must not undo), or it is
+    half full.
     """
 
     def __init__(
@@ -494,6 +497,8 @@ class AsyncHistory:
                 _settle(settlements)
                 settlements = []
             if isinstance(op, _Call):
+                if not self._held and self._journal is not None and not self._journal.empty:
+                    self._clear_journal()  # a call may write too: the journal must not undo it
                 settlements.append(self._run_call(op))
             else:
                 self._last_tries(settlements)
