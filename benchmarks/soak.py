@@ -1,0 +1,1053 @@
+"""Soak (issue 26): 10 jobs every 1-2 s through kill -9s, a full disk, a lock, 200 readers.
+
+Each job's own log of executions is then held against the history.
+
+    .venv/bin/python benchmarks/soak.py [--minutes 10] [--out DIR] [--seed N]
+
+A headless scheduler (`python -m tuisched --no-ui`) runs 10 command jobs (every 1 s
+or 2 s; `every` and 6-field `cron`; `misfire: once` on some). Each run appends one line
+to its job's own file, `slot pid start run_id`, through a shell that first raises its
+own file-size limit (see "full disk" below), so the jobs' logs are the witness, not the
+history. One job's runs last 1 s (a kill finds some in progress: ABANDONED at the next
+start). Three jobs leave a process behind them: one in the run's group for 0.3 s, one
+in a session of its own for 3 s, one in a session of its own until something ends it.
+
+Faults, each at a time this script chooses and records (scaled by --minutes / 10):
+
+- kill -9 of the scheduler, 20 times spread over the run (one in the second half of
+  the full disk, one in that of the lock), each restarted after a random pause of
+  0.2-3 s (and 1 s after a start that fails by itself, as a service manager would);
+  the run keeper and the next start must end what the runs left and close the
+  abandoned runs;
+- a full disk for 30 s, without root: the file-size limit (RLIMIT_FSIZE) of the
+  scheduler and of its run keeper is lowered to 0 with prlimit (every write that grows
+  a file fails; Python ignores SIGXFSZ, so the write fails with EFBIG where a full
+  disk gives ENOSPC); a scheduler started in the window starts under it. Only the soft
+  limit is lowered, so a job raises its own back before it writes its line;
+- an exclusive lock on the history for 30 s: another process holds `BEGIN EXCLUSIVE`
+  on `history.db`;
+- 200 readers of the control socket's `/v1/events?after=0` (20 processes of 10
+  streams: the server allows 16 a client), reconnecting whenever a stream ends.
+
+Then the scheduler is stopped with SIGTERM and the report says, per criterion:
+
+- twice: slots that appear more than once in their job's log (must be 0);
+- lost: slots from the first start to the stop with no line in their job's log and
+  no MISSED row in the history (the downtime ledger; a row that counts older slots
+  covers them too) (must be 0);
+- left behind: processes of the soak's jobs (a token in their command line or
+  environment) still alive after the clean stop, and the run keepers (must be 0);
+- late: start (the job's own clock reading) minus slot, p50/p95/max, for slots outside
+  the outages, and how many are over 1 s (must be 0). An outage is a kill (1 s before
+  it, to 3 s after the restart answers on the control socket), the full disk and the
+  lock (each to 3 s after its end), and the first start (to 3 s after it answers).
+
+Also reported, without a verdict: executions with no history row, slots that ran yet
+are recorded MISSED, the history's states, lateness inside the outages, what the
+readers got, and each start of the scheduler (how long it took to answer, how it
+ended). The JSON report goes to `OUT/report.json`, the scheduler's log of each start
+to `OUT/scheduler-NN.log`; the exit status is 0 only when every criterion passes. Every process the script starts is ended on the way out, Ctrl-C too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import contextlib
+import json
+import math
+import os
+import platform
+import random
+import resource
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SETTLE = 3.0
+"""Seconds after an outage ends (or a restart answers) still counted as the outage."""
+BEFORE_KILL = 1.0
+"""Seconds before a kill counted as its outage: a slot due then may not have started."""
+LATE = 1.0
+"""A slot started later than this after its slot, outside the outages, fails the soak."""
+READY_WITHIN = 60.0
+"""Seconds a started scheduler has to answer on its control socket before it is killed."""
+STOP_WITHIN = 60.0
+"""Seconds the final SIGTERM has to end the scheduler."""
+READER_PROCESSES = 20
+EXAMPLES = 6
+"""Failures printed per criterion (the report has them all)."""
+
+
+# --- the configuration ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """One job of the soak: its schedule, period and what it leaves behind."""
+
+    name: str
+    schedule: dict[str, str]
+    period: int
+    misfire_once: bool = False
+    lasts: float = 0.0
+    """Seconds the run goes on after its line (so that some kills find runs in progress)."""
+    leaves: str = ""
+    """Shell run in the background after the line is written ("" for nothing)."""
+
+
+def _jobs(token: str) -> list[JobPlan]:
+    every1 = {"every": "1 second", "start": "2026-01-01T00:00:00Z"}
+    every2 = {"every": "2 seconds", "start": "2026-01-01T00:00:00Z"}
+    cron1, cron2 = {"cron": "* * * * * *"}, {"cron": "*/2 * * * * *"}
+    quiet = "</dev/null >/dev/null 2>&1 &"
+    return [
+        JobPlan("j00", every1, 1),
+        JobPlan("j01", every1, 1, misfire_once=True),
+        JobPlan("j02", cron1, 1),
+        JobPlan("j03", cron1, 1, misfire_once=True,
+                leaves=f"sh -c 'sleep 0.3; : {token} group' {quiet}"),
+        JobPlan("j04", every1, 1),
+        JobPlan("j05", every2, 2, lasts=1.0),
+        JobPlan("j06", every2, 2, misfire_once=True,
+                leaves=f"setsid sh -c 'sleep 3; : {token} session' {quiet}"),
+        JobPlan("j07", cron2, 2),
+        JobPlan("j08", cron2, 2, misfire_once=True),
+        JobPlan("j09", every2, 2, leaves=f"setsid sh -c 'sleep 3600; : {token} forever' {quiet}"),
+    ]  # fmt: skip
+
+
+def _command(job: JobPlan, log: Path, token: str) -> str:
+    """The job's shell line: the start time first, then its own file-size limit raised to
+    the hard one (a full disk is the scheduler's limit, inherited), then one line."""
+    parts = [
+        "t=$(date +%s.%N)",
+        'ulimit -S -f "$(ulimit -H -f)" 2>/dev/null',
+        f'echo "$TUISCHED_SLOT $$ $t $TUISCHED_RUN_ID" >> {log}',
+    ]
+    if job.lasts:
+        parts.append(f"sleep {job.lasts:g}")
+    command = "; ".join(parts)
+    if job.leaves:  # it ends with "&", which takes no ";" after it
+        command += f"; {job.leaves}"
+    return command + f" : {token}" if job.leaves else command + f"; : {token}"
+
+
+def write_config(out: Path, jobs: list[JobPlan], token: str) -> Path:
+    """OUT/tuisched.yaml (JSON is YAML's flow style) with the state in OUT/state."""
+    lines = [
+        "settings:",
+        "  timezone: UTC",
+        f"  state_dir: {json.dumps(str(out / 'state'))}",
+        "  shutdown_grace: 5s",
+        "  max_workers: 16",
+        "jobs:",
+    ]
+    for job in jobs:
+        spec: dict[str, object] = {
+            "command": _command(job, out / "jobs" / f"{job.name}.log", token),
+            "schedule": job.schedule,
+        }
+        if job.misfire_once:
+            spec["misfire"] = "once"
+        lines.append(f"  {job.name}: {json.dumps(spec)}")
+    path = out / "tuisched.yaml"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+# --- the plan of faults ---------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    """When each fault happens, in seconds from the start of the soak."""
+
+    duration: float
+    kills: list[float]
+    disk: tuple[float, float]
+    lock: tuple[float, float]
+    readers: tuple[float, float]
+    reader_count: int
+
+
+def make_plan(minutes: float, rng: random.Random, readers: int) -> Plan:
+    """Faults scaled by minutes / 10: 20 kills, 30 s windows, 3 minutes of readers at 10.
+
+    One kill falls in the second half of the full disk and one in the second half of the
+    lock (the runs started in the window have no row yet, and the restart comes soon
+    after it); the others are spread, one in each equal part of the run after a quiet start.
+    """
+    duration = minutes * 60
+    scale = minutes / 10
+    window = max(10.0, 30 * scale)
+    disk = (0.25 * duration, 0.25 * duration + window)
+    lock = (0.5 * duration, 0.5 * duration + window)
+    readers_window = (0.6 * duration, 0.6 * duration + max(20.0, 180 * scale))
+    count = max(2, round(20 * scale))
+    kills = [disk[0] + rng.uniform(0.5, 0.95) * window, lock[0] + rng.uniform(0.5, 0.95) * window]
+    begin, end = 0.08 * duration, 0.95 * duration
+    part = (end - begin) / max(1, count - 2)
+    kills += [begin + (i + rng.uniform(0.1, 0.9)) * part for i in range(count - 2)]
+    return Plan(duration, sorted(kills), disk, lock, readers_window, readers)
+
+
+# --- talking to the scheduler and reading /proc ---------------------------------------
+
+
+def answers(sock: Path, timeout: float = 0.5) -> bool:
+    """Whether a scheduler answers `GET /v1` on its control socket."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client:
+            client.settimeout(timeout)
+            client.connect(str(sock))
+            client.sendall(b"GET /v1 HTTP/1.1\r\nHost: tuisched\r\nConnection: close\r\n\r\n")
+            return client.recv(64).startswith(b"HTTP/1.1 200")
+    except OSError:
+        return False
+
+
+def _proc_read(pid: int, name: str) -> bytes:
+    try:
+        return (Path("/proc") / str(pid) / name).read_bytes()
+    except OSError:
+        return b""
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """(state, parent pid) of `pid`, or None when it is gone."""
+    data = _proc_read(pid, "stat")
+    if not data:
+        return None
+    fields = data[data.rfind(b")") + 2 :].split()
+    return fields[0].decode(), int(fields[1])
+
+
+def _pids() -> list[int]:
+    return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
+
+
+def marked_processes(token: str) -> list[dict[str, object]]:
+    """Live processes (zombies aside) whose command line or environment holds `token`."""
+    mark, env_mark = token.encode(), f"SOAK_TOKEN={token}".encode()
+    found = []
+    for pid in _pids():
+        if pid == os.getpid():
+            continue
+        cmdline = _proc_read(pid, "cmdline")
+        if mark not in cmdline and env_mark not in _proc_read(pid, "environ"):
+            continue
+        stat = _stat(pid)
+        if stat is None or stat[0] == "Z":
+            continue
+        command = cmdline.replace(b"\0", b" ").decode(errors="replace").strip()
+        found.append({"pid": pid, "ppid": stat[1], "command": command[:200], **_origin(pid)})
+    return found
+
+
+def _origin(pid: int) -> dict[str, str]:
+    """When `pid` started and the run it came from (its TUISCHED_ variables), if readable."""
+    origin = {}
+    data = _proc_read(pid, "stat")
+    boot = next(
+        (line.split()[1] for line in Path("/proc/stat").read_text().splitlines()
+         if line.startswith("btime ")),
+        "0",
+    )  # fmt: skip
+    if data:
+        ticks = int(data[data.rfind(b")") + 2 :].split()[19])
+        origin["started"] = _iso(int(boot) + ticks / os.sysconf("SC_CLK_TCK"))
+    for item in _proc_read(pid, "environ").split(b"\0"):
+        name, _, value = item.decode(errors="replace").partition("=")
+        if name in {"TUISCHED_JOB", "TUISCHED_RUN_ID", "TUISCHED_SLOT"}:
+            origin[name.removeprefix("TUISCHED_").lower()] = value
+    return origin
+
+
+def keepers_of(scheduler: int) -> list[int]:
+    """The run keepers `scheduler` started (its children running keeper_process.py)."""
+    return [
+        pid
+        for pid in _pids()
+        if (stat := _stat(pid)) is not None
+        and stat[1] == scheduler
+        and b"keeper_process" in _proc_read(pid, "cmdline")
+    ]
+
+
+def _kill_quietly(pid: int, sig: int = signal.SIGKILL) -> None:
+    with contextlib.suppress(OSError):
+        os.kill(pid, sig)
+
+
+# --- the scheduler under supervision ---------------------------------------------------
+
+
+@dataclass
+class Incarnation:
+    """One start of the scheduler: its process, when it answered and how it ended."""
+
+    number: int
+    process: subprocess.Popen[bytes]
+    started: float
+    ready: float | None = None
+    ended: float | None = None
+    how: str = ""
+    """How it ended: "killed" (by the soak), "stopped, exit N" (SIGTERM) or "exit N"."""
+
+
+@dataclass
+class Supervisor:
+    """Starts, kills and restarts the scheduler; lowers its file-size limit in the window."""
+
+    config: Path
+    out: Path
+    token: str
+    incarnations: list[Incarnation] = field(default_factory=list)
+    disk_full: bool = False
+    problems: list[str] = field(default_factory=list)
+    _soft_fsize: int = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+
+    @property
+    def current(self) -> Incarnation | None:
+        last = self.incarnations[-1] if self.incarnations else None
+        return last if last is not None and last.ended is None else None
+
+    @property
+    def sock(self) -> Path:
+        return self.out / "state" / "control.sock"
+
+    def start(self) -> Incarnation:
+        """Start a scheduler; its stderr goes through a pipe (a full disk spares pipes)."""
+        number = len(self.incarnations)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(self.config)],
+            cwd=REPO, env={**os.environ, "SOAK_TOKEN": self.token},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            start_new_session=True,  # Ctrl-C reaches the soak alone, which ends it
+        )  # fmt: skip
+        if self.disk_full:  # before the interpreter is up, long before its first write
+            self._limit(process.pid, 0)
+        log = self.out / f"scheduler-{number:02d}.log"
+        threading.Thread(target=_copy, args=(process, log), daemon=True).start()
+        incarnation = Incarnation(number, process, time.time())
+        self.incarnations.append(incarnation)
+        return incarnation
+
+    def poll(self) -> str:
+        """The current scheduler's state: "ready" (it answers), "starting" or "down"."""
+        now = self.current
+        if now is None:
+            return "down"
+        code = now.process.poll()
+        if code is not None:
+            now.ended, now.how = time.time(), f"exit {code}"
+            self.problems.append(f"scheduler {now.number} ended by itself: exit {code}")
+            return "down"
+        if now.ready is None:
+            if answers(self.sock):
+                now.ready = time.time()
+                if self.disk_full:
+                    self.fill_disk()  # its keeper, started meanwhile
+            elif time.time() - now.started > READY_WITHIN:
+                self.problems.append(f"scheduler {now.number} did not answer in {READY_WITHIN} s")
+                self.kill()
+                return "down"
+            else:
+                return "starting"
+        return "ready"
+
+    def kill(self) -> None:
+        """kill -9 the current scheduler (its keeper lives on, as after a real crash)."""
+        now = self.current
+        if now is None:
+            return
+        now.process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            now.process.wait(10)
+        now.ended, now.how = time.time(), "killed"
+
+    def stop(self) -> bool:
+        """SIGTERM and wait: whether the scheduler ended by itself in time."""
+        now = self.current
+        if now is None:
+            self.problems.append("no scheduler was running at the end")
+            return False
+        now.process.terminate()
+        try:
+            code = now.process.wait(STOP_WITHIN)
+        except subprocess.TimeoutExpired:
+            self.problems.append(f"the final SIGTERM did not end the scheduler in {STOP_WITHIN} s")
+            self.kill()
+            return False
+        now.ended, now.how = time.time(), f"stopped, exit {code}"
+        return code == 0
+
+    def fill_disk(self) -> None:
+        """The disk is full for the scheduler and its keeper from now on."""
+        self.disk_full = True
+        if (now := self.current) is not None:
+            for pid in [now.process.pid, *keepers_of(now.process.pid)]:
+                self._limit(pid, 0)
+
+    def free_disk(self) -> None:
+        """Space returns: the soft limit goes back to what it was for both."""
+        self.disk_full = False
+        if (now := self.current) is not None:
+            for pid in [now.process.pid, *keepers_of(now.process.pid)]:
+                self._limit(pid, self._soft_fsize)
+
+    def _limit(self, pid: int, soft: int) -> None:
+        try:
+            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
+            resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+        except (OSError, ValueError) as error:
+            self.problems.append(f"prlimit on {pid}: {error}")
+
+    def end_all(self) -> None:
+        """Kill every scheduler still running (the way out)."""
+        for incarnation in self.incarnations:
+            if incarnation.process.poll() is None:
+                incarnation.process.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    incarnation.process.wait(10)
+
+
+def _copy(process: subprocess.Popen[bytes], log: Path) -> None:
+    assert process.stderr is not None
+    with log.open("wb") as out:
+        for line in process.stderr:
+            out.write(line)
+            out.flush()
+
+
+# --- helpers in processes of their own: the lock holder and the readers ---------------
+
+LOCK_HOLDER = """
+import json, sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], timeout=float(sys.argv[3]), isolation_level=None)
+asked = time.time()
+db.execute("BEGIN EXCLUSIVE")
+held = time.time()
+time.sleep(float(sys.argv[2]))
+db.execute("ROLLBACK")
+print(json.dumps({"asked": asked, "held": held, "released": time.time()}), flush=True)
+"""
+
+
+class Helpers:
+    """The lock holder and the reader processes: started, awaited, always ended."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        self.lock: subprocess.Popen[str] | None = None
+        self.readers: list[subprocess.Popen[bytes]] = []
+
+    def hold_lock(self, db: Path, seconds: float) -> None:
+        self.lock = subprocess.Popen(
+            [sys.executable, "-c", LOCK_HOLDER, str(db), str(seconds), "30"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True,
+        )  # fmt: skip
+
+    def lock_result(self, within: float) -> dict[str, object]:
+        """When the lock was asked for, held and released (or what went wrong)."""
+        if self.lock is None:
+            return {"error": "never started"}
+        try:
+            text, _ = self.lock.communicate(timeout=within)
+        except subprocess.TimeoutExpired:
+            self.lock.kill()
+            text, _ = self.lock.communicate(timeout=10)
+            return {"error": f"did not finish in {within} s", "output": text[-2000:]}
+        try:
+            return dict(json.loads(text.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            return {"error": f"exit {self.lock.returncode}", "output": text[-2000:]}
+
+    def start_readers(self, sock: Path, count: int, until: float) -> None:
+        per = -(-count // READER_PROCESSES)
+        left = count
+        for index in range(READER_PROCESSES):
+            streams = min(per, left)
+            left -= streams
+            if streams <= 0:
+                break
+            report = self.out / f"readers-{index:02d}.json"
+            self.readers.append(subprocess.Popen(
+                [sys.executable, "-I", __file__, "--reader", str(sock), str(streams),
+                 str(until), str(report)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=(self.out / f"readers-{index:02d}.err").open("wb"),
+                start_new_session=True,
+            ))  # fmt: skip
+
+    def reader_results(self, within: float) -> dict[str, object]:
+        """The readers' counts added up (each writes its own file as it ends)."""
+        deadline = time.monotonic() + within
+        totals: dict[str, int] = {}
+        unfinished = 0
+        for process in self.readers:
+            try:
+                process.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                unfinished += 1
+                _end_group(process)
+        for report in sorted(self.out.glob("readers-*.json")):
+            for key, value in json.loads(report.read_text()).items():
+                totals[key] = totals.get(key, 0) + value
+        return {"processes": len(self.readers), "unfinished": unfinished, **totals}
+
+    def end_all(self) -> None:
+        for process in [*self.readers, *([self.lock] if self.lock else [])]:
+            _end_group(process)
+
+
+def _end_group(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(OSError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(10)
+
+
+async def _read_stream(sock: str, until: float, counts: dict[str, int]) -> None:
+    """One reader: `/v1/events?after=0`, read to its end, again, until `until`."""
+    request = (
+        b"GET /v1/events?after=0 HTTP/1.1\r\nHost: tuisched\r\n"
+        b"X-Tuisched-Client: soak reader\r\n\r\n"
+    )
+    while time.time() < until:
+        try:
+            async with asyncio.timeout(max(0.1, until - time.time())):
+                reader, writer = await asyncio.open_unix_connection(sock)
+                counts["connections"] += 1
+                try:
+                    writer.write(request)
+                    await _read_answer(reader, counts)
+                except OSError:
+                    counts["broken"] += 1  # the scheduler went away mid-stream
+                finally:
+                    writer.close()
+        except TimeoutError:
+            return
+        except OSError:
+            counts["refused"] += 1  # down: nothing listens on the socket
+        await asyncio.sleep(0.2)
+
+
+async def _read_answer(reader: asyncio.StreamReader, counts: dict[str, int]) -> None:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 20)
+    status = head.split(b" ", 2)[1].decode()
+    counts[f"status_{status}"] = counts.get(f"status_{status}", 0) + 1
+    if status != "200":
+        return
+    while True:  # the server sends a bare line every 15 s while nothing happens
+        data = await asyncio.wait_for(reader.read(65536), 40)
+        if not data:
+            counts["ended_by_server"] += 1
+            return
+        counts["bytes"] += len(data)
+        counts["events"] += data.count(b"}\n")
+
+
+def reader_main(sock: str, streams: int, until: float, report: str) -> None:
+    """`--reader`: `streams` readers of the event stream in this process, then a report."""
+    counts = {"streams": streams, "connections": 0, "refused": 0, "bytes": 0, "events": 0}
+    counts.update(broken=0, ended_by_server=0)
+
+    async def run() -> None:
+        await asyncio.gather(*(_read_stream(sock, until, counts) for _ in range(streams)))
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(run())
+    Path(report).write_text(json.dumps(counts))
+
+
+# --- the soak itself --------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """What the soak did, with wall-clock times."""
+
+    began: float = 0.0
+    first_ready: float | None = None
+    stop_sent: float | None = None
+    kills: list[dict[str, float | None]] = field(default_factory=list)
+    disk: list[float] = field(default_factory=list)
+    lock: dict[str, object] = field(default_factory=dict)
+    readers: list[float] = field(default_factory=list)
+    stopped_cleanly: bool = False
+
+
+class Soak:
+    """Runs the plan against a supervised scheduler and records when each fault happened."""
+
+    def __init__(self, plan: Plan, supervisor: Supervisor, helpers: Helpers, seed: int) -> None:
+        self.plan, self.sup, self.helpers = plan, supervisor, helpers
+        self.rng = random.Random(seed + 1)  # noqa: S311  (fault times, not secrets)
+        self.record = Record()
+        self.t0 = time.monotonic()
+        self._restart_at: float | None = None
+        self._pending_kill: dict[str, float | None] | None = None
+
+    def run(self) -> None:
+        self.t0 = time.monotonic()
+        self.record.began = time.time()
+        self.sup.start()
+        actions = self._actions()
+        while True:
+            now = time.monotonic() - self.t0
+            state = self._tend(now)
+            if actions[0][0] > now:
+                time.sleep(0.05)
+                continue
+            _, name = actions.pop(0)
+            if name == "end":
+                break
+            if name == "kill" and state != "ready":  # once the restart answers; the
+                bisect.insort(actions, (now + 1.0, name))  # rest that is due goes first
+            else:
+                getattr(self, f"_do_{name}")()
+        self.record.stop_sent = time.time()
+        self.record.stopped_cleanly = self.sup.stop()
+
+    def _actions(self) -> list[tuple[float, str]]:
+        plan = self.plan
+        actions = [(t, "kill") for t in plan.kills]
+        actions += [(plan.disk[0], "fill_disk"), (plan.disk[1], "free_disk")]
+        actions += [(plan.lock[0], "lock"), (plan.readers[0], "readers")]
+        actions.append((plan.duration, "end"))
+        return sorted(actions)
+
+    def _tend(self, now: float) -> str:
+        """Notice a ready or dead scheduler; restart a killed one when its pause is over."""
+        state = self.sup.poll()
+        if state == "ready" and self.record.first_ready is None:
+            self.record.first_ready = self.sup.current.ready if self.sup.current else None
+        if state == "ready" and self._pending_kill is not None:
+            self._pending_kill["ready"] = self.sup.current.ready if self.sup.current else None
+            self._pending_kill = None
+        if state == "down":
+            if self._restart_at is None:
+                self._restart_at = now + 1.0  # ended by itself: back after a second
+            if now >= self._restart_at:
+                self._restart_at = None
+                self.sup.start()
+                state = "starting"
+        return state
+
+    def _do_kill(self) -> None:
+        killed = time.time()
+        self.sup.kill()
+        pause = self.rng.uniform(0.2, 3.0)
+        self._restart_at = time.monotonic() - self.t0 + pause
+        self._pending_kill = {"killed": killed, "pause": pause, "ready": None}
+        self.record.kills.append(self._pending_kill)
+
+    def _do_fill_disk(self) -> None:
+        self.record.disk.append(time.time())
+        self.sup.fill_disk()
+
+    def _do_free_disk(self) -> None:
+        self.sup.free_disk()
+        self.record.disk.append(time.time())
+
+    def _do_lock(self) -> None:
+        seconds = self.plan.lock[1] - self.plan.lock[0]
+        self.helpers.hold_lock(self.sup.out / "state" / "history.db", seconds)
+        self.record.lock["asked"] = time.time()
+
+    def _do_readers(self) -> None:
+        start, end = self.plan.readers
+        until = time.time() + (end - start)
+        self.helpers.start_readers(self.sup.sock, self.plan.reader_count, until)
+        self.record.readers = [time.time(), until]
+
+
+# --- the analysis -----------------------------------------------------------------------
+
+
+def _epoch(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def read_executions(path: Path) -> list[dict[str, object]]:
+    """The job's own lines: slot (epoch seconds, None for a run by hand), pid, start, run."""
+    found: list[dict[str, object]] = []
+    if not path.exists():
+        return found
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            slot, pid, start, run = parts
+            found.append({"slot": _epoch(slot), "pid": int(pid), "start": float(start), "run": run})
+        elif len(parts) == 3:  # no slot: a run started by hand
+            pid, start, run = parts
+            found.append({"slot": None, "pid": int(pid), "start": float(start), "run": run})
+    return found
+
+
+def read_history(db: Path) -> list[dict[str, object]]:
+    """Every row of the history, read-only."""
+    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+        con.row_factory = sqlite3.Row
+        rows = con.execute(
+            'SELECT run_id, job, slot, "trigger", state, result, reason, started_at FROM runs'
+        ).fetchall()
+    history = []
+    for row in rows:
+        item = dict(row)
+        slot = item["slot"]
+        item["slot"] = _epoch(slot if "+" in slot else slot + "+00:00") if slot else None
+        history.append(item)
+    return history
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """The q-th percentile (0-100), nearest-rank."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, round(q / 100 * len(ordered) + 0.5) - 1))]
+
+
+def outages(record: Record) -> list[tuple[float, float, str]]:
+    """The windows (wall clock) whose slots do not count for lateness."""
+    windows: list[tuple[float, float, str]] = []
+    end = record.stop_sent or time.time()
+    if record.first_ready is not None:
+        windows.append((record.began, record.first_ready + SETTLE, "first start"))
+    for kill in record.kills:
+        ready = kill["ready"]
+        assert kill["killed"] is not None
+        windows.append(
+            (kill["killed"] - BEFORE_KILL, (ready if ready else end) + SETTLE, "kill -9")
+        )
+    if len(record.disk) == 2:
+        windows.append((record.disk[0], record.disk[1] + SETTLE, "full disk"))
+    lock = record.lock
+    if isinstance(lock.get("held"), float) and isinstance(lock.get("released"), float):
+        windows.append((float(lock["asked"]), float(lock["released"]) + SETTLE, "lock"))
+    return windows
+
+
+def _in(windows: list[tuple[float, float, str]], moment: float) -> str:
+    return next((name for start, end, name in windows if start <= moment <= end), "")
+
+
+def analyse_job(
+    job: JobPlan,
+    executions: list[dict[str, object]],
+    rows: list[dict[str, object]],
+    span: tuple[float, float],
+    windows: list[tuple[float, float, str]],
+) -> dict[str, object]:
+    """Twice, lost and late for one job, from its own log against its history rows."""
+    by_slot: dict[float, list[dict[str, object]]] = {}
+    for ex in executions:
+        if ex["slot"] is not None:
+            by_slot.setdefault(float(ex["slot"]), []).append(ex)  # type: ignore[arg-type]
+    rows_of = {}
+    for row in rows:
+        rows_of.setdefault(row["slot"], []).append(row)
+    twice = {s: [str(e["run"]) for e in found] for s, found in by_slot.items() if len(found) > 1}
+    missed = _ledger_slots(rows, job.period)
+    first = math.ceil(span[0] / job.period) * job.period
+    expected = range(first, int(span[1]), job.period)
+    lost = []
+    for slot in expected:
+        if float(slot) in by_slot or float(slot) in missed:
+            continue
+        states = [f"{r['state']}/{r['trigger']}" for r in rows_of.get(float(slot), [])]
+        lost.append({"slot": _iso(slot), "history": states, "outage": _in(windows, slot)})
+    late_out: list[float] = []
+    late_in: list[float] = []
+    over = []
+    for slot, found in by_slot.items():
+        lateness = min(float(e["start"]) for e in found) - slot  # type: ignore[arg-type]
+        if _in(windows, slot):
+            late_in.append(lateness)
+        else:
+            late_out.append(lateness)
+            if lateness > LATE:
+                over.append({"slot": _iso(slot), "late": round(lateness, 3)})
+    missed_rows = {r["slot"] for r in rows if r["state"] == "MISSED"}
+    ran_but_missed = [_iso(s) for s in sorted(by_slot) if s in missed_rows]
+    known = {r["run_id"] for r in rows}
+    unrecorded = [str(e["run"]) for e in executions if e["run"] not in known]
+    return {
+        "period": job.period,
+        "misfire_once": job.misfire_once,
+        "expected": len(expected),
+        "executions": len(executions),
+        "twice": {_iso(s): runs for s, runs in sorted(twice.items())},
+        "lost": lost,
+        "missed_rows": sum(1 for r in rows if r["state"] == "MISSED"),
+        "late_outside": _spread(late_out),
+        "late_inside": _spread(late_in),
+        "over_1s_outside": over,
+        "executions_not_in_history": unrecorded,
+        "ran_but_recorded_missed": ran_but_missed,
+        "_late_outside": late_out,
+    }
+
+
+def _ledger_slots(rows: list[dict[str, object]], period: int) -> set[float]:
+    """Slots the downtime ledger accounts for: MISSED rows, and the earlier slots that the
+    oldest row of a long downtime counts ("and about N earlier slots")."""
+    slots: set[float] = set()
+    for row in rows:
+        if row["state"] != "MISSED" or row["slot"] is None:
+            continue
+        slot = float(row["slot"])  # type: ignore[arg-type]
+        slots.add(slot)
+        reason = str(row["reason"] or "")
+        if "and about " in reason:
+            count = int(reason.split("and about ")[1].split(maxsplit=1)[0])
+            slots.update(slot - period * i for i in range(1, count + 1))
+    return slots
+
+
+def _spread(values: list[float]) -> dict[str, float | int | None]:
+    def r(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
+
+    return {
+        "n": len(values),
+        "p50": r(percentile(values, 50)),
+        "p95": r(percentile(values, 95)),
+        "max": r(max(values) if values else None),
+    }
+
+
+def _iso(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).isoformat(timespec="seconds")
+
+
+def analyse(
+    jobs: list[JobPlan], out: Path, record: Record, leftovers: list[dict[str, object]]
+) -> dict[str, object]:
+    """The report: per job, then the criteria."""
+    try:
+        history = read_history(out / "state" / "history.db")
+        history_error = ""
+    except sqlite3.Error as error:
+        history, history_error = [], str(error)
+    windows = outages(record)
+    begin = record.first_ready or record.began
+    span = (begin, (record.stop_sent or time.time()) - 1.0)
+    per_job: dict[str, dict[str, object]] = {}
+    late_out: list[float] = []
+    for job in jobs:
+        executions = read_executions(out / "jobs" / f"{job.name}.log")
+        rows = [row for row in history if row["job"] == job.name]
+        per_job[job.name] = analyse_job(job, executions, rows, span, windows)
+        late_out += per_job[job.name].pop("_late_outside")  # type: ignore[arg-type]
+
+    def total(key: str) -> int:
+        return sum(len(result[key]) for result in per_job.values())  # type: ignore[arg-type]
+
+    def examples(key: str) -> list[str]:
+        return [
+            f"{name} {json.dumps(item)}"
+            for name, result in per_job.items()
+            for item in (result[key].items() if key == "twice" else result[key])  # type: ignore[attr-defined]
+        ]
+
+    criteria = {
+        "no slot ran twice": examples("twice"),
+        "no slot lost beyond the ledger": examples("lost"),
+        "no process left behind": _grouped(leftovers),
+        f"no slot over {LATE:g} s late outside the outages": examples("over_1s_outside"),
+        "the scheduler stopped cleanly at the end": [] if record.stopped_cleanly else ["no"],
+        "the history can be read": [history_error] if history_error else [],
+    }
+    counts = {name: len(found) for name, found in criteria.items()}
+    counts["no process left behind"] = len(leftovers)
+    return {
+        "pass": not any(counts.values()),
+        "criteria": {
+            name: {"count": counts[name], "pass": not counts[name], "examples": found}
+            for name, found in criteria.items()
+        },
+        "late_outside_all_jobs": _spread(late_out),
+        "executions_not_in_history": total("executions_not_in_history"),
+        "ran_but_recorded_missed": total("ran_but_recorded_missed"),
+        "history_error": history_error,
+        "history_states": _count(f"{r['state']}/{r['trigger']}" for r in history),
+        "jobs": per_job,
+        "leftovers": leftovers,
+        "outages": [
+            {"from": _iso(a), "to": _iso(b), "what": name, "seconds": round(b - a, 1)}
+            for a, b, name in windows
+        ],
+    }
+
+
+def _grouped(processes: list[dict[str, object]]) -> list[str]:
+    """Processes left behind, one line per job and command: how many, started when."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for process in processes:
+        key = (str(process.get("job", "?")), str(process["command"]))
+        groups.setdefault(key, []).append(str(process.get("started", "?")))
+    return [
+        f"{job}: {len(starts)} x `{command}`, started {min(starts)} to {max(starts)}"
+        for (job, command), starts in sorted(groups.items())
+    ]
+
+
+def _count(items: Iterable[str]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item] = counts.get(item, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def left_behind(token: str, schedulers: list[int], within: float = 10.0) -> list[dict[str, object]]:
+    """What of the soak's jobs, keepers and schedulers is still alive `within` s after
+    the stop (the stop ends escaped processes; give the kernel a moment to reap)."""
+    deadline = time.monotonic() + within
+    while True:
+        found = marked_processes(token)
+        found += [
+            {"pid": pid, "ppid": stat[1], "command": "a scheduler of this soak"}
+            for pid in schedulers
+            if (stat := _stat(pid)) is not None and stat[0] != "Z"
+        ]
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+def end_marked(token: str) -> None:
+    """The way out: kill whatever of the soak's jobs and keepers still runs."""
+    for process in marked_processes(token):
+        _kill_quietly(int(process["pid"]))  # type: ignore[call-overload]
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def print_summary(report: dict[str, object], out: Path) -> None:
+    jobs: dict[str, dict[str, object]] = report["jobs"]  # type: ignore[assignment]
+    print(f"{'job':4} {'every':>5} {'exp':>5} {'ran':>5} {'twice':>5} {'lost':>4} "
+          f"{'missed':>6} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'>1s':>4} {'no row':>6}")  # fmt: skip
+    for name, job in jobs.items():
+        late: dict[str, float] = job["late_outside"]  # type: ignore[assignment]
+        print(
+            f"{name:4} {job['period']:>4}s {job['expected']:>5} {job['executions']:>5} "
+            f"{len(job['twice']):>5} {len(job['lost']):>4} {job['missed_rows']:>6} "  # type: ignore[arg-type]
+            f"{_ms(late['p50']):>7} {_ms(late['p95']):>7} {_ms(late['max']):>7} "
+            f"{len(job['over_1s_outside']):>4} {len(job['executions_not_in_history']):>6}"  # type: ignore[arg-type]
+        )
+    late_all: dict[str, float] = report["late_outside_all_jobs"]  # type: ignore[assignment]
+    print(f"lateness outside the outages, all jobs: p50 {_ms(late_all['p50'])} ms, "
+          f"p95 {_ms(late_all['p95'])} ms, max {_ms(late_all['max'])} ms (n={late_all['n']})")  # fmt: skip
+    print(f"history: {report['history_states']}")
+    print(f"executions with no history row: {report['executions_not_in_history']}; "
+          f"slots that ran yet are recorded MISSED: {report['ran_but_recorded_missed']}")  # fmt: skip
+    for problem in report["problems"]:  # type: ignore[attr-defined]
+        print(f"note: {problem}")
+    for name, verdict in report["criteria"].items():  # type: ignore[attr-defined]
+        print(f"{'PASS' if verdict['pass'] else 'FAIL'}  {name} ({verdict['count']})")
+        for example in verdict["examples"][:EXAMPLES]:
+            print(f"      {example}")
+        if len(verdict["examples"]) > EXAMPLES:
+            print(f"      ... {len(verdict['examples']) - EXAMPLES} more in the report")
+    print(f"{'PASS' if report['pass'] else 'FAIL'}: report in {out / 'report.json'}")
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.0f}"
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="length of the soak")
+    parser.add_argument("--out", type=Path, help="folder for everything (default: a new one)")
+    parser.add_argument("--seed", type=int, help="for the times of the faults")
+    parser.add_argument("--readers", type=int, default=200, help="event stream readers")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)  # noqa: S311  (a seed)
+    out = args.out or Path(tempfile.mkdtemp(prefix="tuisched-soak-"))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "jobs").mkdir(exist_ok=True)
+    token = "soak-" + secrets.token_hex(6)
+    jobs = _jobs(token)
+    plan = make_plan(args.minutes, random.Random(seed), args.readers)  # noqa: S311
+    supervisor = Supervisor(write_config(out, jobs, token), out, token)
+    helpers = Helpers(out)
+    soak = Soak(plan, supervisor, helpers, seed)
+    print(f"soak of {args.minutes:g} min, seed {seed}, in {out}; "
+          f"{len(plan.kills)} kills, full disk {plan.disk[1] - plan.disk[0]:.0f} s, "
+          f"lock {plan.lock[1] - plan.lock[0]:.0f} s, {plan.reader_count} readers for "
+          f"{plan.readers[1] - plan.readers[0]:.0f} s", flush=True)  # fmt: skip
+    signal.signal(signal.SIGTERM, _interrupt)
+    load_before = os.getloadavg()
+    try:
+        readers, leftovers = _soak(soak, helpers, supervisor, token)
+    except KeyboardInterrupt:
+        print("interrupted: every process of the soak was ended; no report", file=sys.stderr)
+        return 130
+    report = analyse(jobs, out, soak.record, leftovers)
+    report.update({
+        "machine": f"{platform.node()} | {os.cpu_count()} CPUs | Python "
+                   f"{platform.python_version()} | kernel {platform.release()}",
+        "load_average_before": load_before, "load_average_after": os.getloadavg(),
+        "date": _iso(soak.record.began), "minutes": args.minutes, "seed": seed,
+        "plan": plan.__dict__, "record": soak.record.__dict__, "readers": readers,
+        "scheduler_starts": [
+            {"started": _iso(i.started), "ready_after": None if i.ready is None
+             else round(i.ready - i.started, 2), "how": i.how} for i in supervisor.incarnations
+        ],
+        "problems": supervisor.problems,
+    })  # fmt: skip
+    (out / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    print_summary(report, out)
+    return 0 if report["pass"] else 1
+
+
+def _soak(
+    soak: Soak, helpers: Helpers, supervisor: Supervisor, token: str
+) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """Run the soak and collect what the helpers saw and what was left behind; whatever
+    happens (Ctrl-C, SIGTERM, an error), end every process it started on the way out."""
+    try:
+        soak.run()
+        lock = helpers.lock_result(within=60) if helpers.lock else {"error": "never asked"}
+        soak.record.lock.update(lock)
+        readers = helpers.reader_results(within=60)
+        pids = [i.process.pid for i in supervisor.incarnations]
+        return readers, left_behind(token, pids)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop this
+            signal.signal(sig, signal.SIG_IGN)
+        helpers.end_all()
+        supervisor.free_disk()
+        supervisor.end_all()
+        end_marked(token)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 6 and sys.argv[1] == "--reader":
+        reader_main(sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5])
+    else:
+        sys.exit(main())
