@@ -74,6 +74,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SETTLE = 3.0
@@ -239,7 +240,7 @@ def _pids() -> list[int]:
     return [int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()]
 
 
-def marked_processes(token: str) -> list[dict[str, object]]:
+def marked_processes(token: str) -> list[dict[str, Any]]:
     """Live processes (zombies aside) whose command line or environment holds `token`."""
     mark, env_mark = token.encode(), f"SOAK_TOKEN={token}".encode()
     found = []
@@ -318,7 +319,10 @@ class Supervisor:
     incarnations: list[Incarnation] = field(default_factory=list)
     disk_full: bool = False
     problems: list[str] = field(default_factory=list)
-    _soft_fsize: int = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+    soft_fsize: int = field(
+        default_factory=lambda: resource.getrlimit(resource.RLIMIT_FSIZE)[0], init=False
+    )
+    """The soft file-size limit the scheduler gets back when space returns (the soak's own)."""
 
     @property
     def current(self) -> Incarnation | None:
@@ -407,7 +411,7 @@ class Supervisor:
         self.disk_full = False
         if (now := self.current) is not None:
             for pid in [now.process.pid, *keepers_of(now.process.pid)]:
-                self._limit(pid, self._soft_fsize)
+                self._limit(pid, self.soft_fsize)
 
     def _limit(self, pid: int, soft: int) -> None:
         try:
@@ -511,8 +515,10 @@ class Helpers:
         return {"processes": len(self.readers), "unfinished": unfinished, **totals}
 
     def end_all(self) -> None:
-        for process in [*self.readers, *([self.lock] if self.lock else [])]:
+        for process in self.readers:
             _end_group(process)
+        if self.lock is not None:
+            _end_group(self.lock)
 
 
 def _end_group(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
@@ -588,7 +594,7 @@ class Record:
     stop_sent: float | None = None
     kills: list[dict[str, float | None]] = field(default_factory=list)
     disk: list[float] = field(default_factory=list)
-    lock: dict[str, object] = field(default_factory=dict)
+    lock: dict[str, Any] = field(default_factory=dict)
     readers: list[float] = field(default_factory=list)
     stopped_cleanly: bool = False
 
@@ -741,7 +747,7 @@ def outages(record: Record) -> list[tuple[float, float, str]]:
         windows.append((record.disk[0], record.disk[1] + SETTLE, "full disk"))
     lock = record.lock
     if isinstance(lock.get("held"), float) and isinstance(lock.get("released"), float):
-        windows.append((float(lock["asked"]), float(lock["released"]) + SETTLE, "lock"))
+        windows.append((lock["held"], lock["released"] + SETTLE, "lock"))
     return windows
 
 
@@ -751,17 +757,17 @@ def _in(windows: list[tuple[float, float, str]], moment: float) -> str:
 
 def analyse_job(
     job: JobPlan,
-    executions: list[dict[str, object]],
-    rows: list[dict[str, object]],
+    executions: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
     span: tuple[float, float],
     windows: list[tuple[float, float, str]],
-) -> dict[str, object]:
+) -> dict[str, Any]:
     """Twice, lost and late for one job, from its own log against its history rows."""
-    by_slot: dict[float, list[dict[str, object]]] = {}
+    by_slot: dict[float, list[dict[str, Any]]] = {}
     for ex in executions:
         if ex["slot"] is not None:
-            by_slot.setdefault(float(ex["slot"]), []).append(ex)  # type: ignore[arg-type]
-    rows_of = {}
+            by_slot.setdefault(float(ex["slot"]), []).append(ex)
+    rows_of: dict[float | None, list[dict[str, Any]]] = {}
     for row in rows:
         rows_of.setdefault(row["slot"], []).append(row)
     twice = {s: [str(e["run"]) for e in found] for s, found in by_slot.items() if len(found) > 1}
@@ -769,16 +775,16 @@ def analyse_job(
     first = math.ceil(span[0] / job.period) * job.period
     expected = range(first, int(span[1]), job.period)
     lost = []
-    for slot in expected:
-        if float(slot) in by_slot or float(slot) in missed:
+    for second in expected:
+        if second in by_slot or second in missed:
             continue
-        states = [f"{r['state']}/{r['trigger']}" for r in rows_of.get(float(slot), [])]
-        lost.append({"slot": _iso(slot), "history": states, "outage": _in(windows, slot)})
+        states = [f"{r['state']}/{r['trigger']}" for r in rows_of.get(second, [])]
+        lost.append({"slot": _iso(second), "history": states, "outage": _in(windows, second)})
     late_out: list[float] = []
     late_in: list[float] = []
     over = []
     for slot, found in by_slot.items():
-        lateness = min(float(e["start"]) for e in found) - slot  # type: ignore[arg-type]
+        lateness = min(float(e["start"]) for e in found) - slot
         if _in(windows, slot):
             late_in.append(lateness)
         else:
@@ -806,14 +812,14 @@ def analyse_job(
     }
 
 
-def _ledger_slots(rows: list[dict[str, object]], period: int) -> set[float]:
+def _ledger_slots(rows: list[dict[str, Any]], period: int) -> set[float]:
     """Slots the downtime ledger accounts for: MISSED rows, and the earlier slots that the
     oldest row of a long downtime counts ("and about N earlier slots")."""
     slots: set[float] = set()
     for row in rows:
         if row["state"] != "MISSED" or row["slot"] is None:
             continue
-        slot = float(row["slot"])  # type: ignore[arg-type]
+        slot = float(row["slot"])
         slots.add(slot)
         reason = str(row["reason"] or "")
         if "and about " in reason:
@@ -839,8 +845,8 @@ def _iso(moment: float) -> str:
 
 
 def analyse(
-    jobs: list[JobPlan], out: Path, record: Record, leftovers: list[dict[str, object]]
-) -> dict[str, object]:
+    jobs: list[JobPlan], out: Path, record: Record, leftovers: list[dict[str, Any]]
+) -> dict[str, Any]:
     """The report: per job, then the criteria."""
     try:
         history = read_history(out / "state" / "history.db")
@@ -850,22 +856,22 @@ def analyse(
     windows = outages(record)
     begin = record.first_ready or record.began
     span = (begin, (record.stop_sent or time.time()) - 1.0)
-    per_job: dict[str, dict[str, object]] = {}
+    per_job: dict[str, dict[str, Any]] = {}
     late_out: list[float] = []
     for job in jobs:
         executions = read_executions(out / "jobs" / f"{job.name}.log")
         rows = [row for row in history if row["job"] == job.name]
         per_job[job.name] = analyse_job(job, executions, rows, span, windows)
-        late_out += per_job[job.name].pop("_late_outside")  # type: ignore[arg-type]
+        late_out += per_job[job.name].pop("_late_outside")
 
     def total(key: str) -> int:
-        return sum(len(result[key]) for result in per_job.values())  # type: ignore[arg-type]
+        return sum(len(result[key]) for result in per_job.values())
 
     def examples(key: str) -> list[str]:
         return [
             f"{name} {json.dumps(item)}"
             for name, result in per_job.items()
-            for item in (result[key].items() if key == "twice" else result[key])  # type: ignore[attr-defined]
+            for item in (result[key].items() if key == "twice" else result[key])
         ]
 
     criteria = {
@@ -898,7 +904,7 @@ def analyse(
     }
 
 
-def _grouped(processes: list[dict[str, object]]) -> list[str]:
+def _grouped(processes: list[dict[str, Any]]) -> list[str]:
     """Processes left behind, one line per job and command: how many, started when."""
     groups: dict[tuple[str, str], list[str]] = {}
     for process in processes:
@@ -917,7 +923,7 @@ def _count(items: Iterable[str]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def left_behind(token: str, schedulers: list[int], within: float = 10.0) -> list[dict[str, object]]:
+def left_behind(token: str, schedulers: list[int], within: float = 10.0) -> list[dict[str, Any]]:
     """What of the soak's jobs, keepers and schedulers is still alive `within` s after
     the stop (the stop ends escaped processes; give the kernel a moment to reap)."""
     deadline = time.monotonic() + within
@@ -936,33 +942,33 @@ def left_behind(token: str, schedulers: list[int], within: float = 10.0) -> list
 def end_marked(token: str) -> None:
     """The way out: kill whatever of the soak's jobs and keepers still runs."""
     for process in marked_processes(token):
-        _kill_quietly(int(process["pid"]))  # type: ignore[call-overload]
+        _kill_quietly(process["pid"])
 
 
 # --- the command line -------------------------------------------------------------------
 
 
-def print_summary(report: dict[str, object], out: Path) -> None:
-    jobs: dict[str, dict[str, object]] = report["jobs"]  # type: ignore[assignment]
+def print_summary(report: dict[str, Any], out: Path) -> None:
+    jobs: dict[str, dict[str, Any]] = report["jobs"]
     print(f"{'job':4} {'every':>5} {'exp':>5} {'ran':>5} {'twice':>5} {'lost':>4} "
           f"{'missed':>6} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'>1s':>4} {'no row':>6}")  # fmt: skip
     for name, job in jobs.items():
-        late: dict[str, float] = job["late_outside"]  # type: ignore[assignment]
+        late: dict[str, float] = job["late_outside"]
         print(
             f"{name:4} {job['period']:>4}s {job['expected']:>5} {job['executions']:>5} "
-            f"{len(job['twice']):>5} {len(job['lost']):>4} {job['missed_rows']:>6} "  # type: ignore[arg-type]
+            f"{len(job['twice']):>5} {len(job['lost']):>4} {job['missed_rows']:>6} "
             f"{_ms(late['p50']):>7} {_ms(late['p95']):>7} {_ms(late['max']):>7} "
-            f"{len(job['over_1s_outside']):>4} {len(job['executions_not_in_history']):>6}"  # type: ignore[arg-type]
+            f"{len(job['over_1s_outside']):>4} {len(job['executions_not_in_history']):>6}"
         )
-    late_all: dict[str, float] = report["late_outside_all_jobs"]  # type: ignore[assignment]
+    late_all: dict[str, float] = report["late_outside_all_jobs"]
     print(f"lateness outside the outages, all jobs: p50 {_ms(late_all['p50'])} ms, "
           f"p95 {_ms(late_all['p95'])} ms, max {_ms(late_all['max'])} ms (n={late_all['n']})")  # fmt: skip
     print(f"history: {report['history_states']}")
     print(f"executions with no history row: {report['executions_not_in_history']}; "
           f"slots that ran yet are recorded MISSED: {report['ran_but_recorded_missed']}")  # fmt: skip
-    for problem in report["problems"]:  # type: ignore[attr-defined]
+    for problem in report["problems"]:
         print(f"note: {problem}")
-    for name, verdict in report["criteria"].items():  # type: ignore[attr-defined]
+    for name, verdict in report["criteria"].items():
         print(f"{'PASS' if verdict['pass'] else 'FAIL'}  {name} ({verdict['count']})")
         for example in verdict["examples"][:EXAMPLES]:
             print(f"      {example}")
