@@ -992,6 +992,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, help="for the times of the faults")
     parser.add_argument("--readers", type=int, default=200, help="event stream readers")
     args = parser.parse_args()
+    if args.minutes < 1:
+        parser.error("--minutes: at least 1 (the faults need room: windows of 10 s at least)")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)  # noqa: S311  (a seed)
     out = args.out or Path(tempfile.mkdtemp(prefix="tuisched-soak-"))
     out.mkdir(parents=True, exist_ok=True)
