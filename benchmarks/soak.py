@@ -966,6 +966,15 @@ def print_summary(report: dict[str, Any], out: Path) -> None:
     print(f"history: {report['history_states']}")
     print(f"executions with no history row: {report['executions_not_in_history']}; "
           f"slots that ran yet are recorded MISSED: {report['ran_but_recorded_missed']}")  # fmt: skip
+    readers = report["readers"]
+    statuses = {k: v for k, v in readers.items() if k.startswith("status_")}
+    print(f"readers: {readers.get('streams', 0)} streams, {readers.get('connections', 0)} "
+          f"connections {statuses}, {readers.get('events', 0)} events, "
+          f"{readers.get('refused', 0)} refused, {readers.get('broken', 0)} broken")  # fmt: skip
+    starts = report["scheduler_starts"]
+    answered = [s["ready_after"] for s in starts if s["ready_after"] is not None]
+    print(f"scheduler starts: {len(starts)}, answering after {min(answered, default=0):.1f}-"
+          f"{max(answered, default=0):.1f} s")  # fmt: skip
     for problem in report["problems"]:
         print(f"note: {problem}")
     for name, verdict in report["criteria"].items():
