@@ -6,11 +6,17 @@ Each job's own log of executions is then held against the history.
 
 A headless scheduler (`python -m tuisched --no-ui`) runs 10 command jobs (every 1 s
 or 2 s; `every` and 6-field `cron`; `misfire: once` on some). Each run appends one line
-to its job's own file, `slot pid start run_id`, through a shell that first raises its
-own file-size limit (see "full disk" below), so the jobs' logs are the witness, not the
-history. One job's runs last 1 s (a kill finds some in progress: ABANDONED at the next
-start). Three jobs leave a process behind them: one in the run's group for 0.3 s, one
-in a session of its own for 3 s, one in a session of its own until something ends it.
+to its job's own file, `slot pid start run_id`, so the jobs' logs are the witness, not
+the history. One job's runs last 1 s (a kill finds some in progress: ABANDONED at the
+next start). Three jobs leave a process behind them: one in the run's group for 0.3 s,
+one in a session of its own for 3 s, one in a session of its own until something ends it.
+
+The scheduler's state directory is a small file system of its own (tmpfs), so that the
+soak can fill it up: a holder process (`unshare -rm`: a user and mount namespace, no
+root needed) mounts it on OUT/state and sleeps; each scheduler starts inside that
+namespace (`nsenter`), and the soak reaches the files from outside through
+/proc/HOLDER/root. The jobs' logs stay outside it, on the usual disk. Without user
+namespaces the soak says so and exits 2.
 
 Faults, each at a time this script chooses and records (scaled by --minutes / 10):
 
@@ -19,22 +25,30 @@ Faults, each at a time this script chooses and records (scaled by --minutes / 10
   0.2-3 s (and 1 s after a start that fails by itself, as a service manager would);
   the run keeper and the next start must end what the runs left and close the
   abandoned runs;
-- a full disk for 30 s, without root: the file-size limit (RLIMIT_FSIZE) of the
-  scheduler and of its run keeper is lowered to 0 with prlimit (every write that grows
-  a file fails; Python ignores SIGXFSZ, so the write fails with EFBIG where a full
-  disk gives ENOSPC); a scheduler started in the window starts under it. Only the soft
-  limit is lowered, so a job raises its own back before it writes its line;
-- an exclusive lock on the history for 30 s: another process holds `BEGIN EXCLUSIVE`
-  on `history.db`;
+- a full disk for 30 s: a filler file takes the state's file system until the write
+  fails with ENOSPC, then is deleted. Only writes that need new blocks fail, as on
+  any full disk (the history's pre-allocated journal does not);
+- an exclusive lock on the history for 30 s: another process, inside the namespace,
+  holds `BEGIN EXCLUSIVE` on `history.db`;
 - 200 readers of the control socket's `/v1/events?after=0` (20 processes of 10
   streams: the server allows 16 a client), reconnecting whenever a stream ends.
 
-Then the scheduler is stopped with SIGTERM and the report says, per criterion:
+Then the ledger is asked for (`tuisched missed --json`, inside the namespace), the
+scheduler is stopped with SIGTERM, and the history is read from a copy of its files.
+Each slot from the first start to the stop is, in this order:
+
+- ran: its job's log has a line for it;
+- abandoned, recorded: no line, and an ABANDONED row (a scheduler died while the run
+  was RUNNING; its process may or may not have started);
+- missed, in the ledger: no line, and a MISSED row (or counted by the oldest MISSED
+  row of a long downtime, "and about N earlier slots"), which the ledger lists for a
+  decision;
+- lost: no line, and no row at all, or only rows in other states (NOT_STARTED, ...).
+
+The report says, per criterion:
 
 - twice: slots that appear more than once in their job's log (must be 0);
-- lost: slots from the first start to the stop with no line in their job's log and
-  no MISSED row in the history (the downtime ledger; a row that counts older slots
-  covers them too) (must be 0);
+- lost: as above (must be 0);
 - left behind: processes of the soak's jobs (a token in their command line or
   environment) still alive after the clean stop, and the run keepers (must be 0);
 - late: start (the job's own clock reading) minus slot, p50/p95/max, for slots outside
@@ -42,11 +56,14 @@ Then the scheduler is stopped with SIGTERM and the report says, per criterion:
   it, to 3 s after the restart answers on the control socket), the full disk and the
   lock (each to 3 s after its end), and the first start (to 3 s after it answers).
 
-Also reported, without a verdict: executions with no history row, slots that ran yet
-are recorded MISSED, the history's states, lateness inside the outages, what the
-readers got, and each start of the scheduler (how long it took to answer, how it
-ended). The JSON report goes to `OUT/report.json`, the scheduler's log of each start
-to `OUT/scheduler-NN.log`; the exit status is 0 only when every criterion passes. Every process the script starts is ended on the way out, Ctrl-C too.
+Also reported, without a verdict: the abandoned and missed slots, executions with no
+history row, slots that ran (not as a catch-up) yet are recorded MISSED, the history's
+states, lateness inside the outages, what the readers got, the ledger at the end, and
+each start of the scheduler (how long it took to answer, how it ended). The JSON report goes to
+`OUT/report.json`, the scheduler's log of each start to `OUT/scheduler-NN.log`, a copy
+of the state's files (sockets and the filler aside) to `OUT/state-copy`; the exit
+status is 0 only when every criterion passes, 2 when user namespaces are refused.
+Every process the script starts is ended on the way out, Ctrl-C too.
 """
 
 from __future__ import annotations
@@ -55,13 +72,15 @@ import argparse
 import asyncio
 import bisect
 import contextlib
+import errno
 import json
 import math
 import os
 import platform
 import random
-import resource
 import secrets
+import shlex
+import shutil
 import signal
 import socket
 import sqlite3
@@ -76,6 +95,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from tuisched.domain.ledger import earlier_slots
+
 REPO = Path(__file__).resolve().parent.parent
 SETTLE = 3.0
 """Seconds after an outage ends (or a restart answers) still counted as the outage."""
@@ -88,6 +109,8 @@ READY_WITHIN = 60.0
 STOP_WITHIN = 60.0
 """Seconds the final SIGTERM has to end the scheduler."""
 READER_PROCESSES = 20
+MAX_SOCKET = 107
+"""The longest path a Unix socket can be reached by (bytes)."""
 EXAMPLES = 6
 """Failures printed per criterion (the report has them all)."""
 
@@ -131,11 +154,10 @@ def _jobs(token: str) -> list[JobPlan]:
 
 
 def _command(job: JobPlan, log: Path, token: str) -> str:
-    """The job's shell line: the start time first, then its own file-size limit raised to
-    the hard one (a full disk is the scheduler's limit, inherited), then one line."""
+    """The job's shell line: the start time first, then one line in its own log (on the
+    usual disk: a full state disk does not touch it)."""
     parts = [
         "t=$(date +%s.%N)",
-        'ulimit -S -f "$(ulimit -H -f)" 2>/dev/null',
         f'echo "$TUISCHED_SLOT $$ $t $TUISCHED_RUN_ID" >> {log}',
     ]
     if job.lasts:
@@ -277,20 +299,117 @@ def _origin(pid: int) -> dict[str, str]:
     return origin
 
 
-def keepers_of(scheduler: int) -> list[int]:
-    """The run keepers `scheduler` started (its children running keeper_process.py)."""
-    return [
-        pid
-        for pid in _pids()
-        if (stat := _stat(pid)) is not None
-        and stat[1] == scheduler
-        and b"keeper_process" in _proc_read(pid, "cmdline")
-    ]
-
-
 def _kill_quietly(pid: int, sig: int = signal.SIGKILL) -> None:
     with contextlib.suppress(OSError):
         os.kill(pid, sig)
+
+
+# --- the state's own small disk ----------------------------------------------------------
+
+DISK_SIZE = "64m"
+"""The state's file system: the history, its journal and the runs' output files fit."""
+FILL_BLOCK = 1 << 20
+
+
+class NoNamespaces(Exception):
+    """User namespaces are refused here (`unshare -rm` failed): no disk of the soak's own."""
+
+
+class StateDisk:
+    """A tmpfs mounted on `inside` in a user and mount namespace of its own (no root),
+    held by a sleeping process, which the soak fills up and empties again.
+
+    Processes started behind `enter()` see it at `inside`; the soak reaches its files at
+    `outside`, through the holder's root in /proc (SQLite resolves that link, so the
+    history is read from a copy).
+    """
+
+    def __init__(self, inside: Path, lifetime: float) -> None:
+        self.inside = inside
+        inside.mkdir(parents=True, exist_ok=True)
+        mount = f"mount -t tmpfs -o size={DISK_SIZE} none {shlex.quote(str(inside))}"
+        try:
+            self.holder = subprocess.Popen(
+                ["unshare", "-rm", "sh", "-c",
+                 f"{mount} && echo ready && exec sleep {lifetime:.0f}"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, start_new_session=True,
+            )  # fmt: skip
+        except OSError as error:  # no unshare(1)
+            raise NoNamespaces(str(error)) from error
+        assert self.holder.stdout is not None
+        assert self.holder.stderr is not None
+        if self.holder.stdout.readline() != "ready\n":
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.holder.wait(10)
+            said = " ".join(self.holder.stderr.read().split())
+            self.close()
+            raise NoNamespaces(said or f"unshare -rm: exit {self.holder.returncode}")
+        self.outside = Path(f"/proc/{self.holder.pid}/root") / str(inside).lstrip("/")
+        self._filler: int | None = None
+        self.filled = 0
+        """Bytes the filler took, in all (it is topped up while the disk is full)."""
+
+    def enter(self) -> list[str]:
+        """The command line prefix that starts a process inside the namespace."""
+        return ["nsenter", "-U", "-m", "--preserve-credentials", "-t", str(self.holder.pid)]
+
+    @property
+    def full(self) -> bool:
+        return self._filler is not None
+
+    def fill(self) -> None:
+        """Write a filler file until the file system refuses it (ENOSPC)."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+        self._filler = os.open(self.outside / "filler", flags, 0o600)
+        self.top_up()
+
+    def top_up(self) -> None:
+        """Take again whatever space was given back meanwhile (a file deleted, truncated)."""
+        if self._filler is None:
+            return
+        block = bytes(FILL_BLOCK)
+        while True:
+            try:
+                written = os.write(self._filler, block)
+            except OSError as error:
+                if error.errno != errno.ENOSPC:
+                    raise
+                return
+            self.filled += written
+
+    def free(self) -> None:
+        """Space returns: the filler is deleted."""
+        if self._filler is not None:
+            os.close(self._filler)
+            self._filler = None
+        with contextlib.suppress(OSError):
+            (self.outside / "filler").unlink()
+
+    def copy_state(self, to: Path) -> list[str]:
+        """Copy the state's regular files (the filler aside) to `to`; the names not copied."""
+        failed = []
+        for path in sorted(self.outside.rglob("*")):
+            target = to / path.relative_to(self.outside)
+            try:
+                if path.is_dir():
+                    target.mkdir(parents=True, exist_ok=True)
+                elif path.is_file() and path.name != "filler":
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(path, target)
+            except OSError as error:
+                failed.append(f"{path.relative_to(self.outside)}: {error}")
+        return failed
+
+    def close(self) -> None:
+        """End the holder (the file system goes with the last process inside)."""
+        if self._filler is not None:
+            os.close(self._filler)
+            self._filler = None
+        _end_group(self.holder)
+        for pipe in (self.holder.stdout, self.holder.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 # --- the scheduler under supervision ---------------------------------------------------
@@ -311,18 +430,14 @@ class Incarnation:
 
 @dataclass
 class Supervisor:
-    """Starts, kills and restarts the scheduler; lowers its file-size limit in the window."""
+    """Starts, kills and restarts the scheduler, inside the namespace of the state's disk."""
 
     config: Path
     out: Path
     token: str
+    disk: StateDisk
     incarnations: list[Incarnation] = field(default_factory=list)
-    disk_full: bool = False
     problems: list[str] = field(default_factory=list)
-    soft_fsize: int = field(
-        default_factory=lambda: resource.getrlimit(resource.RLIMIT_FSIZE)[0], init=False
-    )
-    """The soft file-size limit the scheduler gets back when space returns (the soak's own)."""
 
     @property
     def current(self) -> Incarnation | None:
@@ -331,19 +446,18 @@ class Supervisor:
 
     @property
     def sock(self) -> Path:
-        return self.out / "state" / "control.sock"
+        return self.disk.outside / "control.sock"
 
     def start(self) -> Incarnation:
         """Start a scheduler; its stderr goes through a pipe (a full disk spares pipes)."""
         number = len(self.incarnations)
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(self.config)],
+            [*self.disk.enter(), sys.executable, "-m", "tuisched", "--no-ui", "-c",
+             str(self.config)],
             cwd=REPO, env={**os.environ, "SOAK_TOKEN": self.token},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             start_new_session=True,  # Ctrl-C reaches the soak alone, which ends it
         )  # fmt: skip
-        if self.disk_full:  # before the interpreter is up, long before its first write
-            self._limit(process.pid, 0)
         log = self.out / f"scheduler-{number:02d}.log"
         threading.Thread(target=_copy, args=(process, log), daemon=True).start()
         incarnation = Incarnation(number, process, time.time())
@@ -363,8 +477,6 @@ class Supervisor:
         if now.ready is None:
             if answers(self.sock):
                 now.ready = time.time()
-                if self.disk_full:
-                    self.fill_disk()  # its keeper, started meanwhile
             elif time.time() - now.started > READY_WITHIN:
                 self.problems.append(f"scheduler {now.number} did not answer in {READY_WITHIN} s")
                 self.kill()
@@ -399,26 +511,22 @@ class Supervisor:
         now.ended, now.how = time.time(), f"stopped, exit {code}"
         return code == 0
 
-    def fill_disk(self) -> None:
-        """The disk is full for the scheduler and its keeper from now on."""
-        self.disk_full = True
-        if (now := self.current) is not None:
-            for pid in [now.process.pid, *keepers_of(now.process.pid)]:
-                self._limit(pid, 0)
-
-    def free_disk(self) -> None:
-        """Space returns: the soft limit goes back to what it was for both."""
-        self.disk_full = False
-        if (now := self.current) is not None:
-            for pid in [now.process.pid, *keepers_of(now.process.pid)]:
-                self._limit(pid, self.soft_fsize)
-
-    def _limit(self, pid: int, soft: int) -> None:
+    def ledger(self) -> dict[str, Any]:
+        """`tuisched missed --json` of the running scheduler (asked inside the namespace)."""
+        argv = [*self.disk.enter(), sys.executable, "-m", "tuisched", "missed", "--json",
+                "-c", str(self.config)]  # fmt: skip
         try:
-            _, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
-            resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
-        except (OSError, ValueError) as error:
-            self.problems.append(f"prlimit on {pid}: {error}")
+            done = subprocess.run(
+                argv, cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+            )
+        except subprocess.TimeoutExpired:
+            return {"error": "tuisched missed --json did not answer in 60 s"}
+        if done.returncode != 0:
+            return {"error": f"exit {done.returncode}: {done.stderr.strip()[-500:]}"}
+        try:
+            return {"entries": json.loads(done.stdout)}
+        except ValueError:
+            return {"error": f"not JSON: {done.stdout[:500]}"}
 
     def end_all(self) -> None:
         """Kill every scheduler still running (the way out)."""
@@ -459,9 +567,11 @@ class Helpers:
         self.lock: subprocess.Popen[str] | None = None
         self.readers: list[subprocess.Popen[bytes]] = []
 
-    def hold_lock(self, db: Path, seconds: float) -> None:
+    def hold_lock(self, enter: list[str], db: Path, seconds: float) -> None:
+        """Lock `db` for `seconds` from a process started behind `enter` (inside the
+        namespace of the state's disk: the same file the scheduler has)."""
         self.lock = subprocess.Popen(
-            [sys.executable, "-c", LOCK_HOLDER, str(db), str(seconds), "30"],
+            [*enter, sys.executable, "-c", LOCK_HOLDER, str(db), str(seconds), "30"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True,
         )  # fmt: skip
@@ -596,6 +706,8 @@ class Record:
     disk: list[float] = field(default_factory=list)
     lock: dict[str, Any] = field(default_factory=dict)
     readers: list[float] = field(default_factory=list)
+    ledger: dict[str, Any] = field(default_factory=dict)
+    """`tuisched missed --json` just before the stop."""
     stopped_cleanly: bool = False
 
 
@@ -628,6 +740,7 @@ class Soak:
                 bisect.insort(actions, (now + 1.0, name))  # rest that is due goes first
             else:
                 getattr(self, f"_do_{name}")()
+        self.record.ledger = self.sup.ledger()
         self.record.stop_sent = time.time()
         self.record.stopped_cleanly = self.sup.stop()
 
@@ -641,6 +754,7 @@ class Soak:
 
     def _tend(self, now: float) -> str:
         """Notice a ready or dead scheduler; restart a killed one when its pause is over."""
+        self.sup.disk.top_up()  # while it is full
         state = self.sup.poll()
         if state == "ready" and self.record.first_ready is None:
             self.record.first_ready = self.sup.current.ready if self.sup.current else None
@@ -666,15 +780,16 @@ class Soak:
 
     def _do_fill_disk(self) -> None:
         self.record.disk.append(time.time())
-        self.sup.fill_disk()
+        self.sup.disk.fill()
 
     def _do_free_disk(self) -> None:
-        self.sup.free_disk()
+        self.sup.disk.free()
         self.record.disk.append(time.time())
 
     def _do_lock(self) -> None:
         seconds = self.plan.lock[1] - self.plan.lock[0]
-        self.helpers.hold_lock(self.sup.out / "state" / "history.db", seconds)
+        disk = self.sup.disk
+        self.helpers.hold_lock(disk.enter(), disk.inside / "history.db", seconds)
         self.record.lock["asked"] = time.time()
 
     def _do_readers(self) -> None:
@@ -708,8 +823,10 @@ def read_executions(path: Path) -> list[dict[str, object]]:
 
 
 def read_history(db: Path) -> list[dict[str, object]]:
-    """Every row of the history, read-only."""
-    with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)) as con:
+    """Every row of the history (a copy of it: SQLite does not follow /proc/PID/root)."""
+    if not db.exists():
+        raise sqlite3.OperationalError(f"no {db} (the state was not copied)")
+    with contextlib.closing(sqlite3.connect(db, timeout=30)) as con:
         con.row_factory = sqlite3.Row
         rows = con.execute(
             'SELECT run_id, job, slot, "trigger", state, result, reason, started_at FROM runs'
@@ -762,7 +879,11 @@ def analyse_job(
     span: tuple[float, float],
     windows: list[tuple[float, float, str]],
 ) -> dict[str, Any]:
-    """Twice, lost and late for one job, from its own log against its history rows."""
+    """Twice, lost and late for one job, from its own log against its history rows.
+
+    Each expected slot is ran (a line in the job's log), else abandoned and recorded (an
+    ABANDONED row), else missed in the ledger (a MISSED row, or counted by one), else
+    lost (no row, or rows in other states only)."""
     by_slot: dict[float, list[dict[str, Any]]] = {}
     for ex in executions:
         if ex["slot"] is not None:
@@ -774,12 +895,19 @@ def analyse_job(
     missed = _ledger_slots(rows, job.period)
     first = math.ceil(span[0] / job.period) * job.period
     expected = range(first, int(span[1]), job.period)
-    lost = []
+    abandoned, in_ledger, lost = [], [], []
     for second in expected:
-        if second in by_slot or second in missed:
+        if second in by_slot:
             continue
-        states = [f"{r['state']}/{r['trigger']}" for r in rows_of.get(second, [])]
-        lost.append({"slot": _iso(second), "history": states, "outage": _in(windows, second)})
+        found = rows_of.get(second, [])
+        states = [f"{r['state']}/{r['trigger']}" for r in found]
+        item = {"slot": _iso(second), "history": states, "outage": _in(windows, second)}
+        if any(r["state"] == "ABANDONED" for r in found):
+            abandoned.append(item)
+        elif second in missed:
+            in_ledger.append(item)
+        else:
+            lost.append(item)
     late_out: list[float] = []
     late_in: list[float] = []
     over = []
@@ -792,7 +920,11 @@ def analyse_job(
             if lateness > LATE:
                 over.append({"slot": _iso(slot), "late": round(lateness, 3)})
     missed_rows = {r["slot"] for r in rows if r["state"] == "MISSED"}
-    ran_but_missed = [_iso(s) for s in sorted(by_slot) if s in missed_rows]
+    catchups = {r["run_id"] for r in rows if r["trigger"] == "catchup"}
+    ran_but_missed = [  # a catch-up run made up the slot: that one is in the ledger rightly
+        _iso(s) for s in sorted(by_slot)
+        if s in missed_rows and any(e["run"] not in catchups for e in by_slot[s])
+    ]  # fmt: skip
     known = {r["run_id"] for r in rows}
     unrecorded = [str(e["run"]) for e in executions if e["run"] not in known]
     return {
@@ -800,7 +932,10 @@ def analyse_job(
         "misfire_once": job.misfire_once,
         "expected": len(expected),
         "executions": len(executions),
+        "slots_ran": sum(1 for second in expected if second in by_slot),
         "twice": {_iso(s): runs for s, runs in sorted(twice.items())},
+        "abandoned_recorded": abandoned,
+        "missed_in_ledger": in_ledger,
         "lost": lost,
         "missed_rows": sum(1 for r in rows if r["state"] == "MISSED"),
         "late_outside": _spread(late_out),
@@ -814,17 +949,15 @@ def analyse_job(
 
 def _ledger_slots(rows: list[dict[str, Any]], period: int) -> set[float]:
     """Slots the downtime ledger accounts for: MISSED rows, and the earlier slots that the
-    oldest row of a long downtime counts ("and about N earlier slots")."""
+    oldest row of a long downtime counts ("(and about N earlier slots)")."""
     slots: set[float] = set()
     for row in rows:
         if row["state"] != "MISSED" or row["slot"] is None:
             continue
         slot = float(row["slot"])
         slots.add(slot)
-        reason = str(row["reason"] or "")
-        if "and about " in reason:
-            count = int(reason.split("and about ")[1].split(maxsplit=1)[0])
-            slots.update(slot - period * i for i in range(1, count + 1))
+        count = earlier_slots(str(row["reason"] or ""))
+        slots.update(slot - period * i for i in range(1, count + 1))
     return slots
 
 
@@ -849,7 +982,7 @@ def analyse(
 ) -> dict[str, Any]:
     """The report: per job, then the criteria."""
     try:
-        history = read_history(out / "state" / "history.db")
+        history = read_history(out / "state-copy" / "history.db")
         history_error = ""
     except sqlite3.Error as error:
         history, history_error = [], str(error)
@@ -876,7 +1009,7 @@ def analyse(
 
     criteria = {
         "no slot ran twice": examples("twice"),
-        "no slot lost beyond the ledger": examples("lost"),
+        "no slot lost (no execution, no ABANDONED row, not in the ledger)": examples("lost"),
         "no process left behind": _grouped(leftovers),
         f"no slot over {LATE:g} s late outside the outages": examples("over_1s_outside"),
         "the scheduler stopped cleanly at the end": [] if record.stopped_cleanly else ["no"],
@@ -891,6 +1024,15 @@ def analyse(
             for name, found in criteria.items()
         },
         "late_outside_all_jobs": _spread(late_out),
+        "slots": {
+            "expected": sum(result["expected"] for result in per_job.values()),
+            "ran": sum(result["slots_ran"] for result in per_job.values()),
+            "abandoned, recorded": total("abandoned_recorded"),
+            "missed, in the ledger": total("missed_in_ledger"),
+            "lost": total("lost"),
+        },
+        "abandoned_recorded": examples("abandoned_recorded"),
+        "ledger_at_end": _ledger_summary(record.ledger),
         "executions_not_in_history": total("executions_not_in_history"),
         "ran_but_recorded_missed": total("ran_but_recorded_missed"),
         "history_error": history_error,
@@ -902,6 +1044,17 @@ def analyse(
             for a, b, name in windows
         ],
     }
+
+
+def _ledger_summary(ledger: dict[str, Any]) -> dict[str, Any]:
+    """Per job, what `tuisched missed --json` listed at the end: slots, how many wait."""
+    if "entries" not in ledger:
+        return {"error": ledger.get("error", "not asked")}
+    return {
+        str(entry["job"]): {"count": entry["count"], "pending": entry["pending"],
+                            "decided": entry["decided"] or entry["policy"]}
+        for entry in ledger["entries"]
+    }  # fmt: skip
 
 
 def _grouped(processes: list[dict[str, Any]]) -> list[str]:
@@ -950,22 +1103,32 @@ def end_marked(token: str) -> None:
 
 def print_summary(report: dict[str, Any], out: Path) -> None:
     jobs: dict[str, dict[str, Any]] = report["jobs"]
-    print(f"{'job':4} {'every':>5} {'exp':>5} {'ran':>5} {'twice':>5} {'lost':>4} "
-          f"{'missed':>6} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'>1s':>4} {'no row':>6}")  # fmt: skip
+    print("slots: ran = a line in the job's log; aband. = no line, an ABANDONED row; "
+          "ledger = no line, a MISSED row; lost = none of these")  # fmt: skip
+    print(f"{'job':4} {'every':>5} {'exp':>5} {'ran':>5} {'twice':>5} {'aband.':>6} "
+          f"{'ledger':>6} {'lost':>4} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7} {'>1s':>4} "
+          f"{'no row':>6}")  # fmt: skip
     for name, job in jobs.items():
         late: dict[str, float] = job["late_outside"]
         print(
-            f"{name:4} {job['period']:>4}s {job['expected']:>5} {job['executions']:>5} "
-            f"{len(job['twice']):>5} {len(job['lost']):>4} {job['missed_rows']:>6} "
+            f"{name:4} {job['period']:>4}s {job['expected']:>5} {job['slots_ran']:>5} "
+            f"{len(job['twice']):>5} {len(job['abandoned_recorded']):>6} "
+            f"{len(job['missed_in_ledger']):>6} {len(job['lost']):>4} "
             f"{_ms(late['p50']):>7} {_ms(late['p95']):>7} {_ms(late['max']):>7} "
             f"{len(job['over_1s_outside']):>4} {len(job['executions_not_in_history']):>6}"
         )
+    slots = report["slots"]
+    print("slots: " + "; ".join(f"{what} {count}" for what, count in slots.items()))
+    for example in report["abandoned_recorded"][:EXAMPLES]:
+        print(f"      abandoned, recorded: {example}")
+    print(f"ledger at the end (tuisched missed --json): {report['ledger_at_end']}")
     late_all: dict[str, float] = report["late_outside_all_jobs"]
     print(f"lateness outside the outages, all jobs: p50 {_ms(late_all['p50'])} ms, "
           f"p95 {_ms(late_all['p95'])} ms, max {_ms(late_all['max'])} ms (n={late_all['n']})")  # fmt: skip
     print(f"history: {report['history_states']}")
     print(f"executions with no history row: {report['executions_not_in_history']}; "
-          f"slots that ran yet are recorded MISSED: {report['ran_but_recorded_missed']}")  # fmt: skip
+          f"slots that ran (not as a catch-up) yet are recorded MISSED: "
+          f"{report['ran_but_recorded_missed']}")  # fmt: skip
     readers = report["readers"]
     statuses = {k: v for k, v in readers.items() if k.startswith("status_")}
     print(f"readers: {readers.get('streams', 0)} streams, {readers.get('connections', 0)} "
@@ -1010,7 +1173,15 @@ def main() -> int:
     token = "soak-" + secrets.token_hex(6)
     jobs = _jobs(token)
     plan = make_plan(args.minutes, random.Random(seed), args.readers)  # noqa: S311
-    supervisor = Supervisor(write_config(out, jobs, token), out, token)
+    try:
+        disk = StateDisk(out / "state", lifetime=plan.duration + 3600)
+    except NoNamespaces as refused:
+        print(f"soak: no user namespaces here, so no disk to fill ({refused})", file=sys.stderr)
+        return 2
+    if len(os.fsencode(disk.outside / "control.sock")) > MAX_SOCKET:
+        disk.close()
+        parser.error(f"--out: {disk.outside / 'control.sock'} is too long for a Unix socket")
+    supervisor = Supervisor(write_config(out, jobs, token), out, token, disk)
     helpers = Helpers(out)
     soak = Soak(plan, supervisor, helpers, seed)
     print(f"soak of {args.minutes:g} min, seed {seed}, in {out}; "
@@ -1020,13 +1191,13 @@ def main() -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     load_before = os.getloadavg()
     try:
-        readers, leftovers = _soak(soak, helpers, supervisor, token)
+        readers, leftovers = _soak(soak, helpers, supervisor, token, out)
     except KeyboardInterrupt:
         print("interrupted: every process of the soak was ended; no report", file=sys.stderr)
         return 130
     report = analyse(jobs, out, soak.record, leftovers)
     report.update({
-        "machine": f"{platform.node()} | {os.cpu_count()} CPUs | Python "
+        "machine": f"{platform.node()} | {os.cpu_count()} CPUs ({_cpu_model()}) | Python "
                    f"{platform.python_version()} | kernel {platform.release()}",
         "load_average_before": load_before, "load_average_after": os.getloadavg(),
         "date": _iso(soak.record.began), "minutes": args.minutes, "seed": seed,
@@ -1042,25 +1213,39 @@ def main() -> int:
     return 0 if report["pass"] else 1
 
 
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return "model unknown"
+
+
 def _soak(
-    soak: Soak, helpers: Helpers, supervisor: Supervisor, token: str
+    soak: Soak, helpers: Helpers, supervisor: Supervisor, token: str, out: Path
 ) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """Run the soak and collect what the helpers saw and what was left behind; whatever
-    happens (Ctrl-C, SIGTERM, an error), end every process it started on the way out."""
+    """Run the soak, copy the state's files out of its disk, and collect what the helpers
+    saw and what was left behind; whatever happens (Ctrl-C, SIGTERM, an error), end
+    every process it started on the way out, the holder of the disk last."""
+    disk = supervisor.disk
     try:
         soak.run()
         lock = helpers.lock_result(within=60) if helpers.lock else {"error": "never asked"}
         soak.record.lock.update(lock)
         readers = helpers.reader_results(within=60)
+        disk.free()
+        for failed in disk.copy_state(out / "state-copy"):
+            supervisor.problems.append(f"not copied from the state: {failed}")
         pids = [i.process.pid for i in supervisor.incarnations]
         return readers, left_behind(token, pids)
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not stop this
             signal.signal(sig, signal.SIG_IGN)
         helpers.end_all()
-        supervisor.free_disk()
+        disk.free()
         supervisor.end_all()
         end_marked(token)
+        disk.close()
 
 
 if __name__ == "__main__":
