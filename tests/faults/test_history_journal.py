@@ -68,6 +68,9 @@ class SmallDisk:
     def __init__(self, folder: Path) -> None:
         self.inside = folder
         folder.mkdir()
+        missing = [tool for tool in ("unshare", "nsenter") if shutil.which(tool) is None]
+        if missing:
+            pytest.skip(f"no {' or '.join(missing)} here (util-linux)")
         self._holder = subprocess.Popen(
             ["unshare", "-rm", "sh", "-c",
              f"mount -t tmpfs -o size={DISK_SIZE} none {folder} && echo ready && exec sleep 600"],
