@@ -175,7 +175,9 @@ async def _host(scheduler: LocalScheduler, detached_to: int) -> int:
     app = TuischedApp(control, scheduler=scheduler)
     app.on_terminal_lost = lambda: _hung_up(app)
     loop.add_signal_handler(signal.SIGHUP, _hung_up, app)
-    loop.add_signal_handler(signal.SIGTERM, app.stop_scheduler)
+    # Into the app's own queue: a signal handler runs outside the app's context, where a
+    # screen pushed (the drain's) cannot render (Textual's `active_app` is unset there).
+    loop.add_signal_handler(signal.SIGTERM, app.call_later, app.stop_scheduler)
     try:
         await app.run_async()
         if app.detached is None:  # a stop that left history writes unwritten is a failure

@@ -180,6 +180,8 @@ class Keeper:
         self.ending.update(self.held)
         self.strays.update(members)
         self.held.clear()
+        # The grace counts from the SIGTERM, after the look in /proc (slow on a busy host).
+        now = max(now, time.monotonic())
         self.kill_at = now + grace if self.kill_at is None else min(self.kill_at, now + grace)
 
     @staticmethod
