@@ -100,6 +100,14 @@ HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
 
 
+async def _cancelled(task: asyncio.Task[None] | None) -> None:
+    """Cancel `task` (if any) and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 def add_config_folder_to_path(config: Config) -> None:
     """Let `python: jobs.backup:run` live beside the configuration file."""
     folder = str(config.path.parent)
@@ -473,11 +481,8 @@ class Runtime:
             )
 
     async def _stop_history_checks(self) -> None:
-        if self._checking is not None:
-            self._checking.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._checking
-            self._checking = None
+        await _cancelled(self._checking)
+        self._checking = None
 
     async def _start_engine(
         self, parts: contextlib.AsyncExitStack, *, down_since: datetime | None
@@ -558,11 +563,8 @@ class Runtime:
     async def _stop_heartbeat(self) -> None:
         """No more beats; the last one says when firing stopped (the next start records
         later slots MISSED)."""
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._heartbeat
-            self._heartbeat = None
+        await _cancelled(self._heartbeat)
+        self._heartbeat = None
         await self._mark_alive()
 
     async def _drain_alerts_left(self) -> None:
@@ -613,11 +615,8 @@ class Runtime:
 
     async def _stop_leftovers(self) -> None:
         """Stop what ended runs left running: SIGTERM, then SIGKILL after the kill grace."""
-        if self._following is not None:
-            self._following.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._following
-            self._following = None
+        await _cancelled(self._following)
+        self._following = None
         await in_thread(Lane.PROCESSES, self._descendants.scan)
         stopped = await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGTERM)
         if stopped:
@@ -907,8 +906,5 @@ class Runtime:
         ))  # fmt: skip
 
     async def _stop_retention(self) -> None:
-        if self._pruning is not None:
-            self._pruning.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pruning
-            self._pruning = None
+        await _cancelled(self._pruning)
+        self._pruning = None
