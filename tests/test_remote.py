@@ -279,22 +279,13 @@ async def test_a_client_holds_at_most_so_many_event_streams_each_replayed_from_t
     async with serving(path) as (_, remote):
         for _ in range(3):  # some events in the journal to replay
             await remote.run_now("hello")
-        connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
-        async with aiohttp.ClientSession(connector=connector) as session:
-            streams = [
-                await session.get("http://tuisched/v1/events?after=0")
-                for _ in range(STREAMS_PER_CLIENT)
-            ]
-            try:
-                assert [s.status for s in streams] == [200] * STREAMS_PER_CLIENT
-                async with session.get("http://tuisched/v1/events?after=0") as refused:
-                    assert refused.status == 429
-                    assert "event streams a client" in (await refused.json())["message"]
-                first = await asyncio.wait_for(streams[-1].content.readline(), 10)
-                assert json.loads(first)["seq"] == 1  # the replay starts at the beginning
-            finally:
-                for stream in streams:
-                    stream.close()
+        async with _replays(tmp_path, STREAMS_PER_CLIENT) as (session, streams):
+            assert [s.status for s in streams] == [200] * STREAMS_PER_CLIENT
+            async with session.get("http://tuisched/v1/events?after=0") as refused:
+                assert refused.status == 429
+                assert "event streams a client" in (await refused.json())["message"]
+            first = await asyncio.wait_for(streams[-1].content.readline(), 10)
+            assert json.loads(first)["seq"] == 1  # the replay starts at the beginning
 
 
 async def test_streams_replay_the_kept_events_whole_and_go_on_without_a_gap(
@@ -308,22 +299,28 @@ async def test_streams_replay_the_kept_events_whole_and_go_on_without_a_gap(
     async with serving(path) as (_, remote):
         for _ in range(40):  # a journal to replay
             await remote.run_now("hello")
-        connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
-        async with aiohttp.ClientSession(connector=connector) as session:
-            streams = [
-                await session.get("http://tuisched/v1/events?after=0")
-                for _ in range(STREAMS_PER_CLIENT)
-            ]
-            try:
-                last = await remote.run_now("hello")  # heard live, after the replays
-                heard = [await _lines_until_the_end_of(stream, last.run_id) for stream in streams]
-            finally:
-                for stream in streams:
-                    stream.close()
+        async with _replays(tmp_path, STREAMS_PER_CLIENT) as (_, streams):
+            last = await remote.run_now("hello")  # heard live, after the replays
+            heard = [await _lines_until_the_end_of(stream, last.run_id) for stream in streams]
     seqs = [json.loads(line)["seq"] for line in heard[0]]
     assert seqs == list(range(1, seqs[-1] + 1))
     assert seqs[-1] > 40  # the replay (an event or more per run), and the live ones after it
     assert all(lines == heard[0] for lines in heard)  # the same bytes on every stream
+
+
+@asynccontextmanager
+async def _replays(
+    tmp_path: Path, count: int
+) -> AsyncIterator[tuple[aiohttp.ClientSession, list[aiohttp.ClientResponse]]]:
+    """`count` event streams from the start of the scheduler's socket under `tmp_path`."""
+    connector = aiohttp.UnixConnector(path=str(socket_path(tmp_path / "state")))
+    async with aiohttp.ClientSession(connector=connector) as session:
+        streams = [await session.get("http://tuisched/v1/events?after=0") for _ in range(count)]
+        try:
+            yield session, streams
+        finally:
+            for stream in streams:
+                stream.close()
 
 
 async def _lines_until_the_end_of(stream: aiohttp.ClientResponse, run_id: str) -> list[bytes]:

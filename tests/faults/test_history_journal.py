@@ -270,7 +270,7 @@ class _Place:
     a full small disk, or a lock on a file on the usual disk."""
 
     def __init__(self, kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-        out = tmp_path / EXECUTIONS
+        out = self.out = tmp_path / EXECUTIONS
         self.disk: SmallDisk | None = None
         if kind == "full disk":
             self.disk = request.getfixturevalue("small_disk")
@@ -286,6 +286,24 @@ class _Place:
 
     def outage(self) -> AbstractContextManager[None]:
         return self.disk.full() if self.disk else _locked(self.db)
+
+
+def _through_an_outage(
+    place: _Place, schedulers: list[Scheduler], *, more: int, then: signal.Signals
+) -> tuple[Scheduler, int, int]:
+    """A scheduler that ran the job, then `more` times during an outage, then was sent
+    `then` before the outage ended: it, the executions before the outage, its exit status."""
+    out = place.out
+    first = place.scheduler()
+    schedulers.append(first)
+    _until(_more_executions(out, 2, first), 30, "the job did not run")
+    with place.outage():
+        first.wait_for_line("history: cannot write")
+        before = len(_executions(out))
+        _until(_more_executions(out, before + more, first), 30, "the job stopped running")
+        first.process.send_signal(then)
+        status = first.finish()
+    return first, before, status
 
 
 def _each_slot_once(out: Path, db: Path) -> list[tuple[str, str]]:
@@ -310,15 +328,7 @@ def test_a_kill_during_an_outage_runs_no_slot_twice(
     out = tmp_path / EXECUTIONS
     place = _Place(kind, tmp_path, request)
     db = place.db
-    first = place.scheduler()
-    schedulers.append(first)
-    _until(_more_executions(out, 2, first), 30, "the job did not run")
-    with place.outage():
-        first.wait_for_line("history: cannot write")
-        before = len(_executions(out))
-        _until(_more_executions(out, before + 3, first), 30, "the job stopped running")
-        first.process.send_signal(signal.SIGKILL)
-        first.finish()
+    first, before, _ = _through_an_outage(place, schedulers, more=3, then=signal.SIGKILL)
     killed = len(_executions(out))
     assert (place.state / "history.journal").stat().st_size >= JOURNAL_BYTES
 
@@ -343,15 +353,7 @@ def test_a_stop_on_a_full_disk_is_a_failure_and_the_next_start_lands_the_rows(
     out = tmp_path / EXECUTIONS
     place = _Place("full disk", tmp_path, request)
     db = place.db
-    first = place.scheduler()
-    schedulers.append(first)
-    _until(_more_executions(out, 2, first), 30, "the job did not run")
-    with place.outage():
-        first.wait_for_line("history: cannot write")
-        before = len(_executions(out))
-        _until(_more_executions(out, before + 2, first), 30, "the job stopped running")
-        first.process.send_signal(signal.SIGTERM)
-        status = first.finish()
+    first, _, status = _through_an_outage(place, schedulers, more=2, then=signal.SIGTERM)
     assert status == 74, "".join(first.lines)  # a stop that left rows unwritten
     said = [line for line in first.lines if "before shutdown" in line]
     assert len(said) == 1, "".join(first.lines)
