@@ -8,8 +8,8 @@
 #
 # The configuration is read from /etc/tuisched/tuisched.yaml ($TUISCHED_CONFIG).
 # The state (history, audit log, run output) goes to the volume
-# /var/lib/tuisched: it is the default state_dir here ($XDG_STATE_HOME=/var/lib),
-# so leave settings.state_dir out of the file (or set it to that folder). `docker stop` sends SIGTERM: the scheduler drains
+# /var/lib/tuisched ($XDG_STATE_HOME=/var/lib): with settings.state_dir left out of
+# the file, in the configuration's own folder there (configs/tuisched-tuisched-HASH). `docker stop` sends SIGTERM: the scheduler drains
 # (settings.shutdown_grace), so give it time: docker stop -t 40.
 # `docker kill -s HUP tuisched` reloads the configuration.
 # The image has the `postgres` extra (psycopg with libpq): a container is a usual cluster

@@ -170,7 +170,8 @@ def test_the_state_directory_is_found_leniently(
     path = tmp_path / "tuisched.yaml"
     path.write_text(text)
     found = state_dir_of(path)
-    assert found == (tmp_path / expected if expected else tmp_path / "default")
+    assert found == (tmp_path / expected if expected else configtext.default_state_dir(path))
+    assert found.is_relative_to(tmp_path / ("" if expected else "default/configs"))
 
 
 @pytest.mark.parametrize(

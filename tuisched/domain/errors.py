@@ -18,6 +18,7 @@ TuischedError
 │       └── UnknownRunError    no run by that id (LookupError too)
 ├── ControlError               a front end's request cannot be answered
 │   ├── SchedulerNotRunningError   it needs a running scheduler, and none runs
+│   │   └── OtherConfigurationError  the one running there runs another file
 │   └── EventsLostError        events after that number are no longer kept (LookupError too)
 ├── WireError                  a message cannot be turned back into an event or a view
 └── MetricsListenError         settings.metrics.listen cannot be listened on (port in use)
@@ -124,12 +125,21 @@ class StateError(TuischedError):
 
 
 class AlreadyRunningError(StateError):
-    """Another tuisched holds the state directory."""
+    """Another tuisched holds the state directory: its pid, and the configuration it
+    runs when that is another file than this one's."""
 
-    def __init__(self, state_dir: Path, pid: int | None) -> None:
+    def __init__(
+        self, state_dir: Path, pid: int | None, *, theirs: str | None = None, ours: str = ""
+    ) -> None:
         self.pid = pid
         who = f"pid {pid}" if pid else "another process"
-        super().__init__(f"tuisched is already running on {state_dir} ({who})")
+        if theirs and theirs != ours:
+            super().__init__(
+                f"tuisched is already running on {state_dir} ({who}) for {theirs}, not "
+                f"{ours}: give each configuration its own settings.state_dir"
+            )
+        else:
+            super().__init__(f"tuisched is already running on {state_dir} ({who})")
 
 
 class HistoryError(StateError):
@@ -176,6 +186,18 @@ class ControlError(TuischedError):
 
 class SchedulerNotRunningError(ControlError):
     """The request needs a running scheduler, and there is none."""
+
+
+class OtherConfigurationError(SchedulerNotRunningError):
+    """The scheduler found on the state directory runs another configuration file than
+    the one the command was given: none runs this one."""
+
+    def __init__(self, state_dir: Path, theirs: str, ours: str) -> None:
+        self.theirs = theirs
+        super().__init__(
+            f"the scheduler running on {state_dir} runs {theirs}, not {ours}: give each "
+            "configuration its own settings.state_dir (or name the other file with -c)"
+        )
 
 
 class EventsLostError(ControlError, LookupError):

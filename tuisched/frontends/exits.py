@@ -40,6 +40,8 @@ def finish(
         return EX_CONFIG
     except UsageError as error:
         parser.error(str(error))  # prints the usage and exits 2
+    except SchedulerNotRunningError as error:  # or one runs another configuration file
+        return unavailable(error)
     except TuischedError as error:
         print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
         return 1

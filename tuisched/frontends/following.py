@@ -41,8 +41,10 @@ def trigger_and_wait(args: argparse.Namespace) -> int:
 
 
 async def _with_remote(args: argparse.Namespace) -> int:
-    path = control_socket(config_path(args))
-    control = RemoteControl(path, client=describe_client("command line"))
+    config = config_path(args)
+    control = RemoteControl(
+        control_socket(config), client=describe_client("command line"), config=config
+    )
     try:
         await control.connect()
         return await _trigger_and_wait(control, args)

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 
 from tuisched.domain.errors import (
+    OtherConfigurationError,
     ScheduleError,
     SchedulerNotRunningError,
     TuischedError,
@@ -64,8 +65,10 @@ def _verb(verb: Verb) -> Callable[[argparse.Namespace], int]:
 
 def _remote(args: argparse.Namespace) -> BlockingControl:
     """The scheduler running on the configuration's state (SchedulerNotRunningError if none)."""
-    path = control_socket(config_path(args))
-    return BlockingControl.connect(path, client=describe_client("command line"))
+    config = config_path(args)
+    return BlockingControl.connect(
+        control_socket(config), client=describe_client("command line"), config=config
+    )
 
 
 # --- the verbs ----------------------------------------------------------------------
@@ -201,6 +204,8 @@ def _through_any_control(args: argparse.Namespace, verb: Verb) -> int:
     """`verb` through the scheduler running here, else through the files it left."""
     try:
         control = _remote(args)
+    except OtherConfigurationError:  # its files are another configuration's too
+        raise
     except SchedulerNotRunningError:
         control = _offline(args)
     with control:

@@ -21,6 +21,7 @@ from tuisched.domain.config.dependencies import previous_own_slot, required_slot
 from tuisched.domain.config.values import nearest
 from tuisched.domain.errors import (
     ConfigError,
+    OtherConfigurationError,
     SchedulerNotRunningError,
     TuischedError,
     UnknownJobError,
@@ -171,9 +172,11 @@ def _job_statuses(args: argparse.Namespace) -> tuple[JobStatus, ...]:
     require_driver(config, cluster=False)  # a postgresql:// history is read with psycopg
     try:
         with BlockingControl.connect(
-            control_socket(path), client=describe_client("command line")
+            control_socket(path), client=describe_client("command line"), config=path
         ) as running:
             return running.jobs()
+    except OtherConfigurationError:  # its files are another configuration's too
+        raise
     except SchedulerNotRunningError:  # none runs, or it stopped meanwhile
         with _left_by(config, text) as left:
             return left.jobs()

@@ -32,7 +32,8 @@ settings:
   shutdown_grace: 10s            # how long running jobs get on shutdown (default 10s)
   # timezone: Europe/Berlin      # default: the machine's zone
   # state_dir: state             # history, audit log, run output (relative to this file;
-  #                              #   default: your user state folder)
+  #                              #   default: a folder of this file's own under
+  #                              #   ~/.local/state/tuisched/configs; init says which)
 
 jobs:
   # A command given as a list runs without a shell.
@@ -95,9 +96,17 @@ def _init(args: argparse.Namespace) -> int:
         print(f"tuisched: cannot write {path}: {error.strerror or error}", file=sys.stderr)
         return 1
     print(f"wrote {path}")
+    print(f"its state: {_state_dir(path)}  (its own; settings.state_dir moves it)")
     print(f"check it: tuisched validate -c {path}")
     print(f"start it: tuisched -c {path}   (or tuisched service install -c {path} --user)")
     return 0
+
+
+def _state_dir(path: Path) -> Path:
+    """Where the scheduler of the file `init` wrote keeps its state (as every verb finds it)."""
+    from tuisched.runtime.control import control_socket  # noqa: PLC0415  (init alone needs it)
+
+    return control_socket(path).parent
 
 
 def _write_new(path: Path, text: str) -> None:

@@ -78,7 +78,7 @@ def replace_job(
         ExcerptMismatch: the file is not cut as expected; edit the whole document.
     """
     edited = edited_blocks(blocks, config, name, definition)
-    new_config = replaced_job(config, name, edited.excerpt, config_host())
+    new_config = replaced_job(config, name, edited.excerpt, config_host(config.path))
     return JobEdit(edited.text, edited, new_config, _diff(config, new_config, name, now))
 
 
@@ -113,7 +113,7 @@ def add_job(
         ExcerptMismatch: the file is not cut as expected; edit the whole document.
     """
     edited = added_blocks(blocks, config, name, definition)
-    new_config = added_job(config, name, edited.excerpt, config_host())
+    new_config = added_job(config, name, edited.excerpt, config_host(config.path))
     return JobEdit(edited.text, edited, new_config, _diff(config, new_config, name, now))
 
 
@@ -143,7 +143,7 @@ def _document(blocks: JobBlocks, config: Config, name: str) -> ConfigDocument:
     """Job `name`'s block as a one-job document, once it is checked to be the live job."""
     try:
         own = blocks.own_text(name)
-        verify_excerpt(config, [name], blocks.excerpt([name]), config_host())
+        verify_excerpt(config, [name], blocks.excerpt([name]), config_host(config.path))
     except KeyError:
         raise ExcerptMismatch(f"job '{name}' has no block where it was read") from None
     if _anchored(own):  # rewriting it alone would leave other jobs' aliases dangling

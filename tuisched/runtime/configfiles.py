@@ -21,7 +21,8 @@ from tuisched.domain.config.config import ConfigHost, interpret_config
 from tuisched.domain.errors import TemplateError
 from tuisched.domain.model import Config
 from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES, Interrupt
-from tuisched.runtime.configtext import node_name, read_config_text, user_state_dir
+from tuisched.runtime.configtext import default_state_dir as state_dir_for
+from tuisched.runtime.configtext import node_name, read_config_text
 
 
 def load_config(
@@ -37,7 +38,7 @@ def load_config(
         system_timezone: the zone used when `settings.timezone` is absent
             (default: the machine's zone).
         default_state_dir: used when `settings.state_dir` is absent (default:
-            the platform's user state directory for tuisched).
+            a folder of the file's own under the user state directory).
 
     Raises:
         ConfigError: listing every problem found (an unreadable file, or text
@@ -58,17 +59,20 @@ def parse_config(
     default_state_dir: Path | None = None,
 ) -> Config:
     """Validate `text` as if it were the contents of `path` (see `load_config`)."""
-    host = config_host(system_timezone=system_timezone, default_state_dir=default_state_dir)
+    host = config_host(path, system_timezone=system_timezone, default_state_dir=default_state_dir)
     return interpret_config(text, path, host)
 
 
 def config_host(
-    *, system_timezone: ZoneInfo | None = None, default_state_dir: Path | None = None
+    path: Path, *, system_timezone: ZoneInfo | None = None, default_state_dir: Path | None = None
 ) -> ConfigHost:
-    """The machine's answers for the domain (each default asked only when needed)."""
+    """The machine's answers for the domain about the configuration at `path` (each
+    default asked only when needed)."""
     return ConfigHost(
         system_timezone=(lambda: system_timezone) if system_timezone else _system_timezone,
-        default_state_dir=(lambda: default_state_dir) if default_state_dir else user_state_dir,
+        default_state_dir=(
+            (lambda: default_state_dir) if default_state_dir else (lambda: state_dir_for(path))
+        ),
         read_template=read_template,
         render_limit=_render_limit,
         node_name=node_name,

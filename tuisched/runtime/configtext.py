@@ -44,10 +44,28 @@ def node_name() -> str | None:
 
 
 def user_state_dir() -> Path:
-    """The platform's user state directory for tuisched (where `state_dir` defaults to)."""
+    """The platform's user state directory for tuisched (`~/.local/state/tuisched`)."""
     from platformdirs import user_state_path  # noqa: PLC0415  (only needed without state_dir)
 
     return user_state_path("tuisched")
+
+
+CONFIGS_FOLDER = "configs"
+"""The folder of the user state directory that holds one state directory per configuration."""
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_state_dir(config: Path) -> Path:
+    """The state directory of the configuration at `config` when it names none: a folder
+    of its own, `configs/FOLDER-NAME-HASH` under the user state directory, named from the
+    file's resolved path (so `-c ./tuisched.yaml`, its absolute path and a link to it are
+    one configuration, and two files in two folders are two schedulers)."""
+    import hashlib  # noqa: PLC0415  (only needed without state_dir)
+
+    real = config.absolute().resolve()
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:12]
+    words = _UNSAFE.sub("-", f"{real.parent.name}-{real.stem}").strip("-.")[:48]
+    return user_state_dir() / CONFIGS_FOLDER / f"{words or 'config'}-{digest}"
 
 
 def read_config_text(path: Path) -> str:
@@ -122,7 +140,7 @@ def state_dir_of(path: Path) -> Path:
     if isinstance(given, str) and given:
         folder = path.parent / Path(given).expanduser()
     else:
-        folder = user_state_dir()
+        folder = default_state_dir(path)
     name = node_name()
     if name and NODE_NAME.fullmatch(name) and clustered:
         folder = folder / "nodes" / name  # as `Settings` places a named node's state

@@ -57,6 +57,7 @@ from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.configsource import ConfigSource
+from tuisched.runtime.configtext import user_state_dir
 from tuisched.runtime.engine.backfill import Backfills
 from tuisched.runtime.engine.engine import Engine
 from tuisched.runtime.engine.ledger import Ledger
@@ -86,6 +87,7 @@ from tuisched.runtime.store.database import abandoned
 from tuisched.runtime.store.history import open_history
 from tuisched.runtime.store.journal import Journal, Kept
 from tuisched.runtime.store.retention import PRUNE_BATCH, SharedPrune, keep_pruning
+from tuisched.runtime.store.statedir import earlier_shared_state
 from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
@@ -209,7 +211,7 @@ class Runtime:
         self.node = socket.gethostname() + role.node_suffix
         self._clock: Clock = clock or SystemClock()
         self._kill_grace = kill_grace
-        self._lock = InstanceLock(config.settings.state_dir / "tuisched.lock")
+        self._lock = InstanceLock(config.settings.state_dir / "tuisched.lock", config.path)
         self._history: AsyncHistory | None = None
         self._audit: AuditLog | None = None
         self._engine: Engine | None = None
@@ -359,6 +361,10 @@ class Runtime:
 
     async def _start_parts(self, parts: contextlib.AsyncExitStack) -> None:
         settings, role = self.config.settings, self.role
+        if "state_dir" not in settings.lines and role.exclusive:
+            notice = earlier_shared_state(settings.state_dir, user_state_dir())
+            if notice is not None:
+                log.warning("%s", notice)
         prepare_state_dir(settings.state_dir)
         if role.exclusive:
             self._lock.acquire()

@@ -59,7 +59,6 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
     socket = control_socket(config_path)
     if scheduler_answers(socket):
         notice = f"a scheduler already runs on {socket.parent}: attached to it"
-        print(f"tuisched: {notice}", file=sys.stderr)
         return run_attach(config_path, read_only=read_only, notice=notice)
     if read_only:
         print(
@@ -78,21 +77,24 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
 
 def run_attach(config_path: Path, *, read_only: bool, notice: str | None = None) -> int:
     """`tuisched attach [--read-only]`: the console, as a client of the control socket."""
-    return asyncio.run(_attach(control_socket(config_path), read_only=read_only, notice=notice))
+    return asyncio.run(_attach(config_path, read_only=read_only, notice=notice))
 
 
-async def _attach(socket: Path, *, read_only: bool, notice: str | None) -> int:
+async def _attach(config_path: Path, *, read_only: bool, notice: str | None) -> int:
     what = "console (read-only)" if read_only else "console"
-    control = RemoteControl(socket, client=describe_client(what))
+    socket = control_socket(config_path)
+    control = RemoteControl(socket, client=describe_client(what), config=config_path)
     try:
         try:
             await control.connect()
-        except SchedulerNotRunningError as error:
+        except SchedulerNotRunningError as error:  # or it runs another file: both named
             print(f"tuisched: {error}", file=sys.stderr)
             return EX_UNAVAILABLE
         except ControlError as error:  # another protocol version: the line names both
             print(f"tuisched: {error}", file=sys.stderr)
             return 1
+        if notice is not None:
+            print(f"tuisched: {notice}", file=sys.stderr)
         if not _has_terminal():
             return EX_USAGE
         app = TuischedApp(control, read_only=read_only, notice=notice)

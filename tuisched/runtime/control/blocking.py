@@ -40,6 +40,7 @@ from tuisched.runtime.control.protocol import (
     CLIENT_HEADER,
     PROTOCOL,
     not_running,
+    other_configuration,
     protocol_mismatch,
     raise_error,
     reachable,
@@ -91,16 +92,18 @@ class BlockingControl:
         self.calls = calls
 
     @classmethod
-    def connect(cls, path: Path, *, client: str) -> BlockingControl:
+    def connect(cls, path: Path, *, client: str, config: Path | None = None) -> BlockingControl:
         """The scheduler listening on the control socket at `path`, once it said hello;
-        `client` says what and where this front end is (see `describe_client`).
+        `client` says what and where this front end is (see `describe_client`); `config`,
+        the configuration file it must run (None: whichever it runs).
 
         Raises:
-            SchedulerNotRunningError: nobody listens on `path`.
+            SchedulerNotRunningError: nobody listens on `path`
+                (OtherConfigurationError: the one that does runs another file).
             ControlError: the scheduler speaks another protocol version, or does not answer.
         """
         calls = SocketCalls(path, client=client)
-        calls.hello()
+        calls.hello(config)
         return cls(calls)
 
     @classmethod
@@ -176,10 +179,13 @@ class SocketCalls:
         self.server: Mapping[str, Any] = {}
         """What the server said of itself in `hello`: protocol, tuisched version, pid."""
 
-    def hello(self) -> None:
-        """Ask the server who it is; refuse one of another protocol version (ControlError)."""
+    def hello(self, config: Path | None = None) -> None:
+        """Ask the server who it is; refuse one of another protocol version (ControlError),
+        or running another file than `config` (OtherConfigurationError)."""
         hello = self._request("GET", "/v1", None)
-        refused = protocol_mismatch(self.path, hello, PROTOCOL)
+        refused = protocol_mismatch(self.path, hello, PROTOCOL) or other_configuration(
+            self.path, hello, config
+        )
         if refused is not None:
             raise refused
         self.server = hello

@@ -149,7 +149,9 @@ class LocalScheduler:
         if not runtime.role.exclusive:
             return
         path = socket_path(runtime.config.settings.state_dir)
-        server = ControlServer(path, self.control, refused=runtime.actions.refused)
+        server = ControlServer(
+            path, self.control, refused=runtime.actions.refused, config=runtime.config.path
+        )
         try:
             await server.start()
         except (OSError, TuischedError) as error:

@@ -20,7 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from tuisched.domain import errors as error_classes
-from tuisched.domain.errors import ConfigError, ControlError, Problem, TuischedError
+from tuisched.domain.errors import (
+    ConfigError,
+    ControlError,
+    OtherConfigurationError,
+    Problem,
+    TuischedError,
+)
 from tuisched.domain.wire import decode, encode
 from tuisched.runtime.configtext import state_dir_of
 
@@ -105,6 +111,28 @@ def protocol_mismatch(path: Path, hello: object, ours: int) -> ControlError | No
         f"the scheduler at {path} speaks protocol version {theirs}; this "
         f"tuisched speaks version {ours}: use the same version of tuisched"
     )
+
+
+def other_configuration(
+    path: Path, hello: object, config: Path | None
+) -> OtherConfigurationError | None:
+    """The error for a scheduler at `path` whose hello names another configuration file
+    than `config` (the one the client was given), or None when it runs that one (or a
+    client asks for any: `config` None)."""
+    if config is None or not isinstance(hello, dict):
+        return None
+    theirs = hello.get("config")
+    if not isinstance(theirs, str) or not theirs or same_file(Path(theirs), config):
+        return None
+    return OtherConfigurationError(path.parent, theirs, str(config.absolute()))
+
+
+def same_file(one: Path, other: Path) -> bool:
+    """Whether two paths name one configuration file (through links too)."""
+    try:
+        return one.samefile(other)
+    except OSError:  # one of them is gone: compare what they name
+        return one.absolute().resolve() == other.absolute().resolve()
 
 
 # --- errors as JSON ------------------------------------------------------------------

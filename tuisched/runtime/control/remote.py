@@ -61,6 +61,7 @@ from tuisched.runtime.control.protocol import (
     CLIENT_HEADER,
     PROTOCOL,
     not_running,
+    other_configuration,
     protocol_mismatch,
     raise_error,
     reachable,
@@ -122,9 +123,11 @@ class _Following:
 class RemoteControl:
     """`SchedulerControl` over the control socket at `path`."""
 
-    def __init__(self, path: Path, *, client: str) -> None:
-        """`client` says what and where this front end is (see `describe_client`)."""
+    def __init__(self, path: Path, *, client: str, config: Path | None = None) -> None:
+        """`client` says what and where this front end is (see `describe_client`);
+        `config`, the configuration file the scheduler must run (None: whichever)."""
         self.path = path
+        self._config = config
         self._client = client
         self._session: aiohttp.ClientSession | None = None
         self._reach = contextlib.ExitStack()
@@ -140,10 +143,13 @@ class RemoteControl:
         return self._session
 
     async def connect(self) -> None:
-        """Say hello: raises SchedulerNotRunningError when nobody listens, and
-        ControlError when the scheduler speaks another protocol version."""
+        """Say hello: raises SchedulerNotRunningError when nobody listens
+        (OtherConfigurationError when the one listening runs another file than the
+        one given), and ControlError when the scheduler speaks another protocol version."""
         hello = await self._request("GET", "/v1", None)
-        refused = protocol_mismatch(self.path, hello, PROTOCOL)
+        refused = protocol_mismatch(self.path, hello, PROTOCOL) or other_configuration(
+            self.path, hello, self._config
+        )
         if refused is not None:
             raise refused
         self.server = hello

@@ -7,7 +7,8 @@ who runs the scheduler may talk to it: each connection's peer is checked with
 
 The protocol, version `PROTOCOL`, lives under `/v1`:
 
-    GET  /v1                       {"protocol": 1, "tuisched": "0.1.0", "pid": ...}
+    GET  /v1                       {"protocol": 1, "tuisched": "0.1.0", "pid": ...,
+                                    "config": "/path/of/its/tuisched.yaml"}
     GET  /v1/<query>?arg=value     a query of the seam: status, jobs, runs, ...
     POST /v1/<method>  {args}      any method of the seam, arguments as JSON
     GET  /v1/events?after=SEQ      the event stream: one JSON event per line,
@@ -257,8 +258,13 @@ class _Server(web.Server):
 class ControlServer:
     """Serves a scheduler's control seam on its Unix socket (see the module)."""
 
-    def __init__(self, path: Path, control_for: ControlFor, *, refused: Refused) -> None:
+    def __init__(
+        self, path: Path, control_for: ControlFor, *, refused: Refused, config: Path | None = None
+    ) -> None:
+        """`config`: the configuration file the scheduler runs, named in the hello, so a
+        client given another file refuses to speak for it."""
         self.path = path
+        self._config = config
         self._control_for = control_for
         self._refused = refused
         self._uid = os.getuid()
@@ -357,9 +363,10 @@ class ControlServer:
         return f"{_user(self._uid)}@{socket.gethostname()} ({client[:200]})"
 
     async def _hello(self, _request: web.BaseRequest) -> web.Response:
-        return web.json_response(
-            {"protocol": PROTOCOL, "tuisched": tuisched.__version__, "pid": os.getpid()}
-        )
+        hello = {"protocol": PROTOCOL, "tuisched": tuisched.__version__, "pid": os.getpid()}
+        if self._config is not None:
+            hello["config"] = str(self._config)
+        return web.json_response(hello)
 
     async def _call(self, request: web.BaseRequest, given_name: str) -> web.Response:
         name = given_name.replace("-", "_")

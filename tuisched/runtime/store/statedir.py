@@ -30,6 +30,19 @@ def prepare_state_dir(path: Path) -> None:
         raise StateError(f"cannot use the state directory {path}: {reason}") from error
 
 
+def earlier_shared_state(path: Path, shared: Path) -> str | None:
+    """What to tell the operator when `path`, a configuration's own default state
+    directory, is new while `shared` (the folder every configuration without a
+    `settings.state_dir` shared before) holds a history: it is not read any more."""
+    if path.exists() or not (shared / "history.db").is_file():
+        return None
+    return (
+        f"this configuration's state is now kept in {path}, a folder of its own; the "
+        f"history, pauses and missed slots kept before in {shared} are not read: set "
+        f"settings.state_dir: {shared} to go on with them"
+    )
+
+
 def _prepare(path: Path) -> None:
     for folder in reversed([path, *path.parents]):
         if not folder.exists():
@@ -54,10 +67,12 @@ def create_private_file(path: Path) -> None:
 
 
 class InstanceLock:
-    """An exclusive lock on a file in the state directory, holding the owner's pid."""
+    """An exclusive lock on a file in the state directory, holding the owner's pid and
+    the configuration file it runs (a line each)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: Path) -> None:
         self.path = path
+        self.config = str(config)
         self._fd: int | None = None
 
     def acquire(self) -> None:
@@ -71,13 +86,17 @@ class InstanceLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 32).decode(errors="replace").strip()
+            holder = os.read(fd, 8192).decode(errors="replace").split("\n")
             os.close(fd)
-            pid = int(holder) if holder.isascii() and holder.isdigit() else None
-            raise AlreadyRunningError(self.path.parent, pid) from None
+            first = holder[0].strip()
+            pid = int(first) if first.isascii() and first.isdigit() else None
+            theirs = holder[1].strip() if len(holder) > 1 else ""
+            raise AlreadyRunningError(
+                self.path.parent, pid, theirs=theirs or None, ours=self.config
+            ) from None
         try:
             os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+            os.write(fd, f"{os.getpid()}\n{self.config}\n".encode())
         except OSError as error:
             os.close(fd)
             raise StateError(f"cannot write the lock {self.path}: {error.strerror}") from error
