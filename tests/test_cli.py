@@ -174,12 +174,23 @@ def test_jobs_json_lists_every_job(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(rows["export"]) >= {"name", "kind", "schedule", "next_run", "state", "groups"}
 
 
-def test_jobs_table_has_a_header_and_a_row_per_job(capsys: pytest.CaptureFixture[str]) -> None:
+def test_jobs_table_has_a_header_and_a_row_per_job_each_with_its_why(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    whys = {row["name"]: row["why"] for row in json.loads(call(capsys, "jobs", "--json",
+                                                               "-c", str(SAMPLE))[1])}  # fmt: skip
     status, out, _ = call(capsys, "jobs", "-c", str(SAMPLE))
     lines = out.splitlines()
     assert status == 0
     assert lines[0].split()[:4] == ["NAME", "KIND", "STATE", "NEXT"]
-    assert len(lines) == 17
+    rows = [i for i, line in enumerate(lines) if not line.startswith(" ")][1:]
+    assert [lines[i].split()[0] for i in rows] == list(whys)  # a row per job, in order
+    for row, end in zip(rows, [*rows[1:], len(lines)], strict=True):
+        said = lines[row + 1 : end]  # the job's why: indented, wrapped at 80 columns
+        assert said[0].startswith("  why: ")
+        assert all(len(line) <= 80 for line in said)
+        assert " ".join(line.strip() for line in said) == f"why: {whys[lines[row].split()[0]]}"
 
 
 def test_a_bad_config_exits_78_for_commands_other_than_validate(write_config: Write) -> None:

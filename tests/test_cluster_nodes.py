@@ -428,6 +428,7 @@ def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster)
             "SELECT 1 FROM tuisched_runs WHERE run_id = %s AND state = 'running'", run_id
         )
     )
+    _status_names_the_node_running(cluster, run_id, (a, b, c))
     stopped = c.cli("stop", run_id)
     assert stopped.returncode == 0, stopped.stderr
     wait_until(
@@ -441,6 +442,26 @@ def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster)
     ]
     for node in (a, b, c):
         assert node.stop() == 0
+
+
+def _status_names_the_node_running(cluster: Cluster, run_id: str, nodes: Sequence[Node]) -> None:
+    """`status` on a node that does not run `run_id` lists it with the node that does."""
+    ((owner,),) = cluster.rows(
+        "SELECT n.name FROM tuisched_runs AS r JOIN tuisched_nodes AS n ON n.node_id = r.owner "
+        "WHERE r.run_id = %s",
+        run_id,
+    )
+    other = next(node for node in nodes if node.path.parent.name != owner)
+
+    def listed() -> list[dict[str, Any]]:
+        runs = json.loads(other.cli("status", "--json").stdout)["runs"]
+        return [run for run in runs if run["run_id"] == run_id]
+
+    wait_until(lambda: [run["node"] for run in listed()] == [owner], within=5)  # its next poll
+    heading, *rows = other.cli("status").stdout.split("\n\n", 1)[1].splitlines()
+    assert heading.split()[-1] == "NODE"
+    (row,) = [row for row in rows if row.startswith(run_id)]
+    assert row.split()[-1] == owner
 
 
 def test_pauses_and_resumes_across_busy_nodes_leave_every_slot_a_row_and_run_none_twice(

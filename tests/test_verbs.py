@@ -4,12 +4,15 @@ plain line and exit 69 when none runs."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,6 +50,74 @@ def test_status_says_what_runs(config: Path, scheduler: subprocess.Popen[str]) -
     status, out, _ = run("status", "--json", "-c", str(config))
     data = json.loads(out)
     assert (data["state"], data["pid"], data["jobs"]) == ("running", scheduler.pid, 4)
+
+
+def test_status_lists_each_run_in_progress_and_jobs_says_why(tmp_path: Path) -> None:
+    config = write_config(tmp_path, JOBS, settings="timezone: Asia/Kolkata")  # +05:30
+    with listening(config) as scheduler:
+        run_id = run("trigger", "slow", "-c", str(config))[1].strip()
+        said = _status_when(config, lambda data: bool(data["runs"] and data["runs"][0]["pid"]))
+        (listed,) = said["runs"]
+        assert (listed["run_id"], listed["job"], listed["state"]) == (run_id, "slow", "RUNNING")
+        assert _parent_of(listed["pid"]) == scheduler.pid  # the run's own process
+        assert listed["started_at"].endswith("+05:30")
+        assert listed["elapsed"] >= 0
+        assert said["started_at"].endswith("+05:30")  # the scheduler's too, as its runs'
+        # The same instant, written as `history --json` writes it.
+        assert listed["started_at"] == _history_started(config, run_id)
+
+        status, out, _ = run("status", "-c", str(config))
+        assert status == 0
+        heading, row = out.split("\n\n", 1)[1].splitlines()
+        cells = _cells(heading, row)
+        assert list(cells) == ["RUN ID", "JOB", "STATE", "PID", "STARTED", "ELAPSED"]
+        started = datetime.fromisoformat(listed["started_at"]).isoformat(" ", "seconds")
+        assert cells == {
+            "RUN ID": run_id, "JOB": "slow", "STATE": "RUNNING", "PID": str(listed["pid"]),
+            "STARTED": started, "ELAPSED": cells["ELAPSED"],
+        }  # fmt: skip
+        assert re.fullmatch(r"\d+s|\d+m\d\ds", cells["ELAPSED"]), cells
+
+        lines = run("jobs", "-c", str(config))[1].splitlines()
+        slow = next(i for i, line in enumerate(lines) if line.startswith("slow "))
+        assert lines[slow + 1].startswith(f"  why: running run {run_id} since ")
+
+
+def _status_when(config: Path, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """`status --json` once `ready` holds of it (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while not ready(said := json.loads(run("status", "--json", "-c", str(config))[1])):
+        assert time.monotonic() < deadline, said
+        time.sleep(0.1)  # the scheduler is another process: ask again
+    return said
+
+
+def _history_started(config: Path, run_id: str) -> str:
+    """When `history --json` says run `run_id` started (once its row has it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        runs = json.loads(run("history", "--json", "-c", str(config))[1])
+        started = next((r["started_at"] for r in runs if r["run_id"] == run_id), None)
+        if started is not None:
+            return str(started)
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.1)  # the row is written by the scheduler's process
+
+
+def _parent_of(pid: int) -> int:
+    """The parent of process `pid`, from /proc."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _cells(heading: str, row: str) -> dict[str, str]:
+    """`row` cut where the columns of `heading` begin: lined up, each cell is whole."""
+    names = re.findall(r"\S+(?: \S+)*", heading)  # names of one or two words ("RUN ID")
+    starts = [heading.index(name) for name in names]
+    ends = [*starts[1:], None]
+    for start in starts[1:]:
+        assert row[start - 2 : start] == "  ", (heading, row)  # a column's cells begin here
+    return {name: row[a:b].strip() for name, a, b in zip(names, starts, ends, strict=True)}
 
 
 def test_pause_and_resume_every_form(config: Path, scheduler: subprocess.Popen[str]) -> None:

@@ -97,7 +97,7 @@ def _parser() -> argparse.ArgumentParser:
     upstream.set_defaults(func=_upstream)
 
     jobs = commands.add_parser(
-        "jobs", parents=[config], help="list every job: kind, schedule, next run, state"
+        "jobs", parents=[config], help="list every job: kind, schedule, next run, state, why"
     )
     jobs.add_argument("--json", action="store_true", help="print a JSON array")
     jobs.set_defaults(func=_jobs)

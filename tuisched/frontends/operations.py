@@ -25,7 +25,7 @@ from tuisched.domain.errors import (
     UnknownJobError,
     one_line,
 )
-from tuisched.domain.schedule.duration import format_elapsed
+from tuisched.domain.schedule.duration import format_age
 from tuisched.domain.views import (
     BackfillPlan,
     HistoryQuery,
@@ -33,11 +33,14 @@ from tuisched.domain.views import (
     MissedSlots,
     Pause,
     PauseKind,
+    RunStatus,
+    SchedulerState,
     SchedulerStatus,
 )
 from tuisched.domain.wire import encode
 from tuisched.frontends.exits import EX_USAGE, unavailable
 from tuisched.frontends.lookup import config_path
+from tuisched.frontends.table import write_table
 from tuisched.runtime.control import BlockingControl, control_socket, describe_client
 
 if TYPE_CHECKING:
@@ -76,15 +79,17 @@ def _remote(args: argparse.Namespace) -> BlockingControl:
 
 @_verb
 def status(control: BlockingControl, args: argparse.Namespace) -> int:
-    """`status`: the scheduler at a glance."""
+    """`status`: the scheduler at a glance, and each run in progress."""
     scheduler = control.status()
+    runs = _runs_in_progress(control, scheduler)
+    now, zone = datetime.now(UTC), _zone(scheduler.timezone)
     if args.json:
-        json.dump(_status_json(scheduler), sys.stdout, indent=2)
+        json.dump(_status_json(scheduler, runs, now, zone), sys.stdout, indent=2)
         print()
         return 0
     up = ""
     if scheduler.started_at is not None:
-        up = f", up {format_elapsed(datetime.now(UTC) - scheduler.started_at)}"
+        up = f", up {format_age(now - scheduler.started_at)}"
     print(f"scheduler {scheduler.state} on {scheduler.node}, pid {scheduler.pid}{up}")
     print(f"config {scheduler.config_path}")
     print(f"jobs {scheduler.jobs}  groups {scheduler.groups}  running {scheduler.running}  "
@@ -93,17 +98,66 @@ def status(control: BlockingControl, args: argparse.Namespace) -> int:
     print("paused: " + (", ".join(str(p) for p in pauses) if pauses else "nothing"))
     if scheduler.cluster:
         print(f"cluster: {scheduler.cluster}")
+    if runs:
+        print()
+        _print_runs(runs, now, zone, nodes=bool(scheduler.cluster))
     return 0
 
 
-def _status_json(status: SchedulerStatus) -> dict[str, object]:
+def _runs_in_progress(
+    control: BlockingControl, scheduler: SchedulerStatus
+) -> tuple[RunStatus, ...]:
+    """The runs in progress (running, queued, waiting; in a cluster every node's), or none
+    while the scheduler starts or once it has stopped."""
+    if scheduler.state not in (SchedulerState.RUNNING, SchedulerState.STOPPING):
+        return ()
+    try:
+        return control.runs()
+    except SchedulerNotRunningError:  # it stopped since it said it ran
+        return ()
+
+
+def _print_runs(runs: Sequence[RunStatus], now: datetime, zone: ZoneInfo, *, nodes: bool) -> None:
+    """The runs in progress as a table: started in the scheduler's zone, with its offset."""
+    heading = ["RUN ID", "JOB", "STATE", "PID", "STARTED", "ELAPSED"]
+    rows = [[*heading, "NODE"] if nodes else heading]
+    for progress in runs:
+        run, started = progress.run, progress.run.started_at
+        row = [
+            run.run_id, run.job, run.state.value, str(run.pid) if run.pid else "-",
+            started.astimezone(zone).isoformat(" ", "seconds") if started else "-",
+            format_age(now - started) if started else "-",
+        ]  # fmt: skip
+        rows.append([*row, run.node or "-"] if nodes else row)
+    write_table(rows, sys.stdout)
+
+
+def _status_json(
+    status: SchedulerStatus, runs: Sequence[RunStatus], now: datetime, zone: ZoneInfo
+) -> dict[str, object]:
     return {
         "state": status.state.value, "node": status.node, "pid": status.pid,
-        "started_at": status.started_at.isoformat() if status.started_at else None,
+        "started_at": status.started_at.astimezone(zone).isoformat() if status.started_at else None,
         "config": str(status.config_path), "jobs": status.jobs, "groups": status.groups,
         "running": status.running, "queued": status.queued, "waiting": status.waiting,
         "paused": [{"kind": p.kind.value, "name": p.name} for p in status.pauses],
         "cluster": status.cluster or None,
+        "runs": [_run_json(progress, now, zone) for progress in runs],
+    }  # fmt: skip
+
+
+def _run_json(progress: RunStatus, now: datetime, zone: ZoneInfo) -> dict[str, object]:
+    """A run in progress, its times as `history --json` gives them (the scheduler's zone)."""
+    run, started = progress.run, progress.run.started_at
+    elapsed = max((now - started).total_seconds(), 0.0) if started else None
+    return {
+        "run_id": run.run_id, "job": run.job, "state": run.state.value,
+        "trigger": run.trigger.value, "pid": run.pid, "node": run.node or None,
+        "slot": run.slot.astimezone(zone).isoformat() if run.slot else None,
+        "queued_at": run.queued_at.astimezone(zone).isoformat(),
+        "started_at": started.astimezone(zone).isoformat() if started else None,
+        "elapsed": round(elapsed, 3) if elapsed is not None else None,
+        "status": progress.live_status, "waits_for": list(progress.waits_for),
     }  # fmt: skip
 
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+import textwrap
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, TextIO
 from zoneinfo import ZoneInfo
@@ -35,6 +37,7 @@ from tuisched.domain.views import HistoryQuery, JobStatus
 from tuisched.frontends.exits import UsageError
 from tuisched.frontends.lookup import config_path
 from tuisched.frontends.stats import BadOption, window
+from tuisched.frontends.table import table_lines
 from tuisched.runtime.control import read_config, require_driver
 
 if TYPE_CHECKING:  # the socket client loads for `jobs` and `history` only, not to validate
@@ -245,13 +248,22 @@ def _job_row(status: JobStatus) -> dict[str, object]:
 
 
 def _print_table(rows: list[dict[str, object]], out: TextIO) -> None:
+    """The jobs as a table, each followed by its `why` on an indented line (wrapped to
+    the terminal's width, 80 columns when there is none)."""
     columns = ("name", "kind", "state", "next_run", "schedule")
     table = [[c.upper().replace("_", " ") for c in columns]]
     table += [[str(row[c] if row[c] is not None else "-") for c in columns] for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns) - 1)]
-    for line in table:
-        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
-        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+    lines = table_lines(table)
+    width = max(shutil.get_terminal_size().columns, 40)
+    out.write(lines[0] + "\n")
+    for line, row in zip(lines[1:], rows, strict=True):
+        out.write(line + "\n")
+        if row["why"]:
+            why = textwrap.wrap(
+                str(row["why"]), width, initial_indent="  why: ", subsequent_indent="       ",
+                break_long_words=False, break_on_hyphens=False,
+            )  # fmt: skip
+            out.write("\n".join(why) + "\n")
 
 
 # --- history filters (issue 16) -----------------------------------------------------------

@@ -1,6 +1,6 @@
 """CLI verbs against the running scheduler, through its control socket (SPEC R22).
 
-    tuisched status [--json]                        the scheduler at a glance
+    tuisched status [--json]                        the scheduler at a glance, its runs
     tuisched pause JOB | --group G | --all          (and `resume`, the same forms)
     tuisched trigger JOB [--wait]                   run now; --wait follows it to its end
     tuisched stop RUN_ID | JOB [--kill]             stop a run, or every run of a job
@@ -33,7 +33,9 @@ MISSED_CHOICES = ("latest", "all", "skip")
 def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
               config: argparse.ArgumentParser) -> None:  # fmt: skip
     """Add the verbs to the command line's subcommands."""
-    status = commands.add_parser("status", parents=[config], help="the running scheduler")
+    status = commands.add_parser(
+        "status", parents=[config], help="the running scheduler and its runs"
+    )
     status.add_argument("--json", action="store_true", help="print a JSON object")
     status.set_defaults(func=_operation("status"))
     for name in ("pause", "resume"):
