@@ -54,16 +54,23 @@ def format_elapsed(value: timedelta) -> str:
     seconds = value.total_seconds()
     if seconds < 10:
         return f"{seconds:.2g}s" if seconds < 1 else f"{seconds:.1f}s"
-    return format_age(value)
+    if seconds < 3600:
+        minutes, rest = divmod(int(seconds), 60)
+        return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
+    hours, rest = divmod(int(seconds) // 60, 60)
+    return f"{hours}h{rest:02d}m"
 
 
 def format_age(value: timedelta) -> str:
     """A time still counting (a run's elapsed time, an uptime) for people, in whole
-    seconds: `3s`, `2m05s`, then `1h02m` (seconds dropped). Never negative: a clock
-    that is a little behind another reads `0s`."""
+    seconds: `3s`, `42s`, then two units, the smaller zero-padded: `2m05s`, `1h02m`,
+    `3d04h`. Never negative: a clock a little behind another reads `0s`."""
     seconds = max(int(value.total_seconds()), 0)
-    if seconds < 3600:
-        minutes, rest = divmod(seconds, 60)
-        return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
-    hours, rest = divmod(seconds // 60, 60)
-    return f"{hours}h{rest:02d}m"
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes}m{seconds % 60:02d}s"
+    if minutes < 24 * 60:
+        return f"{minutes // 60}h{minutes % 60:02d}m"
+    return f"{minutes // (24 * 60)}d{minutes // 60 % 24:02d}h"
