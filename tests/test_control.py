@@ -222,6 +222,27 @@ async def test_an_offline_edit_is_pending_until_reloaded(tmp_path: Path) -> None
         assert not await control.reload()
 
 
+async def test_a_save_the_watcher_has_not_looked_at_yet_is_pending_all_the_same(
+    tmp_path: Path,
+) -> None:
+    # `edit the file; tuisched reload` in a script asks before the watcher's debounce is
+    # over: "nothing to reload" would be false then.
+    path = _config(tmp_path)
+    async with running(path) as (runtime, _):
+        control = LocalControl(runtime, actor=ACTOR)
+        path.write_text(path.read_text().replace("every: 1 hour", "every: 2 hours"))
+        pending = await control.pending_edit()  # no look() first: the watcher has not run
+        assert (pending.present, pending.valid, pending.summary) == (True, True, "+0 -0 ~1 jobs")
+        assert pending.details[0] == "~ hourly"
+        assert pending.lines[0] == "reloading would apply: +0 -0 ~1 jobs"  # the banner's words
+        assert "reloading" not in " ".join(pending.details)  # a report's own words go above
+        path.write_text("jobs: [")
+        broken = await control.pending_edit()
+        assert (broken.present, broken.valid) == (True, False)
+        assert broken.details == tuple(broken.lines[1:])  # the problems, without the heading
+        assert broken.details[0].startswith(f"{path}:2: YAML syntax error")
+
+
 async def test_the_plan_of_a_job_and_what_its_runs_wait_for(tmp_path: Path) -> None:
     jobs = """
     export: {command: [/bin/true], schedule: {cron: "30 1 * * *"}}

@@ -185,15 +185,31 @@ def test_reload_reports_what_it_applied(config: Path, scheduler: subprocess.Pope
         config.read_text().replace("jobs:\n", "jobs:\n  added: {command: [/bin/true], "
                                    "schedule: manual}\n", 1)
     )  # fmt: skip
+    # At once, as a script does: before the watcher has looked at the save.
     status, out, _ = run("reload", "-c", str(config))
-    assert status == 0
-    assert out.startswith("reloaded: +1 -0 ~0 jobs")
+    assert (status, out) == (0, "reloaded: +1 -0 ~0 jobs\n  + added\n")  # one answer, once
     assert json.loads(run("status", "--json", "-c", str(config))[1])["jobs"] == 5
+    nothing = "the file on disk is the configuration in force: nothing to reload\n"
+    assert run("reload", "-c", str(config))[:2] == (0, nothing)  # true: it was just applied
+    config.write_text(config.read_text().replace("[/bin/true]", "[/bin/echo]", 1))
+    status, out, _ = run("reload", "--json", "-c", str(config))
+    assert (status, json.loads(out)) == (0, {
+        "outcome": "reloaded", "summary": "reloaded: +0 -0 ~1 jobs",
+        "lines": ["~ added", "    command: /bin/true -> /bin/echo"],
+    })  # fmt: skip
+    config.write_text(config.read_text() + "# a comment changes no job\n")
+    status, out, _ = run("reload", "-c", str(config))
+    assert (status, out) == (0, "reloaded: no job, group or setting changed\n")
     config.write_text(config.read_text().replace("added:", "added: [", 1))
     status, out, _ = run("reload", "--json", "-c", str(config))
     report = json.loads(out)
     assert (status, report["outcome"]) == (1, "refused")
-    assert any("tuisched.yaml:" in line for line in report["lines"]), report
+    assert report["lines"]
+    assert all(line.startswith(f"{config}:") for line in report["lines"])
+    status, out, err = run("reload", "-c", str(config))
+    assert (status, out) == (1, "")
+    assert err.startswith("refused: the file on disk is not valid; nothing changed\n  ")
+    assert "reloading would" not in err
     assert json.loads(run("status", "--json", "-c", str(config))[1])["jobs"] == 5
     del scheduler
 

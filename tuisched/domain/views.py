@@ -240,6 +240,9 @@ class PendingEdit:
     """The job-level diff, or the problems, ready to show."""
     summary: str = ""
     """`+1 -0 ~3 jobs` for a valid edit."""
+    details: tuple[str, ...] = ()
+    """`lines` without their heading: the changes, one a line, or the problems (what a
+    report of the reload lists under its own words)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -231,10 +231,11 @@ def reload(control: BlockingControl, args: argparse.Namespace) -> int:
         )
         return 0
     if control.reload():
-        _report(args, "reloaded", f"reloaded: {pending.summary}", pending.lines)
+        summary = pending.summary or "no job, group or setting changed"
+        _report(args, "reloaded", f"reloaded: {summary}", pending.details)
         return 0
-    lines = control.pending_edit().lines
-    _report(args, "refused", "refused: the file on disk is not valid; nothing changed", lines)
+    problems = control.pending_edit().details
+    _report(args, "refused", "refused: the file on disk is not valid; nothing changed", problems)
     return 1
 
 

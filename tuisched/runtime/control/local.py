@@ -73,6 +73,7 @@ from tuisched.domain.views import (
 )
 from tuisched.runtime.cluster.rules import cluster_text
 from tuisched.runtime.configfiles import parse_config
+from tuisched.runtime.configtext import read_config_text
 from tuisched.runtime.control.reading import (
     audit_chunk,
     job_plan,
@@ -308,12 +309,13 @@ class LocalQueries:
         return source.text if source is not None else self._runtime.config_text
 
     async def pending_edit(self) -> PendingEdit:
+        """The file on disk as it reads now: a save the watcher has not looked at yet (its
+        events are debounced) is an offline edit all the same."""
         source = self._runtime.source
-        pending = source.pending if source is not None else None
-        if source is None or pending is None:
-            return PendingEdit(lines=("no offline edit: the file on disk is what is running",))
+        if source is None:
+            return _NO_EDIT
         live, now = self._runtime.config, self._runtime.now()
-        return await in_thread(Lane.CONFIG, _pending, pending, source.path, live, now)
+        return await in_thread(Lane.CONFIG, _pending, source.text, source.path, live, now)
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
         source = self._runtime.source
@@ -636,9 +638,16 @@ def _change(edit: ConfigEdit) -> Callable[[ConfigDocument], None]:
     return operations[edit.target, edit.action]
 
 
-def _pending(text: str, path: Path, live: Config, now: datetime) -> PendingEdit:
-    """What reloading `text` would change (parsing a big file takes a while: in a thread)."""
+_NO_EDIT = PendingEdit(lines=("no offline edit: the file on disk is what is running",))
+
+
+def _pending(in_force: str, path: Path, live: Config, now: datetime) -> PendingEdit:
+    """What reloading the file at `path` would change from `in_force` (blocking: reading
+    and parsing a big file takes a while)."""
     try:
+        text = read_config_text(path)
+        if text == in_force:
+            return _NO_EDIT
         candidate = parse_config(text, path)
     except ConfigError as error:
         problems = tuple(str(problem) for problem in error.problems) or (str(error),)
@@ -646,11 +655,11 @@ def _pending(text: str, path: Path, live: Config, now: datetime) -> PendingEdit:
             f"the file on disk does not validate ({len(problems)} problems);"
             " reloading would change nothing:"
         )
-        return PendingEdit(present=True, valid=False, lines=(head, *problems))
+        return PendingEdit(present=True, valid=False, lines=(head, *problems), details=problems)
     diff = config_diff(live, candidate, now)
     if diff.empty:
         lines: tuple[str, ...] = ("the file on disk differs, but no job, group or setting changes",)
         return PendingEdit(present=True, lines=lines)
-    summary = diff.summary()
+    summary, details = diff.summary(), tuple(diff.lines())
     head = f"reloading would apply: {summary}"
-    return PendingEdit(present=True, lines=(head, "", *diff.lines()), summary=summary)
+    return PendingEdit(present=True, lines=(head, "", *details), summary=summary, details=details)

@@ -119,7 +119,8 @@ class SchedulerQueries(Protocol):
         ...
 
     async def pending_edit(self) -> PendingEdit:
-        """The offline edit of the file, if any, and what reloading it would change."""
+        """The file on disk as it reads now (an offline edit, even one the watcher has not
+        seen yet), and what reloading it would change."""
         ...
 
     async def job_definition(self, name: str) -> Mapping[str, object] | None:
