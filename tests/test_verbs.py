@@ -222,6 +222,10 @@ def test_without_a_scheduler_verbs_exit_69_and_logs_reads_the_files(config: Path
             f"tuisched: no scheduler is running on {config.parent}/state "
             f"(nothing answers on {config.parent}/state/control.sock)\n"
         )
+    status, _, err = run("missed", "-c", str(config))
+    assert status == 69
+    assert err.endswith("; missed slots are listed by a running scheduler (it records "
+                        "those of its downtime when it starts)\n")  # fmt: skip
     assert run("run", "hello", "-c", str(config))[0] == 0  # leaves a run in the files
     status, out, _ = run("logs", "hello", "-c", str(config))
     assert (status, out) == (0, "hello\nworld\n")

@@ -53,14 +53,17 @@ FOLLOW_SECONDS = 0.5
 Verb = Callable[[BlockingControl, argparse.Namespace], int]
 
 
-def _verb(verb: Verb) -> Callable[[argparse.Namespace], int]:
-    """A verb against the running scheduler: exit 69 with one line when there is none."""
+def _verb(verb: Verb, *, when_none: str = "") -> Callable[[argparse.Namespace], int]:
+    """A verb against the running scheduler: exit 69 with one line when there is none
+    (ending with `when_none`, where the reason it needs one is not plain)."""
 
     def run(args: argparse.Namespace) -> int:
         try:
             with _remote(args) as control:
                 return verb(control, args)
         except SchedulerNotRunningError as error:
+            if when_none:
+                error = SchedulerNotRunningError(f"{error}; {when_none}")
             return unavailable(error)
 
     return run
@@ -303,8 +306,7 @@ def _newest_run(control: BlockingControl, job: str) -> str | None:
 # --- the downtime ledger (SPEC R25) ---------------------------------------------------------
 
 
-@_verb
-def missed(control: BlockingControl, args: argparse.Namespace) -> int:
+def _missed(control: BlockingControl, args: argparse.Namespace) -> int:
     """`missed`: each job's missed slots."""
     entries = control.missed()
     if args.json:
@@ -322,6 +324,13 @@ def missed(control: BlockingControl, args: argparse.Namespace) -> int:
         print(f"  policy: {entry.policy}")
         print(f"  {entry.decided or 'waits for a decision: tuisched missed decide'}")
     return 0
+
+
+missed = _verb(
+    _missed,
+    when_none="missed slots are listed by a running scheduler (it records those of its "
+    "downtime when it starts)",
+)
 
 
 def _zone(name: str) -> ZoneInfo:
