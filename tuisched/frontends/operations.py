@@ -62,7 +62,7 @@ def _verb(verb: Verb, *, when_none: str = "") -> Callable[[argparse.Namespace], 
             with _remote(args) as control:
                 return verb(control, args)
         except SchedulerNotRunningError as error:
-            if when_none:
+            if when_none and not isinstance(error, OtherConfigurationError):
                 error = SchedulerNotRunningError(f"{error}; {when_none}")
             return unavailable(error)
 
