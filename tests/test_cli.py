@@ -324,22 +324,38 @@ def test_the_console_without_a_terminal_says_so_and_starts_nothing(tmp_path: Pat
     from .runtime_fixtures import listening, write_config
 
     config = write_config(tmp_path, "idle: {command: [/bin/true], schedule: manual}")
-    needs = "tuisched: the console needs a terminal, and {} not one; run it in a terminal, "
-    needs += "or `tuisched --no-ui` to run the scheduler headless\n"
-    assert run("-c", str(config)) == (2, "", needs.format("stdin and stderr are"))
+    needs = "tuisched: the console needs a terminal, and {} not one; run it in a terminal"
+    hosting = needs + ", or `tuisched --no-ui` to run the scheduler headless\n"
+    attaching = needs + " (the scheduler runs on: `tuisched status`, `jobs` and `logs` need none)\n"
+    everything = "stdin, stdout and stderr are"
+    assert run("-c", str(config)) == (2, "", hosting.format(everything))
     assert not (tmp_path / "state" / "tuisched.lock").exists()  # no scheduler was started
-    far, near = os.openpty()  # stderr a terminal, stdin not one
-    with subprocess.Popen(
-        [sys.executable, "-m", "tuisched", "-c", str(config)], cwd=REPO,
-        stdin=subprocess.DEVNULL, stderr=near,
+    assert _on_a_terminal(config, stdin=False) == (2, hosting.format("stdin is"), "")
+    assert _on_a_terminal(config, stdout=False) == (2, hosting.format("stdout is"), "")
+    assert not (tmp_path / "state" / "tuisched.lock").exists()
+    with listening(config):  # attaching needs a terminal as much
+        assert run("attach", "-c", str(config)) == (2, "", attaching.format(everything))
+        said = _on_a_terminal(config, "attach", stdout=False)
+        assert said == (2, attaching.format("stdout is"), "")
+
+
+def _on_a_terminal(
+    config: Path, *argv: str, stdin: bool = True, stdout: bool = True
+) -> tuple[int, str, str]:
+    """`tuisched ARGV` with stderr on a terminal, and stdin and stdout too unless told:
+    (status, what the terminal shows, what went to the file that stood for stdout)."""
+    far, near = os.openpty()
+    out = config.parent / "out"
+    with out.open("w") as file, subprocess.Popen(
+        [sys.executable, "-m", "tuisched", *argv, "-c", str(config)], cwd=REPO,
+        stdin=near if stdin else subprocess.DEVNULL, stdout=near if stdout else file,
+        stderr=near,
     ) as console:  # fmt: skip
         os.close(near)
-        assert console.wait(timeout=30) == 2
+        status = console.wait(timeout=30)
     said = os.read(far, 4096).replace(b"\r\n", b"\n").decode()
     os.close(far)
-    assert said == needs.format("stdin is")
-    with listening(config):  # attaching needs a terminal as much
-        assert run("attach", "-c", str(config)) == (2, "", needs.format("stdin and stderr are"))
+    return status, said, out.read_text()
 
 
 def test_the_version_and_the_help_load_only_the_grammar() -> None:

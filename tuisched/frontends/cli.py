@@ -43,12 +43,23 @@ STATS_SORTS = ("job", "runs", "failures", "rate", "p50", "p95", "duration")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    parser = _parser()
-    args = parser.parse_args(argv)
-    from tuisched.frontends.exits import finish  # noqa: PLC0415  (the errors load once one runs)
+    """Run the command line; return the exit status.
 
-    return finish(parser, args.func, args)
+    A reader that goes away early (`tuisched jobs --json | head -1`) ends any
+    command quietly, here for all of them, with the status `cat` has then.
+    """
+    try:
+        parser = _parser()
+        args = parser.parse_args(argv)  # --help and --version print, then exit
+        from tuisched.frontends.exits import finish  # noqa: PLC0415  (the errors load once one runs)
+
+        status = finish(parser, args.func, args)
+        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+    except BrokenPipeError:
+        from tuisched.frontends.exits import reader_gone  # noqa: PLC0415
+
+        return reader_gone()
+    return status
 
 
 def _parser() -> argparse.ArgumentParser:

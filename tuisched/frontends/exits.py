@@ -2,15 +2,17 @@
 
 0 success; 1 a check failed or a named thing does not exist; 2 a usage error;
 69 (EX_UNAVAILABLE) a verb found no running scheduler; 78 (EX_CONFIG) no valid
-configuration could be read. A run's own end, for `tuisched run` and
-`trigger --wait`, is `exit_status`. `finish` runs a command and turns a user
-error into its line and status. The commands read them here, so that none
-needs another command's module to say how it ended.
+configuration could be read; 141 the reader of stdout went away (`| head`).
+A run's own end, for `tuisched run` and `trigger --wait`, is `exit_status`.
+`finish` runs a command and turns a user error into its line and status. The
+commands read them here, so that none needs another command's module to say
+how it ended.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -20,6 +22,8 @@ from tuisched.domain.runs import Result, RunRecord, RunState
 EX_USAGE = 2
 EX_UNAVAILABLE = 69
 EX_CONFIG = 78
+EX_PIPE = 141
+"""The reader of stdout went away: 128 + SIGPIPE, what a shell says of `cat` then."""
 
 
 class UsageError(TuischedError):
@@ -51,6 +55,19 @@ def unavailable(error: SchedulerNotRunningError) -> int:
     """Say in one line that no scheduler runs; the status for it."""
     print(f"tuisched: {one_line(str(error))}", file=sys.stderr)
     return EX_UNAVAILABLE
+
+
+def reader_gone() -> int:
+    """stdout's reader closed the pipe (`| head -1`): say nothing more, as `cat` does.
+
+    Python ignores SIGPIPE (a socket closed under a write must not kill the
+    process), so a closed pipe is a BrokenPipeError; stdout then points at
+    /dev/null, so that the interpreter's last flush at exit finds no pipe to break.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EX_PIPE
 
 
 def exit_status(run: RunRecord) -> int:

@@ -7,7 +7,8 @@ scheduled one: retries, timeout, history and audit log. With `--fire-events`
 its alerts are sent and its `after` dependants run in the foreground too.
 The exit status follows the job asked for (its last attempt): 0 success;
 the job's own exit code for a failed command; 124 timed out; 127 could not
-launch; 130 stopped; 1 any other failure.
+launch; 130 stopped; 1 any other failure. A reader of the output that goes away
+(`| head`) reads no more of it; the run goes on to its end.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import TextIO
 from tuisched.domain.events import Event, RunFinished, RunNotStarted, RunOutputWritten
 from tuisched.domain.runs import Result
 from tuisched.domain.text import plain_text
-from tuisched.frontends.exits import exit_status
+from tuisched.frontends.exits import exit_status, reader_gone
 from tuisched.runtime.control import LocalScheduler, who
 
 
@@ -57,8 +58,11 @@ async def _main(scheduler: LocalScheduler, job: str, out: TextIO, err: TextIO) -
 def _show(event: Event, out: TextIO, err: TextIO) -> None:
     """Output lines to stdout; how each run ended to stderr."""
     if isinstance(event, RunOutputWritten):
-        out.write("".join(f"{line}\n" for line in event.lines))
-        out.flush()
+        try:
+            out.write("".join(f"{line}\n" for line in event.lines))
+            out.flush()
+        except BrokenPipeError:  # the reader went away (`| head`): the run goes on unread
+            reader_gone()
     elif isinstance(event, RunFinished | RunNotStarted):
         run = event.run
         if run.result is Result.DEPENDENCY:

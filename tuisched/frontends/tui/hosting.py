@@ -70,7 +70,7 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
     # Read once, here: a file that does not validate is reported at once, and the child
     # inherits what was read (100,000 jobs take seconds to read).
     scheduler = LocalScheduler.from_file(config_path)
-    if not _has_terminal():
+    if not _has_terminal(HEADLESS_HINT):
         return EX_USAGE
     return _host_in_child(scheduler)
 
@@ -93,10 +93,10 @@ async def _attach(config_path: Path, *, read_only: bool, notice: str | None) -> 
         except ControlError as error:  # another protocol version: the line names both
             print(f"tuisched: {error}", file=sys.stderr)
             return 1
+        if not _has_terminal(ATTACHED_HINT):
+            return EX_USAGE
         if notice is not None:
             print(f"tuisched: {notice}", file=sys.stderr)
-        if not _has_terminal():
-            return EX_USAGE
         app = TuischedApp(control, read_only=read_only, notice=notice)
         await app.run_async()
         return app.return_code or 0
@@ -104,17 +104,28 @@ async def _attach(config_path: Path, *, read_only: bool, notice: str | None) -> 
         await control.close()
 
 
-def _has_terminal() -> bool:
-    """Whether the console has a terminal to read keys from and draw on (stdin and
-    stderr, as Textual uses them); says why not otherwise. Without one, the first read
-    would find its end and the console would close as if the terminal had gone."""
-    streams = {"stdin": sys.stdin, "stderr": sys.stderr}
+HEADLESS_HINT = ", or `tuisched --no-ui` to run the scheduler headless"
+"""What a console without a terminal points to when it would host the scheduler."""
+ATTACHED_HINT = " (the scheduler runs on: `tuisched status`, `jobs` and `logs` need none)"
+"""What it points to when a scheduler already runs (attaching)."""
+
+
+def _has_terminal(hint: str) -> bool:
+    """Whether the console has a terminal on stdin, stdout and stderr; says why not
+    otherwise, with `hint` (what to run instead), in one line.
+
+    Textual reads keys from stdin and draws on stderr: without a terminal there the
+    first read finds its end and the console closes as if the terminal had gone, or
+    its escape codes go to a file. A stdout that is not a terminal (`> out`, `| less`)
+    means a script that wanted lines, not a screen.
+    """
+    streams = {"stdin": sys.stdin, "stdout": sys.stdout, "stderr": sys.stderr}
     missing = [name for name, stream in streams.items() if stream is None or not stream.isatty()]
     if missing:
+        names = ", ".join(missing[:-1]) + " and " + missing[-1] if missing[1:] else missing[0]
         print(
-            f"tuisched: the console needs a terminal, and {' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not one; run it in a terminal, "
-            "or `tuisched --no-ui` to run the scheduler headless",
+            f"tuisched: the console needs a terminal, and {names} "
+            f"{'are' if missing[1:] else 'is'} not one; run it in a terminal{hint}",
             file=sys.stderr,
         )
     return not missing
