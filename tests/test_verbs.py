@@ -253,7 +253,7 @@ def test_curl_reads_the_socket_and_a_shutdown_through_it_ends_the_headless_sched
 def test_verbs_load_only_the_socket_client(config: Path, scheduler: subprocess.Popen[str]) -> None:
     run_id = run("trigger", "slow", "-c", str(config))[1].strip()
     for verb in (["status", "--json"], ["pause", "tick"], ["resume", "tick"],
-                 ["trigger", "hello"], ["reload"], ["missed"], ["logs", "hello", "--run", run_id],
+                 ["trigger", "hello"], ["reload"], ["missed"], ["logs", "slow", "--run", run_id],
                  ["stop", run_id]):  # fmt: skip
         modules = loaded_by(*verb, "-c", str(config))
         assert "tuisched.runtime.control.blocking" in modules, verb  # it did ask the socket

@@ -217,6 +217,9 @@ class OutputChunk:
     """`file` (the run's output file), `tail` (only the tail the history kept) or `none`."""
     running: bool = False
     """True while the run still writes output."""
+    run: RunRecord | None = None
+    """The run as it stood when read: its state, and why it did not start or how it
+    ended (None from a scheduler that does not say)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

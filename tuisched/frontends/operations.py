@@ -25,6 +25,7 @@ from tuisched.domain.errors import (
     UnknownJobError,
     one_line,
 )
+from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_age
 from tuisched.domain.views import (
     BackfillPlan,
@@ -281,26 +282,75 @@ def _offline(args: argparse.Namespace) -> BlockingControl:
 def _print_logs(control: BlockingControl, args: argparse.Namespace) -> int:
     run_id = args.run or _newest_run(control, args.job)
     if run_id is None:
-        print(f"tuisched: job '{args.job}' has no run yet", file=sys.stderr)
-        return 1
+        return _no_run(control, args)
     chunk = control.output(run_id)
+    if chunk.job != args.job:  # a run id names its job: say which, print nothing of it
+        raise TuischedError(
+            f"run {run_id} is a run of job '{chunk.job}', not of '{args.job}' "
+            f"(tuisched logs {chunk.job} --run {run_id})"
+        )
     while True:
         for line in chunk.lines:
             print(line)
         sys.stdout.flush()
-        if not (args.follow and chunk.running):
-            return 0
+        if not (args.follow and (chunk.running or _not_yet(chunk.run))):
+            break
         time.sleep(FOLLOW_SECONDS)
         chunk = control.output(run_id, offset=chunk.next_offset)
+    run = chunk.run
+    if run is not None and run.state in _NEVER_RAN and not chunk.lines:
+        return _never_ran(run)
+    return 0
+
+
+_NEVER_RAN = {
+    RunState.NOT_STARTED: "did not start",
+    RunState.MISSED: "never ran",
+    RunState.QUEUED: "has not started yet",
+    RunState.WAITING: "has not started yet",
+}
+"""What `logs` says of a run that has no output because no process of it ran."""
+
+
+def _not_yet(run: RunRecord | None) -> bool:
+    """Whether `run` is still to start (`logs -f` waits for it)."""
+    return run is not None and run.state in (RunState.QUEUED, RunState.WAITING)
+
+
+def _never_ran(run: RunRecord) -> int:
+    """Say in one line why `run` has no output (its reason, state and result); status 1."""
+    why = one_line(run.reason or run.status)
+    result = f", {run.result}" if run.result is not None else ""
+    code = f", exit {run.exit_code}" if run.exit_code is not None else ""
+    print(
+        f"tuisched: run {run.job}#{run.run_id} {_NEVER_RAN[run.state]}"
+        f"{': ' + why if why else ''} ({run.state}{result}{code})",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _no_run(control: BlockingControl, args: argparse.Namespace) -> int:
+    """`logs JOB` for a job without runs: one that has none yet, or no job by that name."""
+    if control.jobs((args.job,)):
+        print(f"tuisched: job '{args.job}' has no run yet", file=sys.stderr)
+        return 1
+    from tuisched.domain.config.values import nearest  # noqa: PLC0415  (only to fail)
+
+    hint = nearest(args.job, frozenset(job.name for job in control.jobs()))
+    raise TuischedError(f"{UnknownJobError(args.job)} in {config_path(args)}{hint}")
 
 
 def _newest_run(control: BlockingControl, job: str) -> str | None:
+    """The job's newest run that started, else its newest run of any kind (which `logs`
+    says did not start), else None."""
     live = [s.run for s in control.runs() if s.run.job == job and s.run.started_at]
     if live:
         return max(live, key=lambda run: run.started_at or datetime.min.replace(tzinfo=UTC)).run_id
     past = control.history(HistoryQuery(job=job, limit=50))
     launched = [run for run in past if run.started_at is not None]  # skipped runs have none
-    return launched[0].run_id if launched else None
+    newest = launched or past
+    return newest[0].run_id if newest else None
 
 
 # --- the downtime ledger (SPEC R25) ---------------------------------------------------------

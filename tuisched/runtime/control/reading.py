@@ -51,14 +51,14 @@ async def output_chunk(
         )
     except FileNotFoundError:
         if running:  # no output yet
-            return OutputChunk(run_id=run.run_id, job=run.job, running=True)
+            return OutputChunk(run_id=run.run_id, job=run.job, running=True, run=run)
         if run.output_tail:
             tail = tuple(run.output_tail.split("\n"))
-            return OutputChunk(run_id=run.run_id, job=run.job, source="tail", lines=tail)
-        return OutputChunk(run_id=run.run_id, job=run.job, source="none")
+            return OutputChunk(run_id=run.run_id, job=run.job, source="tail", lines=tail, run=run)
+        return OutputChunk(run_id=run.run_id, job=run.job, source="none", run=run)
     return OutputChunk(
         run_id=run.run_id, job=run.job, lines=tuple(lines), offset=start, next_offset=end,
-        running=running,
+        running=running, run=run,
     )  # fmt: skip
 
 
