@@ -154,6 +154,8 @@ class PythonSpec:
     in_thread: bool = False
     """`isolation: thread`: run in a thread of the scheduler (fast, not contained) instead of
     a child process of its own (the default)."""
+    line: int = field(default=0, compare=False)
+    """Line of the `python:` value in the configuration file (0: not from a file)."""
 
     def describe(self) -> str:
         """The import target."""

@@ -91,13 +91,20 @@ def _instant(text: str, job: Job, option: str) -> datetime:
 
 
 def validate(args: argparse.Namespace) -> int:
-    """`tuisched validate`: OK with the counts, or every problem (exit 1)."""
+    """`tuisched validate`: OK with the counts, or every problem (exit 1). A file that
+    validates has its python jobs' targets imported too, in a child process."""
+    from tuisched.runtime.control import python_job_problems  # noqa: PLC0415  (validate only)
+
     try:
         config = _load(args)
         require_driver(config)  # cluster mode without the `postgres` extra is a problem too
     except ConfigError as error:
-        for problem in error.problems:
-            print(problem)
+        problems = error.problems
+    else:
+        problems = tuple(python_job_problems(config))  # once the file is right: it runs code
+    for problem in problems:
+        print(problem)
+    if problems:
         return 1
     print(f"OK: {len(config.jobs)} jobs, {len(config.groups)} groups")
     return 0

@@ -163,7 +163,7 @@ class JobReader:
                     )
                 return None
             in_thread = how == "thread"
-        return PythonSpec(target=target, in_thread=in_thread)
+        return PythonSpec(target=target, in_thread=in_thread, line=value.line)
 
     def _command(self, value: Value, fields: dict[str, Entry]) -> CommandSpec | None:
         v = self.values

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         Subscription,
     )
     from tuisched.runtime.handlers.actions import who
+    from tuisched.runtime.importcheck import python_job_problems
     from tuisched.runtime.pgdriver import DriverMissingError, require_driver
 
 _HOMES = {
@@ -68,6 +69,7 @@ _HOMES = {
     "cluster_stats": "tuisched.runtime.control.cluster",
     "control_socket": "tuisched.runtime.control.protocol",
     "describe_client": "tuisched.runtime.control.protocol",
+    "python_job_problems": "tuisched.runtime.importcheck",
     "read_config": "tuisched.runtime.control.files",
     "require_driver": "tuisched.runtime.pgdriver",
     "scheduler_answers": "tuisched.runtime.control.protocol",
@@ -95,6 +97,7 @@ __all__ = [
     "cluster_stats",
     "control_socket",
     "describe_client",
+    "python_job_problems",
     "read_config",
     "require_driver",
     "scheduler_answers",
