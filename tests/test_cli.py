@@ -337,6 +337,8 @@ def test_the_console_without_a_terminal_says_so_and_starts_nothing(tmp_path: Pat
         assert run("attach", "-c", str(config)) == (2, "", attaching.format(everything))
         said = _on_a_terminal(config, "attach", stdout=False)
         assert said == (2, attaching.format("stdout is"), "")
+        said = _on_a_terminal(config, stdout=False)  # the console finds it and would attach
+        assert said == (2, attaching.format("stdout is"), "")
 
 
 def _on_a_terminal(

@@ -58,6 +58,8 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
     """`tuisched [--read-only]`: attach to the scheduler running here, or host one."""
     socket = control_socket(config_path)
     if scheduler_answers(socket):
+        if not _has_terminal(ATTACHED_HINT):  # before saying it attached
+            return EX_USAGE
         notice = f"a scheduler already runs on {socket.parent}: attached to it"
         return run_attach(config_path, read_only=read_only, notice=notice)
     if read_only:
