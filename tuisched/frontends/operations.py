@@ -289,16 +289,18 @@ def _print_logs(control: BlockingControl, args: argparse.Namespace) -> int:
             f"run {run_id} is a run of job '{chunk.job}', not of '{args.job}' "
             f"(tuisched logs {chunk.job} --run {run_id})"
         )
+    printed = False
     while True:
         for line in chunk.lines:
             print(line)
+        printed = printed or bool(chunk.lines)
         sys.stdout.flush()
         if not (args.follow and (chunk.running or _not_yet(chunk.run))):
             break
         time.sleep(FOLLOW_SECONDS)
         chunk = control.output(run_id, offset=chunk.next_offset)
     run = chunk.run
-    if run is not None and run.state in _NEVER_RAN and not chunk.lines:
+    if run is not None and run.state in _NEVER_RAN and not printed:
         return _never_ran(run)
     return 0
 
