@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from .runtime_fixtures import listening, write_config
+from .runtime_fixtures import REPO, listening, write_config
 from .test_cli import run
 
 JOBS = """
@@ -67,3 +70,25 @@ def test_a_run_that_could_not_launch_says_why(config: Path) -> None:
     )
     assert run("logs", "broken", "-c", str(config)) == (1, "", said)
     assert run("logs", "broken", "--run", broken, "-c", str(config)) == (1, "", said)
+
+
+def test_a_queued_run_has_not_started_yet_and_follow_waits_for_it(tmp_path: Path) -> None:
+    config = write_config(tmp_path, JOBS + 'slow: {command: "sleep 30", schedule: manual}',
+                          settings="max_workers: 1")  # fmt: skip
+    with listening(config):
+        slow = run("trigger", "slow", "-c", str(config))[1].strip()
+        deadline = time.monotonic() + 20
+        while json.loads(run("status", "--json", "-c", str(config))[1])["running"] != 1:
+            assert time.monotonic() < deadline, "slow never ran"
+            time.sleep(0.1)  # the run starts in another process
+        queued = run("trigger", "hello", "-c", str(config))[1].strip()  # behind slow
+        said = f"tuisched: run hello#{queued} has not started yet (QUEUED)\n"
+        assert run("logs", "hello", "--run", queued, "-c", str(config)) == (1, "", said)
+        with subprocess.Popen(
+            [sys.executable, "-m", "tuisched", "logs", "hello", "--run", queued, "-f",
+             "-c", str(config)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True,
+        ) as follower:  # fmt: skip
+            assert run("stop", slow, "-c", str(config))[0] == 0  # hello gets the worker
+            out, err = follower.communicate(timeout=30)
+        assert (follower.returncode, out, err) == (0, "hello\n", "")
