@@ -18,8 +18,9 @@ from zoneinfo import ZoneInfo
 
 from tuisched.domain.config import keys
 from tuisched.domain.config.crosschecks import check_alerts, check_dependencies
+from tuisched.domain.config.hints import top_key_hint
 from tuisched.domain.config.jobs import JobReader, check_name
-from tuisched.domain.config.sections import Sections, WebhookSections
+from tuisched.domain.config.sections import SETTINGS_KEYS, Sections, WebhookSections
 from tuisched.domain.config.values import Values, nearest
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value, read_yaml
 from tuisched.domain.errors import ConfigError, Problem
@@ -156,8 +157,9 @@ class _Interpreter:
         # `x-` keys hold YAML anchors for reuse (as in Compose files); they are not read.
         for key, entry in root.entries.items():
             if key not in keys.TOP_KEYS and not key.startswith("x-"):
-                near = nearest(key, keys.TOP_KEYS)
-                self.values.problem(entry.key_line, f"unknown top-level key '{key}'{near}")
+                inner = entry.value.entries if isinstance(entry.value, Map) else ()
+                hint = top_key_hint(key, inner, SETTINGS_KEYS)
+                self.values.problem(entry.key_line, f"unknown top-level key '{key}'{hint}")
         return {key: entry for key, entry in root.entries.items() if key in keys.TOP_KEYS}
 
     # --- groups ------------------------------------------------------------

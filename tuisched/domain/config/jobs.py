@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.config.hints import jobs_hint, stray_key_hint, unindented_keys_hint
 from tuisched.domain.config.keys import (
     COMMAND_KEYS,
     ISOLATIONS,
@@ -18,7 +20,7 @@ from tuisched.domain.config.keys import (
 from tuisched.domain.config.sections import Sections
 from tuisched.domain.config.triggers import TriggerReader
 from tuisched.domain.config.values import Values
-from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value
+from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Seq, Value
 from tuisched.domain.model import (
     AtSchedule,
     CommandSpec,
@@ -57,16 +59,40 @@ class JobReader:
             )
             return {}
         if not isinstance(value, Map):
-            self.values.problem(value.line, "jobs must map each job name to its definition")
+            hint = _section_hint(value)
+            self.values.problem(value.line, f"jobs must map each job name to its definition{hint}")
             return {}
         zone = settings.timezone if settings is not None else ZoneInfo("UTC")
         jobs = {}
+        misplaced = self._misplaced_keys(value.entries)
         for name, job_entry in value.entries.items():
+            if name in misplaced:
+                continue
             with self.values.scope(job=name):
                 job = self.job(name, job_entry, zone)
             if job is not None:
                 jobs[name] = job
         return jobs
+
+    def _misplaced_keys(self, entries: Mapping[str, Entry]) -> set[str]:
+        """Reports a job's keys written where job names go (`command:` under `jobs:`, with
+        no mapping of its own), with the job above them that has no keys (whose keys they
+        are, most likely); returns the names reported, not to be read as jobs."""
+        strays = [n for n, e in entries.items() if n in JOB_KEYS and not isinstance(e.value, Map)]
+        names = list(entries)
+        owned: set[str] = set()
+        for at, name in enumerate(names):
+            below = list(itertools.takewhile(strays.__contains__, names[at + 1 :]))
+            if below and name not in strays and _is_empty(entries[name].value):
+                with self.values.scope(job=name):
+                    hint = unindented_keys_hint(below)
+                    self.values.problem(entries[name].key_line, f"the job has no keys{hint}")
+                owned |= {name, *below}
+        for name in strays:
+            if name not in owned:
+                hint = stray_key_hint(name)
+                self.values.problem(entries[name].key_line, f"'{name}' is no job's name{hint}")
+        return owned | set(strays)
 
     def job(self, name: str, entry: Entry, default_zone: ZoneInfo) -> Job | None:
         """Job `name` from its entry under `jobs:`, or None when it has problems (recorded)."""
@@ -214,6 +240,21 @@ class JobReader:
     def line(self, job: Job, key: str) -> int:
         """The line of `key` in `job`'s definition, else the job's own line."""
         return self.key_lines.get(job.name, {}).get(key, job.line)
+
+
+def _is_empty(value: Value) -> bool:
+    return isinstance(value, Scalar) and value.is_null
+
+
+def _section_hint(value: Value) -> str:
+    """What to write for a `jobs:` section that is a list or a single value."""
+    first = value.items[0] if isinstance(value, Seq) and value.items else value
+    if isinstance(first, Map):
+        texts = {
+            k: e.value.text if isinstance(e.value, Scalar) else "" for k, e in first.entries.items()
+        }
+        return jobs_hint("", texts)
+    return jobs_hint(first.text if isinstance(first, Scalar) else "", {})
 
 
 def _no_nul(values: Values, value: Value, text: str, what: str) -> bool:

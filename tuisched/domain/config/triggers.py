@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.config.hints import cron_hint, schedule_hint
 from tuisched.domain.config.keys import AFTER_KEYS, SCHEDULE_KEYS
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Value
@@ -72,9 +73,10 @@ class TriggerReader:
         if isinstance(value, Scalar) and value.text == "manual":
             return ManualSchedule(tz=zone)
         if not isinstance(value, Map):
+            hint = schedule_hint(value.text) if isinstance(value, Scalar) else ""
             self.values.problem(
                 value.line,
-                "schedule must be a mapping with every, cron or at, or the word 'manual'",
+                f"schedule must be a mapping with every, cron or at, or the word 'manual'{hint}",
             )
             return None
         fields = self.values.mapping(value, "schedule", SCHEDULE_KEYS)
@@ -122,7 +124,8 @@ class TriggerReader:
             step, unit = parse_every(text)
         except (CronError, ScheduleError) as error:
             said = str(error).removeprefix(f"{form}: ")  # "schedule.cron: cron: ..." once
-            self.values.problem(form_value.line, f"schedule.{form}: {said}")
+            hint = cron_hint(text) if form == "cron" else ""
+            self.values.problem(form_value.line, f"schedule.{form}: {said}{hint}")
             return None
         if start is None:
             if "start" not in fields:

@@ -8,7 +8,6 @@ integer because YAML 1.1 would read it as octal.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import functools
 import re
@@ -19,12 +18,20 @@ from datetime import datetime, timedelta
 from email.utils import parseaddr
 from pathlib import Path
 from typing import TypeVar
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from tuisched.domain.config.hints import (
+    duration_hint,
+    nearest,
+    unknown_key_hint,
+    zone_hint,
+)
 from tuisched.domain.config.yamlsource import Entry, Map, Scalar, Seq, Value
 from tuisched.domain.errors import Problem
 from tuisched.domain.schedule.duration import parse_duration
 from tuisched.domain.sizes import format_size, parse_size
+
+__all__ = ["FIRST_YEAR", "LAST_YEAR", "MAX_INTEGER", "MAX_ZONE_NAME", "Values", "nearest"]
 
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
@@ -90,15 +97,15 @@ class Values:
     # --- structure ----------------------------------------------------------
 
     def mapping(self, value: Value, what: str, allowed: frozenset[str]) -> dict[str, Entry] | None:
-        """Read a mapping, reporting each unknown key with the nearest valid one."""
+        """Read a mapping, reporting each unknown key with where it belongs (`cron:`
+        beside `schedule:`) or the nearest valid one."""
         if not isinstance(value, Map):
             self.problem(value.line, f"{what} must be a mapping, not {_kind(value)}")
             return None
         for key, entry in value.entries.items():
             if key not in allowed:
-                self.problem(
-                    entry.key_line, f"unknown key '{key}' in {what}{nearest(key, allowed)}"
-                )
+                hint = unknown_key_hint(key, allowed)
+                self.problem(entry.key_line, f"unknown key '{key}' in {what}{hint}")
         return {key: entry for key, entry in value.entries.items() if key in allowed}
 
     def scalar(self, value: Value, what: str) -> Scalar | None:
@@ -229,7 +236,9 @@ class Values:
         try:
             return parse_duration(scalar.text)
         except ValueError as error:
-            self.problem(scalar.line, f"{what}: {error}")
+            fix = duration_hint(scalar.text)
+            said = f"bad duration '{scalar.text}': {fix}" if fix else str(error)
+            self.problem(scalar.line, f"{what}: {said}")
             return None
 
     def size(self, value: Value, what: str, *, minimum: int, maximum: int) -> int | None:
@@ -267,8 +276,7 @@ class Values:
         found = _zone(name)
         if found is None:
             shown = name if len(name) <= MAX_ZONE_NAME else name[:MAX_ZONE_NAME] + "…"
-            near = nearest(name, frozenset(available_timezones()))
-            self.problem(value.line, f"{what}: unknown time zone '{shown}'{near}")
+            self.problem(value.line, f"{what}: unknown time zone '{shown}'{zone_hint(shown)}")
         return found
 
     def local_datetime(self, value: Value, what: str) -> datetime | None:
@@ -312,9 +320,3 @@ class Values:
 @functools.cache
 def _choices(kind: type[enum.Enum]) -> tuple[str, ...]:
     return tuple(str(member.value) for member in kind)
-
-
-def nearest(word: str, choices: frozenset[str]) -> str:
-    """`; did you mean 'x'?` for the closest choice, or nothing."""
-    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""

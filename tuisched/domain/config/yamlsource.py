@@ -9,6 +9,7 @@ operator wrote, and can point at the line when it is wrong.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from yaml.events import (
     SequenceStartEvent,
 )
 
+from tuisched.domain.config.hints import SYNTAX_HINTS, Stop, first_hint, indicator_hint
 from tuisched.domain.errors import Problem
 
 _ALLOWED_TAGS = frozenset(
@@ -32,6 +34,8 @@ _ALLOWED_TAGS = frozenset(
     for name in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map", "merge")
 )
 _MERGE_KEY = "<<"
+_LINE_BREAK = re.compile("\r\n|[\n\r\x85\u2028\u2029]")
+"""What ends a line for the YAML parser (its marks count lines so)."""
 MAX_DEPTH = 64
 """Nesting a configuration may reach; deeper is refused (and never recursed into)."""
 # libyaml's parser is several times faster on large files and gives the same events.
@@ -132,7 +136,12 @@ class _Reader:
         line = _line(event)
         tag = getattr(event, "tag", None)
         if tag not in (None, "!") and tag not in _ALLOWED_TAGS:
-            self.problem(line, f"YAML tag '{tag}' is not allowed here")
+            hint = ""
+            if isinstance(event, ScalarEvent) and tag.startswith(
+                "!"
+            ):  # `command: !x`: no tag meant
+                hint = indicator_hint(self._key, f"{tag} {event.value}".strip())
+            self.problem(line, f"YAML tag '{tag}' is not allowed here{hint}")
         if isinstance(event, ScalarEvent):
             plain = tag is None and event.implicit[0]
             value: Value = Scalar(text=event.value, line=line, plain=plain)
@@ -147,12 +156,20 @@ class _Reader:
             self.anchors[anchor] = value
         return value
 
+    @property
+    def _key(self) -> str | None:
+        """The key of the value being read (None at the top or in a list)."""
+        return self.keys[-1] if self.keys else None
+
     def _alias(self, event: AliasEvent) -> Value:
         value = self.anchors.get(event.anchor or "")
         if value is None:
             line = _line(event)
-            self.problem(line, f"alias '*{event.anchor}' names no anchor defined before it")
-            return Scalar(text="", line=line, plain=True)
+            written = f"*{event.anchor}"
+            hint = indicator_hint(self._key, written)
+            self.problem(line, f"alias '{written}' names no anchor defined before it{hint}")
+            # What the operator meant, most likely: the readers check it as text.
+            return Scalar(text=written, line=line, plain=False)
         return value
 
     def _sequence(self, line: int) -> Seq:
@@ -228,6 +245,21 @@ class _Reader:
                 into.setdefault(key, entry)
 
 
+def _syntax_problem(file: Path, text: str, error: yaml.MarkedYAMLError, scope: Scope) -> Problem:
+    """The parser's error at its line, with what to write instead where a hint fits, and
+    the job (or group) whose lines hold it."""
+    mark = error.problem_mark or error.context_mark
+    at_end = mark is not None and mark.index >= len(text.rstrip())
+    if at_end and error.context_mark is not None:
+        # A truncated file: point at what was left open, not at the end.
+        mark = error.context_mark
+    line = mark.line + 1 if mark is not None else 1
+    stop = Stop(_LINE_BREAK.split(text), line, mark.column if mark is not None else 0)
+    reason = error.problem or error.context or "malformed YAML"
+    message = f"YAML syntax error: {reason}{first_hint(SYNTAX_HINTS, stop)}"
+    return Problem(file=file, line=line, message=message, **scope(stop.enclosing))
+
+
 def read_yaml(
     file: Path, text: str, scope: Scope = _no_scope
 ) -> tuple[Value | None, list[Problem]]:
@@ -242,14 +274,7 @@ def read_yaml(
     try:
         documents = reader.documents()
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        at_end = mark is not None and mark.index >= len(text.rstrip())
-        if at_end and error.context_mark is not None:
-            # A truncated file: point at what was left open, not at the end.
-            mark = error.context_mark
-        line = mark.line + 1 if mark is not None else 1
-        reason = error.problem or error.context or "malformed YAML"
-        return None, [Problem(file=file, line=line, message=f"YAML syntax error: {reason}")]
+        return None, [_syntax_problem(file, text, error, scope)]
     except yaml.YAMLError as error:
         return None, [Problem(file=file, line=1, message=f"YAML error: {error}")]
     if not documents or (isinstance(documents[0][0], Scalar) and documents[0][0].is_null):
