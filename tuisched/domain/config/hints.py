@@ -374,6 +374,11 @@ def indicator_hint(key: str | None, text: str) -> str:
     )
 
 
+def braces_hint() -> str:
+    """`; ADVICE` for a command that YAML read as a mapping (`{ echo a; echo b; }`)."""
+    return f"; a value starting with '{{' {_INDICATORS['{']} in YAML; quote a command that does"
+
+
 # --- the jobs section, and keys in the wrong place -----------------------------------
 
 

@@ -7,7 +7,12 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.config.hints import jobs_hint, stray_key_hint, unindented_keys_hint
+from tuisched.domain.config.hints import (
+    braces_hint,
+    jobs_hint,
+    stray_key_hint,
+    unindented_keys_hint,
+)
 from tuisched.domain.config.keys import (
     COMMAND_KEYS,
     ISOLATIONS,
@@ -198,6 +203,9 @@ class JobReader:
             shell = v.text(value, "command")
             usable = shell is None or _no_nul(v, value, shell, "command")
             kwargs["shell"] = shell if usable else None
+        elif isinstance(value, Map):  # `command: { echo a; echo b; }` is a YAML mapping
+            v.problem(value.line, f"command must be text or a list, not a mapping{braces_hint()}")
+            kwargs["argv"] = None
         else:
             argv = v.string_list(value, "command")
             if argv is not None and not argv:
