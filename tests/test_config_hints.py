@@ -16,8 +16,18 @@ from pathlib import Path
 from zoneinfo import available_timezones
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from tuisched.domain.config.hints import SHARED_ABBREVIATIONS, ZONE_ABBREVIATIONS
+from tuisched.domain.config.hints import (
+    SHARED_ABBREVIATIONS,
+    ZONE_ABBREVIATIONS,
+    cron_hint,
+    duration_hint,
+    schedule_hint,
+    syntax_hint,
+    zone_hint,
+)
 from tuisched.domain.errors import ConfigError
 from tuisched.runtime.configfiles import load_config
 
@@ -360,3 +370,22 @@ def test_a_reload_on_sighup_logs_the_same_line(tmp_path: Path, schedulers: list[
     assert _line(path, case) in logged
     scheduler.process.send_signal(signal.SIGTERM)
     assert scheduler.finish() == 0
+
+
+# --- a hint never turns a refused file into a traceback ------------------------------
+
+_YAMLISH = st.text(alphabet=" \t-:#*&!%@`|>[]{}?'\",/0123456789abcdefjobscmdrntuCEST", max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_YAMLISH, min_size=1, max_size=6), st.integers(0, 8), st.integers(0, 45))
+def test_syntax_hints_take_any_line(lines: list[str], number: int, column: int) -> None:
+    hint = syntax_hint(lines, number, column)
+    assert hint == "" or (hint.startswith("; ") and "\n" not in hint)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_YAMLISH)
+def test_value_hints_take_any_text(text: str) -> None:
+    for hint in (zone_hint(text), duration_hint(text), schedule_hint(text), cron_hint(text)):
+        assert "\n" not in hint

@@ -162,14 +162,13 @@ def cron_hint(text: str) -> str:
 # --- the line the YAML parser stopped on ---------------------------------------------
 
 _KEY_VALUE = re.compile(
-    r"(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>[^\s#'\"{}\[\]:,-][^:#]*?)[ \t]*:"
+    r"(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>[^\s#'\"{}\[\]:,>|*&!%@`?-][^:#]*?)[ \t]*:"
     r"(?:[ \t]+(?P<value>.*?))?[ \t]*(?:[ \t]#.*)?"
 )
 """`KEY: VALUE` (or `- KEY: VALUE`), the value without a comment after it."""
 _CRON_VALUE = re.compile(r"\bcron:[ \t]+(?P<expr>[^\"'\s,}#][^,}#]*?)[ \t]*(?:[,}#]|$)")
 _INDICATORS = {
     "*": "names an alias",
-    "&": "names an anchor",
     "!": "names a tag",
     "%": "starts a directive",
     "@": "is reserved",
@@ -184,6 +183,8 @@ _INDICATORS = {
 """What YAML makes of a value that starts with these; quoted, each is plain text."""
 INLINE_KEYS = SCHEDULE_KEYS | AFTER_KEYS
 """Keys whose mapping operators write on the line of the key above (`after: job: x`)."""
+_OPENS = re.compile(r"(?:[&!]\S*[ \t]*)*(?:[|>][-+0-9]*)?")
+"""A value that opens a block below its key: nothing, an anchor or a tag, `|` or `>`."""
 _NOUNS = {"command": "command", "cron": "cron expression", "description": "description"}
 
 
@@ -239,8 +240,12 @@ class Stop:
 
     @property
     def indicator(self) -> str:
-        """The YAML indicator the value starts with ('' when none)."""
-        return next((start for start in _INDICATORS if self.value.startswith(start)), "")
+        """The YAML indicator the value starts with ('' when none, or when the value is
+        a whole list or mapping in brackets, which is likely meant as one)."""
+        value = self.value
+        if value[:1] + value[-1:] in ("[]", "{}"):
+            return ""
+        return next((start for start in _INDICATORS if value.startswith(start)), "")
 
     @property
     def cron(self) -> str:
@@ -275,7 +280,7 @@ def _keys_above(stop: Stop) -> list[tuple[int, str, int]]:
     """The keys above the stop, nearest first, each less indented than the one before:
     (indent, key, line). The stop's key should line up with one of them."""
     found: list[tuple[int, str, int]] = []
-    for number in range(stop.number - 1, 0, -1):
+    for number in range(min(stop.number, len(stop.lines) + 1) - 1, 0, -1):
         key = _KEY_VALUE.fullmatch(stop.lines[number - 1])
         indent = _indent(stop.lines[number - 1])
         if key is not None and (not found or indent < found[-1][0]):
@@ -287,12 +292,25 @@ def _misaligned(stop: Stop) -> bool:
     """The stop's key lines up with no key above it, and does not open under the key
     just above (which holds a value already)."""
     above = _keys_above(stop)
-    if not stop.key or not above:
-        return False
+    if not stop.key or not above or above[0][2] != _line_above(stop):
+        return False  # the line above is no key (a list, a block of text): no telling
     indent = _indent(stop.text)
     nearest_line = _KEY_VALUE.fullmatch(stop.lines[above[0][2] - 1])
-    opens = nearest_line is not None and not nearest_line["value"]
+    opens = nearest_line is not None and _OPENS.fullmatch(nearest_line["value"] or "")
     return not (opens and indent > above[0][0]) and indent not in {i for i, _, _ in above}
+
+
+def _line_above(stop: Stop) -> int:
+    """The number of the nearest line above the stop that is neither blank nor a comment."""
+    for number in range(min(stop.number, len(stop.lines) + 1) - 1, 0, -1):
+        text = stop.lines[number - 1].strip()
+        if text and not text.startswith("#"):
+            return number
+    return 0
+
+
+def _spaces(count: int) -> str:
+    return f"{count} space" if count == 1 else f"{count} spaces"
 
 
 def _line_up(stop: Stop) -> str:
@@ -300,8 +318,12 @@ def _line_up(stop: Stop) -> str:
     above = _keys_above(stop)
     deeper = [row for row in above if row[0] > indent][-1:]
     shallower = [row for row in above if row[0] < indent][:1]
-    choices = " or ".join(f"{i} spaces as '{key}' on line {n}" for i, key, n in deeper + shallower)
-    return f"'{stop.key}' is indented {indent} spaces, like no key above it: line it up ({choices})"
+    choices = " or ".join(
+        f"{_spaces(i)} as '{key}' on line {n}" for i, key, n in deeper + shallower
+    )
+    return (
+        f"'{stop.key}' is indented {_spaces(indent)}, like no key above it: line it up ({choices})"
+    )
 
 
 SYNTAX_HINTS: tuple[Hint[Stop], ...] = (
