@@ -215,6 +215,17 @@ CASES = {
         TICK + "  schedule: manual\n  timeout: '1:30'", FIRST + 3, "tick",
         "timeout: bad duration '1:30': write 1h30m or 1m30s",
     ),
+    # --- booleans ----------------------------------------------------------------
+    "yes for true": (
+        TICK + "  schedule: manual\n  enabled: yes", FIRST + 3, "tick",
+        "enabled must be true or false, not 'yes'; write true (YAML 1.1 reads 'yes' as "
+        "true, YAML 1.2 as text)",
+    ),
+    "Off for false": (
+        TICK + "  schedule: manual\n  recover: Off", FIRST + 3, "tick",
+        "recover must be true or false, not 'Off'; write false (YAML 1.1 reads 'Off' as "
+        "false, YAML 1.2 as text)",
+    ),
     # --- time zones --------------------------------------------------------------
     "CEST": (
         TICK + "  schedule: manual\n  timezone: CEST", FIRST + 3, "tick",

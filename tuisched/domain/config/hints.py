@@ -9,6 +9,7 @@ The readers add the first hint that fits to their problem, after "; ":
     the line the YAML parser stopped on    SYNTAX_HINTS     syntax_hint()
     a time zone that is no zone name       ZONE_HINTS       zone_hint()
     a duration written another way         DURATION_HINTS   duration_hint()
+    a boolean written as YAML 1.1 allows   YAML11_BOOLEANS  boolean_hint()
     a schedule written as crontab has it   SCHEDULE_HINTS   schedule_hint()
     a cron expression with more in it      CRON_HINTS       cron_hint()
     a `jobs:` section that is no mapping   JOBS_HINTS       jobs_hint()
@@ -593,6 +594,23 @@ ZONE_HINTS: tuple[Hint[str], ...] = (
 def zone_hint(name: str) -> str:
     """`; ADVICE` for `name`, which no time zone has, or nothing."""
     return first_hint(ZONE_HINTS, name)
+
+
+# --- booleans ------------------------------------------------------------------------
+
+YAML11_BOOLEANS: Mapping[str, str] = {
+    "yes": "true", "y": "true", "on": "true",
+    "no": "false", "n": "false", "off": "false",
+}  # fmt: skip
+"""Words YAML 1.1 reads as booleans (and YAML 1.2 as text), and the boolean meant."""
+
+
+def boolean_hint(text: str) -> str:
+    """`; ADVICE` for a boolean written as YAML 1.1 allowed (`yes`, `off`), or nothing."""
+    meant = YAML11_BOOLEANS.get(text.strip().lower())
+    if meant is None:
+        return ""
+    return f"; write {meant} (YAML 1.1 reads '{text}' as {meant}, YAML 1.2 as text)"
 
 
 # --- durations -----------------------------------------------------------------------

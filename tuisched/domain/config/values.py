@@ -21,6 +21,7 @@ from typing import TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from tuisched.domain.config.hints import (
+    boolean_hint,
     duration_hint,
     nearest,
     unknown_key_hint,
@@ -39,7 +40,6 @@ T = TypeVar("T")
 _INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 _ADDRESS = re.compile(r"[^@\s<>]+@[^@\s<>.]+(\.[^@\s<>.]+)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_YAML11_BOOLS = frozenset({"yes", "no", "on", "off", "y", "n"})
 _KIND_NAMES = {Scalar: "a single value", Seq: "a list", Map: "a mapping"}
 
 
@@ -188,9 +188,7 @@ class Values:
         word = scalar.text.lower()
         if word in ("true", "false"):
             return word == "true"
-        hint = (
-            " (YAML 1.1 reads it as a boolean, YAML 1.2 as text)" if word in _YAML11_BOOLS else ""
-        )
+        hint = boolean_hint(scalar.text)
         self.problem(scalar.line, f"{what} must be true or false, not '{scalar.text}'{hint}")
         return None
 
