@@ -69,6 +69,10 @@ CASES = {
         TICK + "  description: Note: runs at night\n  schedule: manual", FIRST + 2, "tick",
         "quote a description that holds ': ': description: \"Note: runs at night\"",
     ),
+    "': ' after a word that is also a key": (
+        TICK + "  description: start: at noon\n  schedule: manual", FIRST + 2, "tick",
+        "quote a description that holds ': ': description: \"start: at noon\"",
+    ),
     "a command starting with '%'": (
         "tick:\n  command: %h/bin/sync\n  schedule: manual", FIRST + 1, "tick",
         "a value starting with '%' starts a directive in YAML; "

@@ -182,8 +182,8 @@ _INDICATORS = {
     "? ": "starts a complex key",
 }
 """What YAML makes of a value that starts with these; quoted, each is plain text."""
-INLINE_KEYS = SCHEDULE_KEYS | AFTER_KEYS
-"""Keys whose mapping operators write on the line of the key above (`after: job: x`)."""
+INLINE_KEYS: Mapping[str, frozenset[str]] = {"schedule": SCHEDULE_KEYS, "after": AFTER_KEYS}
+"""Keys whose mapping operators write on the key's own line (`after: job: x`)."""
 _OPENS = re.compile(r"(?:[&!]\S*[ \t]*)*(?:[|>][-+0-9]*)?")
 """A value that opens a block below its key: nothing, an anchor or a tag, `|` or `>`."""
 _NOUNS = {"command": "command", "cron": "cron expression", "description": "description"}
@@ -341,7 +341,7 @@ SYNTAX_HINTS: tuple[Hint[Stop], ...] = (
     ),
     Hint(
         "a mapping written after a key on its line (`schedule: cron: 0 5 * * *`)",
-        lambda stop: stop.inline_key in INLINE_KEYS,
+        lambda stop: stop.inline_key in INLINE_KEYS.get(stop.key, ()),
         lambda stop: (
             f"write a mapping on one line in braces: {stop.key}: "
             f"{{{stop.inline_key}: {stop.inline_value}}}"
