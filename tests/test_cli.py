@@ -293,6 +293,29 @@ def test_run_streams_output_records_history_and_exits_with_the_outcome(
     assert audit[0].split(" | ")[3:] == ["completed", "exit 0: [bold]plain[/bold]"]
 
 
+def test_run_prints_every_line_of_a_run_that_prints_fast(tmp_path: Path) -> None:
+    """An output event carries the newest lines of a burst only; `run` prints them all
+    (it printed the last ~2,000 of 200,000 lines), a thread's output too."""
+    from .runtime_fixtures import write_config
+
+    (tmp_path / "counting.py").write_text(
+        "def main():\n    print('\\n'.join(str(i) for i in range(1, 50001)))\n"
+    )
+    config = write_config(
+        tmp_path,
+        """
+        many: {command: "seq 1 200000", schedule: manual}
+        counting: {python: "counting:main", isolation: thread, schedule: manual}
+        """,
+    )
+    status, out, err = run("run", "many", "-c", str(config))
+    assert status == 0, err
+    assert out == "".join(f"{i}\n" for i in range(1, 200001))
+    status, out, err = run("run", "counting", "-c", str(config))
+    assert status == 0, err
+    assert out == "".join(f"{i}\n" for i in range(1, 50001))
+
+
 def test_history_before_anything_ran_is_empty(tmp_path: Path) -> None:
     from .runtime_fixtures import write_config
 

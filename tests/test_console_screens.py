@@ -376,6 +376,22 @@ def test_the_output_tail_drops_a_cut_first_line(tmp_path: Path) -> None:
     assert read_output(path, offset=None, limit=200 * 1024)[0][0] == "first line"
 
 
+def test_a_window_that_ends_before_the_file_leaves_its_cut_line_for_the_next_read(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "run.log"
+    path.write_bytes(b"one\ntwo\nthree\n" + b"x" * 30 + b"\nlast")
+    lines, start, end = read_output(path, offset=0, limit=12)  # "one\ntwo\nthre"
+    assert (lines, start, end) == (["one", "two"], 0, 8)
+    lines, _, end = read_output(path, offset=end, limit=12)
+    assert (lines, end) == (["three"], 14)
+    piece, _, end = read_output(path, offset=end, limit=12)  # a line longer than the window
+    assert (piece, end) == (["x" * 12], 26)
+    rest, _, end = read_output(path, offset=end, limit=200)  # the end of a run that ended
+    assert (rest, end) == (["x" * 18, "last"], path.stat().st_size)
+    assert read_output(path, offset=45, limit=200, growing=True)[0] == []  # "last" waits
+
+
 async def test_keys_of_the_detail_act_on_its_job(tmp_path: Path) -> None:
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = await _started(pilot)

@@ -1,7 +1,8 @@
 """`tuisched run JOB`: one run now, in the foreground, on the scheduler's own engine.
 
-The output streams to stdout as plain text; one line per run that ends goes
-to stderr. Ctrl-C (or SIGTERM) stops the run (SIGTERM to its process group,
+The output streams to stdout as plain text, every line of it (read from the
+run's output file as the run writes it); one line per run that ends goes to
+stderr. Ctrl-C (or SIGTERM) stops the run (SIGTERM to its process group,
 SIGKILL after the grace period). The run goes through the same engine as a
 scheduled one: retries, timeout, history and audit log. With `--fire-events`
 its alerts are sent and its `after` dependants run in the foreground too.
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import TextIO
 
 from tuisched.domain.events import Event, RunFinished, RunNotStarted, RunOutputWritten
-from tuisched.domain.runs import Result
+from tuisched.domain.runs import Result, RunRecord
 from tuisched.domain.text import plain_text
-from tuisched.frontends.exits import exit_status, reader_gone
+from tuisched.frontends.exits import exit_status
+from tuisched.frontends.outputstream import OutputStream
 from tuisched.runtime.control import LocalScheduler, who
 
 
@@ -34,7 +36,10 @@ def run_in_foreground(
 
 
 async def _main(scheduler: LocalScheduler, job: str, out: TextIO, err: TextIO) -> int:
-    scheduler.control(who("run")).subscribe(lambda event: _show(event, out, err))
+    control = scheduler.control(who("run"))
+    shown = _Shown(OutputStream(control, out), err)
+    control.subscribe(shown.events.put_nowait)
+    showing = asyncio.create_task(shown.show())
     loop = asyncio.get_running_loop()
     await scheduler.start()
     stopped = False
@@ -48,26 +53,48 @@ async def _main(scheduler: LocalScheduler, job: str, out: TextIO, err: TextIO) -
         loop.add_signal_handler(sig, interrupted)
     try:
         final = await scheduler.run_job(job)
+        await shown.until_ended(final.run_id)  # its last lines and its end, before the stop
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+        showing.cancel()
         await scheduler.stop(grace=0 if stopped else None, reason="tuisched run")
     return exit_status(final)
 
 
-def _show(event: Event, out: TextIO, err: TextIO) -> None:
-    """Output lines to stdout; how each run ended to stderr."""
-    if isinstance(event, RunOutputWritten):
-        try:
-            out.write("".join(f"{line}\n" for line in event.lines))
-            out.flush()
-        except BrokenPipeError:  # the reader went away (`| head`): the run goes on unread
-            reader_gone()
-    elif isinstance(event, RunFinished | RunNotStarted):
-        run = event.run
+class _Shown:
+    """The events of the runs, shown in the order they came: each run's whole output to
+    stdout (read from its file, see `OutputStream`), and how it ended to stderr."""
+
+    def __init__(self, stream: OutputStream, err: TextIO) -> None:
+        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self._stream = stream
+        self._err = err
+        self._ended: set[str] = set()
+        self._changed = asyncio.Event()
+
+    async def show(self) -> None:
+        while True:
+            event = await self.events.get()
+            if isinstance(event, RunOutputWritten):
+                await self._stream.catch_up(event.run.run_id)
+            elif isinstance(event, RunFinished | RunNotStarted):
+                await self._stream.catch_up(event.run.run_id)
+                self._said_end(event.run)
+                self._ended.add(event.run.run_id)
+                self._changed.set()
+
+    async def until_ended(self, run_id: str) -> None:
+        """Wait until the end of `run_id` has been shown (its event crosses from the
+        scheduler's lane after the answer that it ended, or with it)."""
+        while run_id not in self._ended:
+            self._changed.clear()
+            await self._changed.wait()
+
+    def _said_end(self, run: RunRecord) -> None:
         if run.result is Result.DEPENDENCY:
-            err.write(f"{run.job}: NOT_STARTED ({run.reason})\n")
+            self._err.write(f"{run.job}: NOT_STARTED ({run.reason})\n")
         else:
             summary = plain_text(run.status or run.reason)
-            err.write(f"{run.job}#{run.run_id}: {run.state} ({run.result}) {summary}\n")
-        err.flush()
+            self._err.write(f"{run.job}#{run.run_id}: {run.state} ({run.result}) {summary}\n")
+        self._err.flush()

@@ -306,9 +306,10 @@ def read_output(
     """Lines of an output file as plain text: from byte `offset`, or its last `limit` bytes.
 
     Blocking: call it off the event loop. Reads at most `limit` bytes. From the
-    end, a line cut by the window is dropped. When the file is still `growing`
-    (its run is in progress), a last line without its newline is left for the
-    next read.
+    end, a line cut by the window is dropped. A last line without its newline
+    is left for the next read when the window ends before the file does, or the
+    file is still `growing` (its run is in progress); a line longer than
+    `limit` comes in pieces.
 
     Returns:
         (lines, where they begin, where the next read should begin).
@@ -324,7 +325,8 @@ def read_output(
     if offset is None and start > 0 and b"\n" in data:
         cut = data.index(b"\n") + 1
         data, start = data[cut:], start + cut
-    if growing and not data.endswith(b"\n"):
+    more = start + len(data) < size  # the window ends before the file does
+    if (growing or more) and not data.endswith(b"\n") and (b"\n" in data or not more):
         data = data[: data.rfind(b"\n") + 1]
     lines = plain_text(data).split("\n")
     if lines and not lines[-1]:
