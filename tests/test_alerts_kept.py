@@ -337,7 +337,7 @@ async def test_old_alerts_and_those_beyond_the_cap_are_dropped_with_one_line_eac
     assert [a.kept_at for a in loaded] == sorted(a.kept_at for a in loaded)  # oldest first
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert dropped == [
-        "1 kept alert(s) older than 24 h dropped, not sent",
+        "1 kept alert(s) older than 1d dropped, not sent",
         f"2 kept alert(s) beyond the newest {MAX_KEPT} dropped, not sent",
     ]
     again, problem = read_kept(path)  # the file was rewritten without them

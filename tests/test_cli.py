@@ -316,6 +316,28 @@ def test_run_prints_every_line_of_a_run_that_prints_fast(tmp_path: Path) -> None
     assert out == "".join(f"{i}\n" for i in range(1, 50001))
 
 
+def test_history_and_stats_print_durations_in_one_style(tmp_path: Path) -> None:
+    """A run of a few milliseconds reads `4.2ms`, never `0.0042s` (issue 27)."""
+    from datetime import timedelta
+
+    from tuisched.domain.schedule.duration import format_elapsed
+
+    from .runtime_fixtures import write_config
+
+    job = "quick: {command: [sleep, '0.02'], schedule: manual}"  # the job sleeps, not the test
+    config = str(write_config(tmp_path, job))
+    assert run("run", "quick", "-c", config)[0] == 0
+    seconds = json.loads(run("history", "--json", "-c", config)[1])[0]["duration"]
+    assert isinstance(seconds, float)  # JSON keeps the number
+    took = format_elapsed(timedelta(seconds=seconds))
+    assert re.fullmatch(r"[1-9]\d*(\.\d)?(µs|ms|s)", took), took
+    row = run("history", "-c", config)[1].splitlines()[1].split()
+    assert row[6] == took  # RUN ID, JOB, SLOT (-), TRIGGER, STATE, RESULT, TOOK
+    stats = run("stats", "-c", config)[1].splitlines()  # the history's times hold milliseconds
+    for cell in stats[2].split()[5:8]:  # P50, P95, SLOWEST
+        assert re.fullmatch(r"[1-9]\d*(\.\d)?ms", cell), stats
+
+
 def test_history_before_anything_ran_is_empty(tmp_path: Path) -> None:
     from .runtime_fixtures import write_config
 

@@ -40,9 +40,15 @@ def test_format_reads_back(seconds: int) -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(0.04, "0.04s"), (0.5, "0.5s"), (2.5, "2.5s"), (42, "42s"), (65, "1m05s"), (7380, "2h03m")],
-)
+    [
+        (0, "0s"), (0.00085, "850µs"), (0.0015, "1.5ms"), (0.04, "40ms"), (0.5, "500ms"),
+        (0.9996, "1.0s"), (2.5, "2.5s"), (9.96, "10s"), (42, "42s"), (59.6, "1m00s"),
+        (65, "1m05s"), (125, "2m05s"), (3720, "1h02m"), (7380, "2h03m"), (90061, "1d01h"),
+        (-3, "0s"),
+    ],
+)  # fmt: skip
 def test_elapsed_for_people(seconds: float, text: str) -> None:
+    """One style for every human output: never `0.00085s` (issue 27)."""
     from tuisched.domain.schedule.duration import format_elapsed
 
     assert format_elapsed(timedelta(seconds=seconds)) == text

@@ -29,6 +29,7 @@ from tuisched.domain.model import (
     WebhookAuth,
     WebhookSettings,
 )
+from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.templates import syntax_problem
 
 if TYPE_CHECKING:
@@ -155,8 +156,8 @@ class Sections:
             where = fields.get("lease") or fields.get("heartbeat")
             line = where.value.line if where is not None else 0
             self.values.problem(
-                line, f"{what}.lease ({_seconds(lease)}) must be more than three heartbeats "
-                f"({_seconds(3 * heartbeat)}): a node stops claiming after lease - 2 x "
+                line, f"{what}.lease ({format_duration(lease)}) must be more than three heartbeats "
+                f"({format_duration(3 * heartbeat)}): a node stops claiming after lease - 2 x "
                 "heartbeat without one"
             )  # fmt: skip
 
@@ -326,10 +327,6 @@ class Sections:
         if max_lag is None:
             return MetricsSettings(host=host, port=port)
         return MetricsSettings(host=host, port=port, max_lag=max_lag)
-
-
-def _seconds(duration: timedelta) -> str:
-    return f"{duration.total_seconds():g} s"
 
 
 # --- webhooks (issue 16, item 4) ------------------------------------------------------

@@ -8,6 +8,7 @@ from datetime import timedelta
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 MAX_SECONDS = 100 * 366 * 86400
 """No duration means anything beyond a century (and date arithmetic has its limits)."""
+_MICROSECOND = timedelta(microseconds=1)
 _PART = re.compile(r"(\d+)([wdhms])")
 _WHOLE = re.compile(r"(?:\d+[wdhms])+")
 
@@ -50,15 +51,37 @@ def format_duration(value: timedelta) -> str:
 
 
 def format_elapsed(value: timedelta) -> str:
-    """A run's duration for people: `0.04s`, `2.5s`, then `1m05s`, `2h03m` (seconds dropped)."""
-    seconds = value.total_seconds()
-    if seconds < 10:
-        return f"{seconds:.2g}s" if seconds < 1 else f"{seconds:.1f}s"
+    """A duration for people, the one style of every human output.
+
+    Two significant figures below ten of a unit, whole units above, and two
+    units from a minute on, the smaller zero-padded (as `hyperfine` and
+    `systemctl` show times, without their spaces): `850µs`, `1.5ms`, `85ms`,
+    `1.2s`, `42s`, `2m05s`, `1h02m`, `3d04h`. JSON keeps numbers (seconds).
+    Negative durations (a clock that stepped back) count as zero.
+    """
+    micros = max(round(value / _MICROSECOND), 0)
+    if micros < 1000:
+        return f"{micros}µs" if micros else "0s"
+    for size, unit in ((1000, "ms"), (1_000_000, "s")):
+        amount = micros / size
+        if round(amount, 1) < 10:
+            return f"{amount:.1f}{unit}"
+        if round(amount) < (1000 if unit == "ms" else 60):
+            return f"{round(amount)}{unit}"
+    return _two_units(round(micros / 1_000_000))
+
+
+def _two_units(seconds: int) -> str:
+    """`2m05s`, `1h02m`, `3d04h`: the largest unit and the next, the rest dropped."""
     if seconds < 3600:
-        minutes, rest = divmod(int(seconds), 60)
-        return f"{minutes}m{rest:02d}s" if minutes else f"{rest}s"
-    hours, rest = divmod(int(seconds) // 60, 60)
-    return f"{hours}h{rest:02d}m"
+        minutes, rest = divmod(seconds, 60)
+        return f"{minutes}m{rest:02d}s"
+    minutes = seconds // 60
+    if minutes < 24 * 60:
+        hours, rest = divmod(minutes, 60)
+        return f"{hours}h{rest:02d}m"
+    days, rest = divmod(minutes // 60, 24)
+    return f"{days}d{rest:02d}h"
 
 
 def format_age(value: timedelta) -> str:
@@ -66,11 +89,4 @@ def format_age(value: timedelta) -> str:
     seconds: `3s`, `42s`, then two units, the smaller zero-padded: `2m05s`, `1h02m`,
     `3d04h`. Never negative: a clock a little behind another reads `0s`."""
     seconds = max(int(value.total_seconds()), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 60:
-        return f"{minutes}m{seconds % 60:02d}s"
-    if minutes < 24 * 60:
-        return f"{minutes // 60}h{minutes % 60:02d}m"
-    return f"{minutes // (24 * 60)}d{minutes // 60 % 24:02d}h"
+    return f"{seconds}s" if seconds < 60 else _two_units(seconds)

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from tuisched.domain.config.config import collector_paused
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.domain.events import Event
+from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.views import JobStatus, SchedulerState
 from tuisched.frontends.tui.failures import WINDOW, FailureNotices
 from tuisched.frontends.tui.jobindex import SORTS
@@ -281,7 +282,10 @@ class LivePanes:
             word = "PAUSED"
         clock = now.astimezone(tz).strftime("%H:%M:%S")
         first = ["read-only"] if self._read_only else []  # first, so that it is never cut off
-        last = [f"LAG {status.loop_lag:.1f}s" if status.loop_lag else "", status.cluster]
+        last = [
+            f"LAG {format_elapsed(timedelta(seconds=status.loop_lag))}" if status.loop_lag else "",
+            status.cluster,
+        ]
         run, jobs = f"run {status.running}", f"jobs {status.jobs}"
         failed = f"failed/24h {self._state.failures_within(now)}"
         width = self._screen.size.width

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from tuisched.domain.errors import StateError
+from tuisched.domain.schedule.duration import format_duration
 from tuisched.runtime.clock import Clock
 from tuisched.runtime.privatefiles import WriteTrouble, fsync_folder, open_private
 from tuisched.runtime.threads import Lane, in_thread
@@ -178,17 +179,13 @@ def _drop_stale(found: list[KeptAlert], now: datetime) -> list[KeptAlert]:
     fresh = [alert for alert in found if now - alert.kept_at <= MAX_AGE]
     if len(fresh) < len(found):
         log.warning("%d kept alert(s) older than %s dropped, not sent",
-                    len(found) - len(fresh), _hours(MAX_AGE))  # fmt: skip
+                    len(found) - len(fresh), format_duration(MAX_AGE))  # fmt: skip
     fresh.sort(key=lambda alert: alert.kept_at)
     if len(fresh) > MAX_KEPT:
         log.warning("%d kept alert(s) beyond the newest %d dropped, not sent",
                     len(fresh) - MAX_KEPT, MAX_KEPT)  # fmt: skip
         fresh = fresh[-MAX_KEPT:]
     return fresh
-
-
-def _hours(age: timedelta) -> str:
-    return f"{age.total_seconds() / 3600:g} h"
 
 
 # --- the file (blocking: in the files lane) ---------------------------------------------
