@@ -5,6 +5,7 @@ and the console's `S` screen."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from datetime import datetime, timedelta
@@ -196,7 +197,7 @@ def test_the_command_lists_runs_as_lines_and_as_json(tmp_path: Path) -> None:
     done = _tuisched("simulate", "-c", path, *window, "export", "compress")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "2026-03-29T03:00:00+02:00  export  schedule  "
+        "2026-03-29T03:00:00+02:00  export    schedule    "
         "DST: 02:30 does not exist on 2026-03-29 (DST starts): runs at 03:00",
         "2026-03-29T03:10:00+02:00  compress  dependency  after 'export' succeeds (+10m), assumed",
     ]
@@ -213,6 +214,28 @@ def test_the_command_lists_runs_as_lines_and_as_json(tmp_path: Path) -> None:
     assert runs[0]["at"] == "2026-03-29T03:00:00+02:00"
     assert runs[0]["dst"].startswith("02:30 does not exist")
     assert runs[1]["dst"] is None
+
+
+def test_the_text_columns_line_up_with_names_of_any_length_and_dst_warnings(
+    tmp_path: Path,
+) -> None:
+    """As `column -t` would: each column starts where it starts on every line (issue 27)."""
+    jobs = JOBS + 'a-much-longer-job-name: {command: [/bin/true], schedule: {cron: "0 3 * * *"}}\n'
+    path = str(write_config(tmp_path, jobs, settings="timezone: Europe/Berlin"))
+    window = ("--from", "2026-03-29T01:50", "--to", "2026-03-29T06:01")
+    done = _tuisched("simulate", "-c", path, *window)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any("DST: " in line for line in lines)
+    assert any(" after 'export' " in line for line in lines)
+    found = [re.match(r"(\S+ +)(\S+ +)(\S+)( +(\S))?", line) for line in lines]
+    assert all(found), lines
+    longest = len("a-much-longer-job-name")
+    assert {match.start(2) for match in found if match} == {27}, lines
+    assert {match.start(3) for match in found if match} == {27 + longest + 2}, lines
+    last = {match.start(5) for match in found if match and match.group(5)}
+    assert last == {27 + longest + 2 + len("dependency") + 2}, lines
+    assert all(line == line.rstrip() for line in lines)
 
 
 def test_the_command_says_what_the_limit_left_out(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.duration import format_elapsed
-from tuisched.domain.text import plain_text
+from tuisched.domain.text import columns, plain_text
 
 
 def _iso(moment: datetime | None, tz: ZoneInfo) -> str | None:
@@ -47,10 +47,7 @@ def print_runs(runs: Sequence[RunRecord], tz: ZoneInfo, *, as_json: bool, out: T
         return
     rows = [["RUN ID", "JOB", "SLOT", "TRIGGER", "STATE", "RESULT", "TOOK", "STATUS"]]
     rows += [_row(run, tz) for run in runs]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+    out.write("".join(line + "\n" for line in columns(rows)))
 
 
 def _row(run: RunRecord, tz: ZoneInfo) -> list[str]:

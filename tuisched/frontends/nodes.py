@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import TextIO
 
+from tuisched.domain.text import columns
 from tuisched.domain.views import NodeView
 
 
@@ -34,10 +35,7 @@ def print_nodes(nodes: Sequence[NodeView], *, as_json: bool, out: TextIO) -> Non
         return
     rows = [["NODE", "NAME", "PID", "STARTED", "HEARTBEAT", "STATE", "RUNS", "CONFIG", "DRIFT"]]
     rows += [_row(node) for node in nodes]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+    out.write("".join(line + "\n" for line in columns(rows)))
 
 
 def _row(node: NodeView) -> list[str]:

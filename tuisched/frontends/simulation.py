@@ -5,11 +5,11 @@
 
 T is ISO 8601; a time without an offset is read in `settings.timezone`, a bare
 date is its midnight. The window defaults to the next 24 hours. Output: one
-line per run (time with offset, job, trigger, note, DST warning), or with
-`--json` an array of objects. What the listing assumes, and how many runs the
-limit left out, go to stderr, so stdout holds only runs. Exit 0; 1 for an
-unknown job; 2 for a bad date-time, an empty or too long window, or a bad limit.
-Its options are in `cli.py`, which loads this module when the command runs.
+line per run in aligned columns (time with offset, job, trigger, then note and
+DST warning), or with `--json` an array of objects. What the listing assumes,
+and how many runs the limit left out, go to stderr, so stdout holds only runs.
+Exit 0; 1 for an unknown job; 2 for a bad date-time, an empty or too long
+window, or a bad limit. Its options are in `cli.py`, which loads this module when the command runs.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from tuisched.domain.errors import ScheduleError, TuischedError, UnknownJobError
 from tuisched.domain.model import Outcome
 from tuisched.domain.schedule.simulate import MAX_LIMIT, MAX_WINDOW, simulate
 from tuisched.domain.schedule.slots import localize
+from tuisched.domain.text import columns
 from tuisched.domain.views import SimulatedRun, Simulation
 from tuisched.frontends.exits import EX_USAGE
 from tuisched.frontends.lookup import config_path
@@ -91,19 +92,16 @@ def _say_assumptions(simulation: Simulation, tz: ZoneInfo, out: TextIO) -> None:
     out.write(f"tuisched: simulate {window}: assuming {'; '.join(simulation.assumptions)}\n")
 
 
-def run_line(run: SimulatedRun) -> str:
-    """One run in one line: time with offset, job, trigger, note, DST warning."""
-    line = f"{run.at.isoformat()}  {run.job}  {run.trigger}"
-    if run.note:
-        line += f"  {run.note}"
-    if run.dst:
-        line += f"  DST: {run.dst}"
-    return one_line(line)
+def run_cells(run: SimulatedRun) -> list[str]:
+    """One run's cells: time with offset, job, trigger, then its note and DST warning."""
+    dst = f"DST: {run.dst}" if run.dst else ""
+    last = "  ".join(text for text in (run.note, dst) if text)
+    return [one_line(cell) for cell in (run.at.isoformat(), run.job, run.trigger, last)]
 
 
 def print_runs(runs: tuple[SimulatedRun, ...], out: TextIO) -> None:
-    """Every run, one line each."""
-    out.write("".join(run_line(run) + "\n" for run in runs))
+    """Every run, one line each, in columns as wide as their widest cell (as `column -t`)."""
+    out.write("".join(line + "\n" for line in columns([run_cells(run) for run in runs])))
 
 
 def run_json(run: SimulatedRun) -> dict[str, object]:

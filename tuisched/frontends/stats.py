@@ -26,6 +26,7 @@ from tuisched.domain.errors import TuischedError, UnknownJobError, one_line
 from tuisched.domain.model import Config
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.stats import DEFAULT_WINDOW, parse_instant
+from tuisched.domain.text import columns
 from tuisched.domain.views import HistoryStats, JobStats, StatsQuery
 from tuisched.frontends.exits import EX_USAGE
 from tuisched.frontends.history import run_as_json
@@ -181,7 +182,4 @@ def print_stats(found: HistoryStats, ordered: list[JobStats], tz: ZoneInfo, out:
 
 
 def _table(rows: list[list[str]], out: TextIO) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
-    for row in rows:
-        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
-        out.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+    out.write("".join(line + "\n" for line in columns(rows)))
