@@ -9,7 +9,8 @@ line per run in aligned columns (time with offset, job, trigger, then note and
 DST warning), or with `--json` an array of objects. What the listing assumes,
 and how many runs the limit left out, go to stderr, so stdout holds only runs.
 Exit 0; 1 for an unknown job; 2 for a bad date-time, an empty or too long
-window, or a bad limit. Its options are in `cli.py`, which loads this module when the command runs.
+window, or a bad limit. Its options are in `cli.py`, which loads this module
+when the command runs.
 """
 
 from __future__ import annotations
