@@ -319,7 +319,7 @@ async def test_damaged_entries_are_skipped_and_counted(
     (alert,) = await Outbox(path, ManualClock(NOW)).load()
     assert alert.job == "extract"
     (line,) = caplog.records
-    assert "3 of 4 entries are damaged" in line.getMessage()
+    assert "3 of 4 entries damaged" in line.getMessage()
 
 
 async def test_old_alerts_and_those_beyond_the_cap_are_dropped_with_one_line_each(
@@ -337,8 +337,8 @@ async def test_old_alerts_and_those_beyond_the_cap_are_dropped_with_one_line_eac
     assert [a.kept_at for a in loaded] == sorted(a.kept_at for a in loaded)  # oldest first
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert dropped == [
-        "1 kept alert(s) older than 1d dropped, not sent",
-        f"2 kept alert(s) beyond the newest {MAX_KEPT} dropped, not sent",
+        "1 kept alert older than 1d dropped, not sent",
+        f"2 kept alerts beyond the newest {MAX_KEPT} dropped, not sent",
     ]
     again, problem = read_kept(path)  # the file was rewritten without them
     assert (len(again), problem) == (MAX_KEPT, None)
@@ -393,7 +393,4 @@ async def test_a_write_that_fails_is_tried_again_at_close_and_a_loss_is_said(
     assert len(said) == 2  # the failure once (not once per try), then the loss
     assert said[0].startswith(f"cannot write {blocked / OUTBOX_FILE}: ")
     path = blocked / OUTBOX_FILE
-    assert (
-        said[1]
-        == f"1 alert(s) not delivered before the stop could not be kept in {path} and are lost"
-    )
+    assert said[1] == f"1 alert not delivered before the stop could not be kept in {path}: lost"

@@ -212,7 +212,7 @@ def test_config_comes_from_the_environment_then_the_working_directory(
     (tmp_path / "tuisched.yaml").write_text(
         "jobs:\n  a: {command: [/bin/true], schedule: manual}\n"
     )
-    assert call(capsys, "validate")[1] == "OK: 1 jobs, 0 groups\n"
+    assert call(capsys, "validate")[1] == "OK: 1 job, 0 groups\n"
 
 
 @pytest.mark.parametrize(

@@ -297,6 +297,7 @@ def test_the_oldest_row_counts_the_earlier_slots_of_a_long_downtime() -> None:
     down = "the scheduler was not running at this slot (and about 140 earlier slots)"
     assert earlier_slots(down) == 140
     assert earlier_slots("too late to run (90s late) (and 3 earlier slots)") == 3
+    assert earlier_slots("the job was paused at this slot (and about 1 earlier slot)") == 1
     assert earlier_slots("the scheduler was not running at this slot") == 0
 
 

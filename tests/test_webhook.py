@@ -250,7 +250,7 @@ async def test_a_silent_server_is_given_up_after_the_retries(
     assert len(server.received) == 2
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1  # logged once, when given up
-    assert "not posted (after 2 attempt(s)): webhook ops: no answer" in warnings[0].getMessage()
+    assert "not posted (after 2 attempts): webhook ops: no answer" in warnings[0].getMessage()
     assert TOKEN not in caplog.text
     assert server.url not in caplog.text  # many services put a token in the URL
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 from tuisched.domain.errors import EventsLostError
 from tuisched.domain.events import Event
+from tuisched.domain.text import counted
 
 E = TypeVar("E", bound=Event)
 Callback = Callable[[Any], object]
@@ -262,7 +263,9 @@ class EventBus:
         try:
             callback(events)
         except Exception:
-            log.exception("event subscriber %r failed on %d events", callback, len(events))
+            log.exception(
+                "event subscriber %r failed on %s", callback, counted(len(events), "event")
+            )
 
 
 _Route = tuple[tuple[Callback, ...], tuple[Subscription, ...]]

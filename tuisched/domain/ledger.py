@@ -20,9 +20,10 @@ from datetime import datetime
 
 from tuisched.domain.model import Job
 from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.text import counted
 from tuisched.domain.views import MissedChoice, MissedSlots
 
-_EARLIER = re.compile(r"\(and (?:about )?(\d+) earlier slots\)")
+_EARLIER = re.compile(r"\(and (?:about )?(\d+) earlier slots?\)")
 """How the oldest recorded row of a long downtime counts the slots before it."""
 
 POLICY = "misfire: once"
@@ -106,7 +107,7 @@ def _policy(job: Job, rows: Sequence[RunRecord]) -> str:
 
 def summary(choice: MissedChoice, count: int, run_ids: Sequence[str]) -> str:
     """What a decision did, in words, for the actions log and the operator."""
-    slots = f"{count} missed slot{'s' if count != 1 else ''}"
+    slots = counted(count, "missed slot")
     if choice is MissedChoice.SKIP:
         return f"skipped {slots}"
     if choice is MissedChoice.LATEST:

@@ -146,12 +146,15 @@ def _escaped(text: str) -> str:
 
 
 def _report(found: CrontabImport, out: TextIO) -> None:
+    from tuisched.domain.text import counted  # noqa: PLC0415  (see cli)
+
     for item in found.unmapped:
         reason, text = _one_line(item.reason), _one_line(item.text)
         print(f"line {item.line}: not mapped: {reason}: {text}", file=out)
     for note in found.notes:
         print(f"note: {_one_line(note)}", file=out)
-    print(f"{len(found.jobs)} jobs imported, {len(found.unmapped)} lines not mapped", file=out)
+    imported, unmapped = counted(len(found.jobs), "job"), counted(len(found.unmapped), "line")
+    print(f"{imported} imported, {unmapped} not mapped", file=out)
 
 
 __all__ = ["add_import_crontab", "to_yaml"]

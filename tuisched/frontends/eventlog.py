@@ -31,7 +31,7 @@ from tuisched.domain.events import (
 )
 from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.schedule.duration import format_elapsed
-from tuisched.domain.text import plain_text
+from tuisched.domain.text import counted, plain_text
 
 log = logging.getLogger("tuisched.events")
 
@@ -66,14 +66,18 @@ def describe_event(event: Event, tz: ZoneInfo) -> tuple[int, str] | None:
         case RunAbandoned(run=run):
             return logging.WARNING, f"{run.job}#{run.run_id} ABANDONED: {run.reason}"
         case SchedulerStarted(node=node, jobs=jobs, config_path=path):
-            return logging.INFO, f"scheduler started on {node}: {jobs} jobs from {path}"
+            return logging.INFO, f"scheduler started on {node}: {counted(jobs, 'job')} from {path}"
         case SchedulerStopping(reason=reason, running=running):
-            return logging.INFO, f"scheduler stopping ({reason}); {running} runs in progress"
+            return (
+                logging.INFO,
+                f"scheduler stopping ({reason}); {counted(running, 'run')} in progress",
+            )
         case SchedulerStopped():
             return logging.INFO, "scheduler stopped"
         case ConfigLoaded(path=path, jobs=jobs, groups=groups, origin=origin, diff=diff):
             what = {"edit": "changed", "undo": "restored"}.get(origin, "loaded")
-            text = f"configuration {what} from {path}: {jobs} jobs, {groups} groups"
+            counts = f"{counted(jobs, 'job')}, {counted(groups, 'group')}"
+            text = f"configuration {what} from {path}: {counts}"
             if diff is not None and not diff.empty:
                 text += f" ({diff.summary()})\n  " + "\n  ".join(diff.lines())
             return logging.INFO, text

@@ -23,6 +23,7 @@ from tuisched.domain.errors import (
     TuischedError,
 )
 from tuisched.domain.events import SchedulerStopping
+from tuisched.domain.text import counted
 from tuisched.frontends.eventlog import configure_logging
 from tuisched.frontends.notify import NOTIFY_VARIABLES, Notifier, notifying
 from tuisched.frontends.serving import (
@@ -105,6 +106,6 @@ async def _status_line(control: SchedulerControl) -> str:
     """What `systemctl status` shows: `STATE: N jobs, N running, N queued, N waiting`."""
     status = await control.status()
     return (
-        f"{status.state}: {status.jobs} jobs, {status.running} running, "
+        f"{status.state}: {counted(status.jobs, 'job')}, {status.running} running, "
         f"{status.queued} queued, {status.waiting} waiting"
     )

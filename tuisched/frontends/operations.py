@@ -27,6 +27,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_age
+from tuisched.domain.text import counted
 from tuisched.domain.views import (
     BackfillPlan,
     HistoryQuery,
@@ -477,7 +478,7 @@ def _print_backfill(plan: BackfillPlan, out: TextIO) -> None:
 
 
 def _slots(count: int) -> str:
-    return "1 slot" if count == 1 else f"{count} slots"
+    return counted(count, "slot")
 
 
 def _backfill_json(plan: BackfillPlan) -> dict[str, object]:

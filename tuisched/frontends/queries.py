@@ -33,6 +33,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import localize, next_slots
+from tuisched.domain.text import counted
 from tuisched.domain.views import HistoryQuery, JobStatus
 from tuisched.frontends.exits import UsageError
 from tuisched.frontends.lookup import config_path
@@ -106,7 +107,7 @@ def validate(args: argparse.Namespace) -> int:
         print(problem)
     if problems:
         return 1
-    print(f"OK: {len(config.jobs)} jobs, {len(config.groups)} groups")
+    print(f"OK: {counted(len(config.jobs), 'job')}, {counted(len(config.groups), 'group')}")
     return 0
 
 

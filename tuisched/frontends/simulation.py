@@ -27,7 +27,7 @@ from tuisched.domain.errors import ScheduleError, TuischedError, UnknownJobError
 from tuisched.domain.model import Outcome
 from tuisched.domain.schedule.simulate import MAX_LIMIT, MAX_WINDOW, simulate
 from tuisched.domain.schedule.slots import localize
-from tuisched.domain.text import columns
+from tuisched.domain.text import columns, counted
 from tuisched.domain.views import SimulatedRun, Simulation
 from tuisched.frontends.exits import EX_USAGE
 from tuisched.frontends.lookup import config_path
@@ -82,7 +82,7 @@ def limit_words(simulation: Simulation) -> str:
     """`10000 runs listed; 2345 more left out (...)`, for a listing the limit cut."""
     more = f"{simulation.left_out}" if simulation.counted_all else f"at least {simulation.left_out}"
     return (
-        f"{len(simulation.runs)} runs listed; {more} more left out by the limit "
+        f"{counted(len(simulation.runs), 'run')} listed; {more} more left out by the limit "
         f"(--limit up to {MAX_LIMIT}, or a narrower window; at most {MAX_WINDOW.days} days)"
     )
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunRecord
+from tuisched.domain.text import counted
 from tuisched.domain.views import (
     BackfillPlan,
     ConfigEdit,
@@ -203,5 +204,7 @@ class Actions:
             return await backfills.plan(job, start, end)
         plan = await backfills.start(job, start, end, actor=actor or self.actor)
         window = f"{start.isoformat()} to {end.isoformat()}"
-        self._record("backfill", f"job {job} from {window}: {len(plan.slots)} slots", actor)
+        self._record(
+            "backfill", f"job {job} from {window}: {counted(len(plan.slots), 'slot')}", actor
+        )
         return plan

@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from tuisched.domain.errors import StateError
+from tuisched.domain.text import counted
 
 PRIVATE_FILE = 0o600
 PRIVATE_FOLDER = 0o700
@@ -109,7 +110,7 @@ class WriteTrouble:
         """A write of `what` worked: an episode of failures, if any, is over."""
         if self.failures:
             self._log.warning(
-                "writing %s works again (%d writes failed)", self._what, self.failures
+                "writing %s works again (%s failed)", self._what, counted(self.failures, "write")
             )
             self.failures = 0
 

@@ -53,6 +53,7 @@ from tuisched.domain.events import (
 )
 from tuisched.domain.model import ClusterSettings, Config
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.text import counted
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.actions import Actions
 from tuisched.runtime.clock import Clock, SystemClock
@@ -465,8 +466,8 @@ class Runtime:
             except (OSError, StateError) as error:  # runs go on; an outage keeps writes in memory
                 log.error("history: cannot use the journal %s: %s", path, error)  # noqa: TRY400
         if kept:
-            log.warning("history: %d writes the journal kept since the last run land first",
-                        len(kept))  # fmt: skip
+            log.warning("history: the journal kept %s since the last run: they land first",
+                        counted(len(kept), "write"))  # fmt: skip
         self._history = AsyncHistory(store, journal=journal, kept=kept)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
@@ -626,7 +627,8 @@ class Runtime:
         await in_thread(Lane.PROCESSES, self._descendants.scan)
         stopped = await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGTERM)
         if stopped:
-            log.warning("stopping %d process(es) that ended runs left running", stopped)
+            log.warning("stopping %s that ended runs left running",
+                        counted(stopped, "process", "processes"))  # fmt: skip
             await asyncio.sleep(min(self._kill_grace, LEFTOVER_GRACE))
             await in_thread(Lane.PROCESSES, self._descendants.scan)
             await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGKILL)
@@ -676,11 +678,13 @@ class Runtime:
         killed = await self._kill_left_processes([run.run_id for run in closed] + ours)
         if closed:
             log.warning(
-                "%d run(s) were left running by a dead scheduler; %d leftover process(es) killed",
-                len(closed), killed,
+                "a dead scheduler left %s running; %s killed",
+                counted(len(closed), "run"),
+                counted(killed, "leftover process", "leftover processes"),
             )  # fmt: skip
         elif killed:
-            log.warning("%d process(es) left by the runs of a dead scheduler killed", killed)
+            log.warning("%s left by the runs of a dead scheduler killed",
+                        counted(killed, "process", "processes"))  # fmt: skip
         for run in closed:
             self.bus.publish(RunAbandoned(at=now, run=run))
 
@@ -849,7 +853,7 @@ class Runtime:
     def _resend(self, kept: list[KeptAlert]) -> None:
         """Send the alerts the previous scheduler kept, through today's mailer and webhooks."""
         if kept:
-            log.info("sending %d alert(s) kept since before the last stop", len(kept))
+            log.info("sending %s kept since before the last stop", counted(len(kept), "alert"))
         for alert in kept:
             if alert.channel != MAIL:
                 assert self._webhooks is not None  # noqa: S101  (started with the mailer)

@@ -16,6 +16,7 @@ from textual.screen import Screen
 
 from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.runs import RunRecord, RunState
+from tuisched.domain.text import counted
 from tuisched.domain.views import ConfigEdit, Pause, PauseKind
 from tuisched.frontends.tui.keyrules import cause
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
@@ -165,9 +166,8 @@ class Operator:
             return
         verb = "Kill" if kill else "Stop"
         names = [f"{run.job} ({run.run_id})" for run in runs]
-        plural = "run" if len(runs) == 1 else "runs"
         how = " with SIGKILL" if kill else ""
-        question = f"{verb} {len(runs)} {plural}{how}?\n{listing(names)}"
+        question = f"{verb} {counted(len(runs), 'run')}{how}?\n{listing(names)}"
 
         async def stop_all() -> None:
             for run in runs:
@@ -186,7 +186,7 @@ class Operator:
             await self._control.set_paused(pause, paused=not paused)
             self._app.notify(f"group {group} {verb.lower()}d", markup=False)
 
-        self.confirm(f"{verb} group {group} (its {jobs} jobs)?", toggle)
+        self.confirm(f"{verb} group {group} (its {counted(jobs, 'job')})?", toggle)
 
     def pause_all(self, *, paused: bool) -> None:
         """Confirm, then pause every job (or resume everything if `paused`)."""
@@ -218,7 +218,7 @@ class Operator:
 
 
 def _count(jobs: Sequence[str]) -> str:
-    return f"{len(jobs)} job" if len(jobs) == 1 else f"{len(jobs)} jobs"
+    return counted(len(jobs), "job")
 
 
 def listing(names: Sequence[str]) -> str:

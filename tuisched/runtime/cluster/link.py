@@ -35,6 +35,7 @@ from psycopg import errors as pg_errors
 from tuisched.domain.errors import ClusterDatabaseError, DatabaseUnreachableError
 from tuisched.domain.model import ClusterSettings, Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.domain.text import counted
 from tuisched.domain.views import HistoryQuery, NodeView
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import MAX_BACKOFF, ClusterNode, NodeState, Timing
@@ -248,8 +249,8 @@ class ClusterLink:
                 async with asyncio.timeout(max(grace, 1.0)):
                     await self._flush_finishes()
         if self._finishes:
-            log.warning("cluster: the end of %d run(s) could not be written: the reapers "
-                        "will close them ABANDONED", len(self._finishes))  # fmt: skip
+            log.warning("cluster: the end of %s could not be written: the reapers will "
+                        "close them ABANDONED", counted(len(self._finishes), "run"))  # fmt: skip
         if self._node is not None:
             await self._node.stop()
         with contextlib.suppress(Exception):
@@ -469,8 +470,8 @@ class ClusterLink:
             if self._node is not None and self._node.state is NodeState.ALIVE:
                 lost = await self.store.hand_back_unknown(self._node.node_id, self._held())
                 if lost:
-                    log.warning("cluster: %d claim(s) whose reply was lost given back: %s",
-                                len(lost), ", ".join(lost))  # fmt: skip
+                    log.warning("cluster: %s whose reply was lost given back: %s",
+                                counted(len(lost), "claim"), ", ".join(lost))  # fmt: skip
         await self._flush_offers()
         await self._flush_finishes()
         if full:
@@ -496,8 +497,8 @@ class ClusterLink:
         self._drifted, self._drift_known = drifted, True
         unrun = unrun_jobs(await self.store.due_jobs(), self._nodes)
         if unrun and (closed := await self.store.close_unrun(unrun)):
-            log.warning("cluster: %d due run(s) of %s closed: no live node runs them",
-                        closed, ", ".join(unrun))  # fmt: skip
+            log.warning("cluster: %s of %s closed: no live node runs them",
+                        counted(closed, "due run"), ", ".join(unrun))  # fmt: skip
 
     async def _flush_offers(self) -> None:
         """Slots in one statement (every node inserts them: one round trip a pass), then
@@ -527,9 +528,9 @@ class ClusterLink:
                 (others if run.slot is None else slots).append(offer)
         self._offers = []  # offers made while this pass awaits wait for the next one
         for job, passed in too_late.items():  # one line a job, however long the outage
-            log.warning("cluster: %d slot(s) of %s from %s to %s not offered: the database "
+            log.warning("cluster: %s of %s from %s to %s not offered: the database "
                         "was away past the job's grace (any other node may have run them)",
-                        len(passed), job, min(passed), max(passed))  # fmt: skip
+                        counted(len(passed), "slot"), job, min(passed), max(passed))  # fmt: skip
         try:
             while backfills:
                 await self._offer_backfill(backfills[0])

@@ -44,6 +44,7 @@ from tuisched.domain.schedule.describe import job_status, pause_views
 from tuisched.domain.schedule.simulate import simulate
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.stats import stats_history_query, stats_of_runs
+from tuisched.domain.text import counted
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
@@ -652,7 +653,7 @@ def _pending(in_force: str, path: Path, live: Config, now: datetime) -> PendingE
     except ConfigError as error:
         problems = tuple(str(problem) for problem in error.problems) or (str(error),)
         head = (
-            f"the file on disk does not validate ({len(problems)} problems);"
+            f"the file on disk does not validate ({counted(len(problems), 'problem')});"
             " reloading would change nothing:"
         )
         return PendingEdit(present=True, valid=False, lines=(head, *problems), details=problems)

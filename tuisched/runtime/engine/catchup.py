@@ -16,6 +16,7 @@ from tuisched.domain import ledger
 from tuisched.domain.model import Config, Job, Misfire, Schedule
 from tuisched.domain.runs import RunRecord, Trigger
 from tuisched.domain.schedule.slots import slots_between
+from tuisched.domain.text import counted
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.store import AsyncHistory
 
@@ -57,7 +58,7 @@ async def record_missed(
         for slot, status in zip(missed, statuses, strict=True):
             reason = "the scheduler was not running at this slot"
             if slot == missed[0] and total > len(newest):
-                reason += f" (and about {total - len(newest)} earlier slots)"
+                reason += f" (and about {counted(total - len(newest), 'earlier slot')})"
             outcomes.slot_missed(job, slot, now, reason, status=status)
 
 
@@ -84,7 +85,7 @@ async def record_paused(job: Job, since: datetime, now: datetime, outcomes: Outc
     for slot in newest:
         reason = "the job was paused at this slot"
         if slot == newest[0] and total > len(newest):
-            reason += f" (and about {total - len(newest)} earlier slots)"
+            reason += f" (and about {counted(total - len(newest), 'earlier slot')})"
         outcomes.slot_missed(job, slot, now, reason)
 
 

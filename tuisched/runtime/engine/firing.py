@@ -31,6 +31,7 @@ from apscheduler.schedulers.base import STATE_PAUSED
 from tuisched.domain.config.config import collector_paused
 from tuisched.domain.model import Config, Job, ManualSchedule
 from tuisched.domain.schedule.slots import next_slot
+from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock
 from tuisched.runtime.engine.catchup import MAX_MISSED_RECORDED
 from tuisched.runtime.engine.jobstore import HeapJobStore
@@ -377,6 +378,6 @@ class SlotFiring:
             seconds = int((now - slot).total_seconds())
             reason = f"too late to run ({seconds}s late)"
             if slot == kept[0] and len(late) > len(kept):
-                reason += f" (and {len(late) - MAX_MISSED_RECORDED} earlier slots)"
+                reason += f" (and {counted(len(late) - MAX_MISSED_RECORDED, 'earlier slot')})"
             self._outcomes.slot_missed(job, slot, now, reason)
         due.extend((job, slot) for slot, fire in dues if now - fire < grace)

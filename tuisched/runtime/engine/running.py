@@ -26,6 +26,7 @@ from tuisched.domain.errors import LaunchError
 from tuisched.domain.events import RunOutputWritten
 from tuisched.domain.model import CommandSpec, Config, Job, PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunRecord, RunState
+from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.dispatch import Active, Dispatcher
 from tuisched.runtime.engine.environment import JobEnvironments
@@ -358,8 +359,8 @@ class Workers:
         left = self._descendants.run_ended(run.run_id)
         if left:
             log.warning(
-                "run %s of %s ended and left %d process(es) running (pid %s); they are "
-                "stopped when the scheduler stops", run.run_id, run.job, len(left),
+                "run %s of %s ended and left %s running (pid %s), stopped when the "
+                "scheduler stops", run.run_id, run.job, counted(len(left), "process", "processes"),
                 ", ".join(str(proc.pid) for proc in left),
             )  # fmt: skip
 

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 
 from tuisched.domain.errors import StateError
+from tuisched.domain.text import counted
 from tuisched.runtime.privatefiles import WriteTrouble, open_private
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -137,8 +138,8 @@ class AppendFile:
         self.flush()
         with self._file_lock:
             if self._unwritten:
-                log.error("%s did not take %d bytes of lines before closing; they are lost",
-                          self._what, len(self._unwritten))  # fmt: skip
+                log.error("%s did not take %s of lines before closing; they are lost",
+                          self._what, counted(len(self._unwritten), "byte"))  # fmt: skip
                 self._unwritten.clear()
             if self._fd is not None:
                 os.close(self._fd)

@@ -33,6 +33,7 @@ from typing import Any
 
 from tuisched.domain.errors import StateError
 from tuisched.domain.schedule.duration import format_duration
+from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock
 from tuisched.runtime.privatefiles import WriteTrouble, fsync_folder, open_private
 from tuisched.runtime.threads import Lane, in_thread
@@ -143,11 +144,11 @@ class Outbox:
             self._changed()
             await self._written()
         if self._alerts and self._trouble.failures:
-            log.error("%d alert(s) not delivered before the stop could not be kept in %s "
-                      "and are lost", len(self._alerts), self._path)  # fmt: skip
+            log.error("%s not delivered before the stop could not be kept in %s: lost",
+                      counted(len(self._alerts), "alert"), self._path)  # fmt: skip
         elif self._alerts:
-            log.warning("%d alert(s) not delivered before the stop are kept in %s, to send "
-                        "at the next start", len(self._alerts), self._path)  # fmt: skip
+            log.warning("%s not delivered before the stop kept in %s, to send at the next "
+                        "start", counted(len(self._alerts), "alert"), self._path)  # fmt: skip
 
     async def _written(self) -> None:
         while self._saving is not None:
@@ -178,12 +179,12 @@ def _drop_stale(found: list[KeptAlert], now: datetime) -> list[KeptAlert]:
     """`found` without the alerts older than `MAX_AGE` and beyond the newest `MAX_KEPT`."""
     fresh = [alert for alert in found if now - alert.kept_at <= MAX_AGE]
     if len(fresh) < len(found):
-        log.warning("%d kept alert(s) older than %s dropped, not sent",
-                    len(found) - len(fresh), format_duration(MAX_AGE))  # fmt: skip
+        stale = counted(len(found) - len(fresh), "kept alert")
+        log.warning("%s older than %s dropped, not sent", stale, format_duration(MAX_AGE))
     fresh.sort(key=lambda alert: alert.kept_at)
     if len(fresh) > MAX_KEPT:
-        log.warning("%d kept alert(s) beyond the newest %d dropped, not sent",
-                    len(fresh) - MAX_KEPT, MAX_KEPT)  # fmt: skip
+        log.warning("%s beyond the newest %d dropped, not sent",
+                    counted(len(fresh) - MAX_KEPT, "kept alert"), MAX_KEPT)  # fmt: skip
         fresh = fresh[-MAX_KEPT:]
     return fresh
 
@@ -249,7 +250,10 @@ def read_kept(path: Path) -> tuple[list[KeptAlert], str | None]:
         return [], "not a list of alerts as tuisched writes it"
     alerts = [alert for entry in entries if (alert := _decoded(entry)) is not None]
     if len(alerts) < len(entries):
-        return alerts, f"{len(entries) - len(alerts)} of {len(entries)} entries are damaged"
+        return (
+            alerts,
+            f"{len(entries) - len(alerts)} of {counted(len(entries), 'entry', 'entries')} damaged",
+        )
     return alerts, None
 
 

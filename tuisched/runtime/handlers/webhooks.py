@@ -34,6 +34,7 @@ from tuisched.domain.events import AlertFailed, AlertSent, RunConcluded
 from tuisched.domain.model import AlertEvent, Config, Job, WebhookSettings
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.templates import TemplateError, alert_context, plain_data, render
+from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock, Deadline
 from tuisched.runtime.configfiles import read_template
 from tuisched.runtime.handlers.alerts import matching_rules
@@ -305,8 +306,8 @@ class WebhookHandler:
         if final:  # logged once per alert, when given up; each attempt is an event
             self._forget(post)
             log.warning(
-                "%s alert for job %r not posted (after %d attempt(s)): %s",
-                post.alert, post.job, attempts, error,
+                "%s alert for job %r not posted (after %s): %s",
+                post.alert, post.job, counted(attempts, "attempt"), error,
             )  # fmt: skip
         self._bus.publish(
             AlertFailed(

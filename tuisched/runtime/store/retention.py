@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tuisched.domain.errors import HistoryError, TuischedError
 from tuisched.domain.model import Retention
+from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock
 from tuisched.runtime.store.writer import AsyncHistory
 from tuisched.runtime.threads import Lane, in_thread
@@ -106,7 +107,7 @@ async def keep_pruning(
             if shared is not None:
                 forgotten += await _prune_cluster(shared, wanted, clock.now(), output_dir)
             if forgotten:
-                log.info("history retention forgot %d run(s) and their output", forgotten)
+                log.info("history retention forgot %s and their output", counted(forgotten, "run"))
         if passed is not None:
             passed(forgotten)
         await clock.sleep(PRUNE_EVERY_SECONDS)

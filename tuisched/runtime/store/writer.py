@@ -19,6 +19,7 @@ from tuisched.domain.errors import (
     UnknownRunError,
 )
 from tuisched.domain.runs import RunRecord
+from tuisched.domain.text import counted
 from tuisched.runtime.store.database import (
     HistoryStore,
 )
@@ -125,7 +126,7 @@ def _settle(settlements: list[_Settlement]) -> None:
         try:
             loop.call_soon_threadsafe(_resolve, batch)
         except RuntimeError:  # the loop is closed: nobody waits for these any more
-            log.debug("history: %d results dropped, their loop is closed", len(batch))
+            log.debug("history: %s dropped, their loop is closed", counted(len(batch), "result"))
 
 
 class AsyncHistory:
@@ -575,12 +576,13 @@ class AsyncHistory:
                 self._tell_landed()  # with no journal, what waits for a row waits no more
             kept = "in memory and in the journal" if self._journal is not None else "in memory"
             if isinstance(error, HistoryDamagedError):  # said in its own ERROR line already
-                log.warning("history: %d writes are kept %s until the history is repaired",
-                            len(self._held), kept)  # fmt: skip
+                log.warning("history: keeping %s %s until the history is repaired",
+                            counted(len(self._held), "write"), kept)  # fmt: skip
             else:
                 log.warning(
-                    "history: cannot write (%s); %d writes are kept %s and tried again "
-                    "until it works (warning once until then)", error, len(self._held), kept,
+                    "history: cannot write (%s); keeping %s %s, tried again until it "
+                    "works (warning once until then)", error, counted(len(self._held), "write"),
+                    kept,
                 )  # fmt: skip
         self._outage.failed()
 
@@ -595,9 +597,9 @@ class AsyncHistory:
         except OSError as error:
             if not self._undurable:
                 log.error(
-                    "history: the journal %s takes no writes either (%s): the %d writes held "
-                    "are only in memory until the history takes them (error once until then)",
-                    self._journal.path, error.strerror or error, len(self._held),
+                    "history: the journal %s takes no writes either (%s): %s held only in "
+                    "memory until the history takes them (error once until then)",
+                    self._journal.path, error.strerror or error, counted(len(self._held), "write"),
                 )  # fmt: skip
             self._undurable = True
             with self._landed:
@@ -651,13 +653,14 @@ class AsyncHistory:
             return
         lost = HistoryUnavailableError("the history did not take this write before shutdown")
         if self._journal is not None and self._held[-1].ticket <= self._journaled:
-            log.error("history: %d writes did not reach the history before shutdown; the "
+            log.error("history: %s did not reach the history before shutdown; the "
                       "journal %s keeps them, and they land at the next start",
-                      len(self._held), self._journal.path)  # fmt: skip
+                      counted(len(self._held), "write"), self._journal.path)  # fmt: skip
         else:
-            log.error("history: %d writes could not be written before shutdown and are lost: %s",
-                      len(self._held), ", ".join(f"{w.run.job}#{w.run.run_id} {w.run.state.value}"
-                                                 for w in self._held[-20:]))  # fmt: skip
+            log.error("history: %s not written before shutdown, lost: %s",
+                      counted(len(self._held), "write"),
+                      ", ".join(f"{w.run.job}#{w.run.run_id} {w.run.state.value}"
+                                for w in self._held[-20:]))  # fmt: skip
         settlements.extend((w.future, None, lost) for w in self._held if w.future is not None)
         self._held = []
 

@@ -27,7 +27,7 @@ from tuisched.domain.events import Event, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.stats import DEFAULT_WINDOW
-from tuisched.domain.text import plain_text
+from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import HistoryQuery, JobStats, StatsQuery
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
 from tuisched.frontends.tui.yamltext import block_text
@@ -339,11 +339,11 @@ def stats_block(stats: JobStats | None, tz: ZoneInfo) -> str:
     """The History tab's stats block: two lines of plain text (job output never enters)."""
     days = STATS_WINDOW.days
     if stats is None or not stats.runs:
-        return f"last {days} days: no finished runs"
+        return f"last {counted(days, 'day')}: no finished runs"
     rate = f"{stats.success_rate:.0%}" if stats.success_rate is not None else "-"
     took = [f"{name} {format_elapsed(value)}" for name, value in
             (("p50", stats.p50), ("p95", stats.p95)) if value is not None]  # fmt: skip
-    head = (f"last {days} days: {stats.runs} runs, {stats.successes} ok, "
+    head = (f"last {counted(days, 'day')}: {counted(stats.runs, 'run')}, {stats.successes} ok, "
             f"{stats.failures} failed ({rate})  " + "  ".join(took))  # fmt: skip
     tail = []
     if stats.slowest is not None:

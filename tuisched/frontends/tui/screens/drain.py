@@ -22,6 +22,7 @@ from textual.widgets import Footer
 
 from tuisched.domain.events import Event, RunEvent
 from tuisched.domain.runs import Result, RunRecord, RunState
+from tuisched.domain.text import counted
 from tuisched.frontends.tui.widgets.status import StatusLine
 from tuisched.frontends.tui.widgets.table import Columns, KeyedTable
 from tuisched.runtime.control import SchedulerControl, Subscription
@@ -147,9 +148,8 @@ class DrainScreen(Screen[None]):
 
     def _show_status(self) -> None:
         left = sum(run.state in _IN_PROGRESS for run in self._runs.values())
-        plural = "run" if left == 1 else "runs"
         how = "waiting for" if self._wait else "stopping"
-        text = f" stopping: {how} {left} {plural} in progress"
+        text = f" stopping: {how} {counted(left, 'run')} in progress"
         if not left:
             text = " stopping: every run has ended"
         if left and self._wait:

@@ -14,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from tuisched.domain.text import counted
 from tuisched.domain.views import GroupStatus
 
 
@@ -43,7 +44,10 @@ class GroupPickerScreen(ModalScreen[tuple[str, str] | None]):
         if not self.groups:
             return [Option(Text("no groups in the configuration"), disabled=True)]
         return [
-            Option(Text(f"{group.name}  ({len(group.jobs)} jobs){_state(group)}"), id=group.name)
+            Option(
+                Text(f"{group.name}  ({counted(len(group.jobs), 'job')}){_state(group)}"),
+                id=group.name,
+            )
             for group in self.groups
         ]
 

@@ -24,7 +24,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from tuisched.domain.errors import TuischedError
-from tuisched.domain.text import plain_text
+from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import MissedChoice, MissedSlots
 from tuisched.runtime.control import SchedulerControl
 
@@ -53,8 +53,8 @@ async def missed_banner(control: SchedulerControl) -> str | None:
     if not pending:
         return None
     slots = sum(entry.count for entry in pending)
-    jobs = f"{len(pending)} job{'s' if len(pending) != 1 else ''}"
-    return f"{jobs} missed {slots} slots while the scheduler was down or paused: m to decide"
+    jobs, missed = counted(len(pending), "job"), counted(slots, "slot")
+    return f"{jobs} missed {missed} while the scheduler was down or paused: m to decide"
 
 
 class LedgerScreen(ModalScreen[None]):
@@ -174,7 +174,7 @@ class LedgerScreen(ModalScreen[None]):
 def _summary(decided: Sequence[MissedSlots]) -> str:
     if len(decided) == 1:
         return f"{decided[0].job}: {decided[0].decided}"
-    return f"{len(decided)} jobs decided"
+    return f"{counted(len(decided), 'job')} decided"
 
 
 def _cells(entry: MissedSlots) -> tuple[Text, ...]:

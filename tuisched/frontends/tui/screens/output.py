@@ -31,6 +31,7 @@ from textual.worker import Worker
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunState
+from tuisched.domain.text import counted
 from tuisched.domain.views import HistoryQuery, OutputMatch, OutputPage, OutputSource
 from tuisched.frontends.tui.outputwindow import OutputWindow
 from tuisched.frontends.tui.widgets.outputview import OutputView
@@ -128,7 +129,7 @@ class OutputScreen(Screen[None]):
         if page.source is OutputSource.TAIL:
             self._say(
                 f"the output file of run {page.run_id} is gone (only the newest {KEPT_FILES} of"
-                f" each job are kept): the last {len(page.lines)} lines the history kept"
+                f" each job are kept): the last {counted(len(page.lines), 'line')} the history kept"
             )
         elif page.source is OutputSource.NONE:
             self._say("no output yet" if page.running else "this run printed nothing")

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from tuisched.domain.errors import TuischedError
-from tuisched.domain.text import plain_text
+from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import SimulatedRun, Simulation
 from tuisched.runtime.control import SchedulerControl
 
@@ -111,7 +111,7 @@ class SimulateScreen(Screen[None]):
         for number, run in enumerate(found.runs):
             table.add_row(*run_cells(run), key=str(number))
         dst = sum(1 for run in found.runs if run.dst)
-        words = [f"{len(found.runs)} runs"]
+        words = [counted(len(found.runs), "run")]
         if dst:
             words.append(f"{dst} touched by DST (marked)")
         if found.left_out:
