@@ -29,7 +29,7 @@ from tuisched.runtime.handlers.webhooks import WebhookHandler, backoff_delay
 from tuisched.runtime.webhook import HttpPoster
 
 from .recorder import Recorder
-from .runtime_fixtures import running, write_config
+from .runtime_fixtures import REPO, running, write_config
 
 NOW = datetime(2026, 5, 7, 10, 30, tzinfo=UTC)
 TOKEN = "s3cret-t0ken-9f2a"  # noqa: S105  (a test secret, checked to stay out of logs)
@@ -291,19 +291,43 @@ async def test_a_template_that_fails_at_run_time_is_not_retried(tmp_path: Path) 
     assert server.received == []
 
 
-async def test_secret_from_a_file_signs_the_body(tmp_path: Path) -> None:
+def documented_verifier() -> Callable[..., bool]:
+    """The `verified` function docs/webhooks.md gives receivers, run as written there."""
+    text = (REPO / "docs" / "webhooks.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    namespace: dict[str, object] = {}
+    exec(compile(code, "docs/webhooks.md", "exec"), namespace)  # noqa: S102  (our own docs)
+    return namespace["verified"]  # type: ignore[return-value]
+
+
+async def test_secret_from_a_file_signs_the_timestamp_and_the_body(tmp_path: Path) -> None:
+    """A captured post sent again with another timestamp fails the check (issue 27)."""
     (tmp_path / "hook.secret").write_text(TOKEN + "\n")
-    async with http_server("ok") as server:
-        webhooks = hook(server.url, "secret_file: hook.secret", "auth: hmac")
+    async with http_server("500", "ok") as server:
+        webhooks = hook(server.url, "secret_file: hook.secret", "auth: hmac", "retries: 1")
         config = config_with(tmp_path, webhooks, "      failed: {webhook: ops}\n")
         assert config.webhooks["ops"].auth is WebhookAuth.HMAC
         async with live(config) as it:
             it.failed()
+            await it.recorder.wait_for(AlertFailed)
+            await it.clock.advance(BACKOFF)
             await it.recorder.wait_for(AlertSent)
-    (request,) = server.received
-    expected = hmac.new(TOKEN.encode(), request.body, hashlib.sha256).hexdigest()
-    assert request.headers["X-Tuisched-Signature"] == f"sha256={expected}"
-    assert "Authorization" not in request.headers
+    first, retry = server.received
+    verified = documented_verifier()
+    secret = TOKEN.encode()
+    sent = int(NOW.timestamp())
+    assert first.headers["X-Tuisched-Timestamp"] == str(sent)
+    assert verified(secret, first.headers, first.body, now=sent)
+    assert retry.headers["X-Tuisched-Timestamp"] == str(sent + int(BACKOFF))  # signed anew
+    assert verified(secret, retry.headers, retry.body, now=sent + BACKOFF)
+    replayed = {**first.headers, "X-Tuisched-Timestamp": str(sent + 60)}
+    assert not verified(secret, replayed, first.body, now=sent + 60)  # another timestamp
+    assert not verified(secret, first.headers, first.body, now=sent + 3600)  # too old
+    assert not verified(secret, first.headers, first.body + b" ", now=sent)  # another body
+    assert not verified(b"another secret", first.headers, first.body, now=sent)
+    body_only = hmac.new(secret, first.body, hashlib.sha256).hexdigest()
+    assert body_only not in first.headers["X-Tuisched-Signature"]  # no longer the body alone
+    assert "Authorization" not in first.headers
 
 
 async def test_a_missing_secret_is_named_and_never_sent(tmp_path: Path) -> None:
@@ -547,7 +571,7 @@ async def test_never_more_posts_in_flight_than_the_bound(tmp_path: Path) -> None
     order: list[str] = []
     async with http_server("hold", "hold", "ok") as server:
         config = config_with(tmp_path, hook(server.url), RULE)
-        request = WebhookPost(hook=config.webhooks["ops"], body=b"{}")
+        request = WebhookPost(hook=config.webhooks["ops"], body=b"{}", sent_at=NOW)
         poster = HttpPoster(max_in_flight=2)
 
         async def post() -> None:
@@ -576,14 +600,16 @@ async def test_a_silent_webhook_holds_back_only_its_own_posts(tmp_path: Path) ->
         config = config_with(tmp_path, webhooks, RULE)
         poster = HttpPoster(max_in_flight=2)
         held = [  # every post the silent webhook may have in flight, hanging
-            asyncio.create_task(poster.post(WebhookPost(hook=config.webhooks["quiet"], body=b"{}")))
+            asyncio.create_task(
+                poster.post(WebhookPost(hook=config.webhooks["quiet"], body=b"{}", sent_at=NOW))
+            )
             for _ in range(2)
         ]
         async with asyncio.timeout(10):
             while len(silent.received) < 2:
                 silent.arrived.clear()
                 await silent.arrived.wait()
-            ops = WebhookPost(hook=config.webhooks["ops"], body=b"{}")
+            ops = WebhookPost(hook=config.webhooks["ops"], body=b"{}", sent_at=NOW)
             await asyncio.gather(*(poster.post(ops) for _ in range(3)))
         assert len(healthy.received) == 3
         for task in held:

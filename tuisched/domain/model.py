@@ -375,7 +375,8 @@ class WebhookAuth(enum.StrEnum):
     BEARER = "bearer"
     """`Authorization: Bearer SECRET`."""
     HMAC = "hmac"
-    """`X-Tuisched-Signature: sha256=HEX`, the HMAC-SHA256 of the body keyed by the secret."""
+    """`X-Tuisched-Timestamp: SECONDS` and `X-Tuisched-Signature: v1=HEX`, the HMAC-SHA256
+    keyed by the secret of `SECONDS.BODY` (the timestamp, a dot, the body)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

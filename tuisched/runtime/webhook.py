@@ -8,7 +8,9 @@ pool, so a silent DNS server holds only this lane (TRAPS: "one default pool").
 
 The secret (`secret_env` or `secret_file`) is read at each post, so a rotated
 file applies at once. It is presented as a bearer token or as an HMAC-SHA256
-signature of the body (`WebhookAuth`), and never appears in an error message
+signature (`WebhookAuth`) of the post's timestamp and body, so a receiver that
+checks the timestamp's age refuses a captured post sent again (as Stripe and
+Slack sign theirs); it never appears in an error message
 or a log line; neither does the URL, which for many services is itself a
 credential: errors name the webhook instead.
 """
@@ -22,6 +24,7 @@ import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -36,6 +39,11 @@ MAX_IN_FLIGHT = 4
 """Posts under way at once, over all webhooks."""
 MAX_SECRET_BYTES = 64 * 1024
 SIGNATURE_HEADER = "X-Tuisched-Signature"
+"""`v1=HEX`: the HMAC-SHA256, keyed by the secret, of `f"{timestamp}.".encode() + body`."""
+TIMESTAMP_HEADER = "X-Tuisched-Timestamp"
+"""When the post was sent, in whole seconds since the epoch (UTC); signed with the body."""
+SIGNATURE_VERSION = "v1"
+"""The scheme's name in the signature (`sha256=` signed the body alone, before issue 27)."""
 
 
 class WebhookError(TuischedError):
@@ -48,6 +56,8 @@ class WebhookPost:
 
     hook: WebhookSettings
     body: bytes
+    sent_at: datetime
+    """When this attempt is sent: each retry is signed with its own time."""
     secret: str | None = None
 
 
@@ -101,9 +111,17 @@ def request_headers(request: WebhookPost) -> dict[str, str]:
     if request.secret is not None and hook.auth is WebhookAuth.BEARER:
         headers["Authorization"] = f"Bearer {request.secret}"
     elif request.secret is not None:
-        digest = hmac.new(request.secret.encode(), request.body, hashlib.sha256).hexdigest()
-        headers[SIGNATURE_HEADER] = f"sha256={digest}"
+        timestamp = str(int(request.sent_at.timestamp()))
+        headers[TIMESTAMP_HEADER] = timestamp
+        headers[SIGNATURE_HEADER] = signature(request.secret, timestamp, request.body)
     return headers
+
+
+def signature(secret: str, timestamp: str, body: bytes) -> str:
+    """`v1=HEX`: HMAC-SHA256 keyed by `secret` over `{timestamp}.{body}` (see docs/webhooks.md)."""
+    signed = timestamp.encode("ascii") + b"." + body
+    digest = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    return f"{SIGNATURE_VERSION}={digest}"
 
 
 class _LaneResolver(AbstractResolver):

@@ -252,10 +252,11 @@ class WebhookHandler:
         except Exception as error:  # a secret that fails now would fail again
             self._failed(post, _error_text(error), 0, final=True)
             return
-        request = WebhookPost(hook=post.hook, body=body, secret=secret)
         attempts = 0
         while True:
             attempts += 1
+            request = WebhookPost(hook=post.hook, body=body, secret=secret,
+                                  sent_at=self._clock.now())  # fmt: skip
             try:
                 await self._poster.post(request)
             except Exception as error:  # any failure is retried, then reported
