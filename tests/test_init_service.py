@@ -23,7 +23,7 @@ import pytest
 
 from tuisched.frontends.cli import _parser
 from tuisched.frontends.notify import Notifier, _watchdog_period
-from tuisched.frontends.service import unit_text
+from tuisched.frontends.service import default_unit_name, unit_text
 
 from .conftest import REPO
 
@@ -68,7 +68,7 @@ def test_lookup_order_is_option_variable_folder_then_user_config(tmp_path: Path)
     user = tmp_path / "xdg" / "tuisched" / "tuisched.yaml"
     user.parent.mkdir(parents=True)
     user.write_text(MANUAL)
-    assert tuisched("validate", cwd=tmp_path).stdout == "OK: 1 jobs, 0 groups\n"
+    assert tuisched("validate", cwd=tmp_path).stdout == "OK: 1 job, 0 groups\n"
     (tmp_path / "tuisched.yaml").write_text(MANUAL.replace("a:", "here-a:") + "  b: " + "{}\n")
     assert "job 'b'" in tuisched("validate", cwd=tmp_path).stdout  # ./tuisched.yaml wins
     named = tmp_path / "named.yaml"
@@ -78,7 +78,7 @@ def test_lookup_order_is_option_variable_folder_then_user_config(tmp_path: Path)
     from_option = tuisched(
         "validate", "-c", str(user), cwd=tmp_path, env={"TUISCHED_CONFIG": str(named)}
     )
-    assert from_option.stdout == "OK: 1 jobs, 0 groups\n"
+    assert from_option.stdout == "OK: 1 job, 0 groups\n"
 
 
 def test_a_named_file_that_is_missing_is_named_not_replaced(tmp_path: Path) -> None:
@@ -137,7 +137,7 @@ def test_service_install_dry_run_prints_a_notify_unit_with_absolute_paths(tmp_pa
     (tmp_path / "tuisched.yaml").write_text(MANUAL + "settings: {shutdown_grace: 50s}\n")
     done = tuisched("service", "install", "--user", "--dry-run", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    target = tmp_path / "xdg" / "systemd" / "user" / "tuisched.service"
+    target = tmp_path / "xdg" / "systemd" / "user" / default_unit_name(tmp_path / "tuisched.yaml")
     assert done.stdout.startswith(f"# {target}\n")
     lines = _unit_lines(done.stdout)
     assert f"ExecStart={TUISCHED} --no-ui -c {tmp_path}/tuisched.yaml" in lines
@@ -153,7 +153,7 @@ def test_service_install_writes_the_user_unit_once(tmp_path: Path) -> None:
     (tmp_path / "tuisched.yaml").write_text(MANUAL)
     done = tuisched("service", "install", "--user", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    target = tmp_path / "xdg" / "systemd" / "user" / "tuisched.service"
+    target = tmp_path / "xdg" / "systemd" / "user" / default_unit_name(tmp_path / "tuisched.yaml")
     assert f"wrote {target}" in done.stdout
     assert "systemctl --user daemon-reload && systemctl --user enable --now" in done.stdout
     assert "Type=notify" in target.read_text()
@@ -164,6 +164,66 @@ def test_service_install_writes_the_user_unit_once(tmp_path: Path) -> None:
     assert target.read_text() == "mine\n"
     assert tuisched("service", "install", "--user", "--force", cwd=tmp_path).returncode == 0
     assert "Type=notify" in target.read_text()
+
+
+@pytest.mark.parametrize(
+    ("config", "unit"),
+    [
+        ("/home/ops/jobs/tuisched.yaml", "tuisched-jobs.service"),
+        ("/home/ops/.config/tuisched/tuisched.yaml", "tuisched.service"),
+        ("/etc/tuisched/tuisched.yaml", "tuisched.service"),
+        ("/srv/etl/prod.yaml", "tuisched-etl-prod.service"),
+        ("/srv/my jobs/.hidden/Nightly Jobs.yml", "tuisched-hidden-Nightly-Jobs.service"),
+        ("/tuisched.yaml", "tuisched.service"),
+    ],
+)
+def test_the_default_unit_name_comes_from_the_configuration(config: str, unit: str) -> None:
+    assert default_unit_name(Path(config)) == unit
+
+
+def test_two_configurations_get_two_units_and_none_is_replaced_silently(tmp_path: Path) -> None:
+    """Issue 27: a second configuration's unit never overwrites the first's."""
+    for folder in ("a", "b", "other/a"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "tuisched.yaml").write_text(MANUAL)
+    units = tmp_path / "xdg" / "systemd" / "user"
+    for folder in ("a", "b"):
+        done = tuisched("service", "install", "--user", "-c", f"{folder}/tuisched.yaml",
+                        cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"enable --now tuisched-{folder}.service" in done.stdout
+        assert f"journalctl --user -u tuisched-{folder}.service" in done.stdout
+    first = (units / "tuisched-a.service").read_text()
+    assert f"-c {tmp_path}/a/tuisched.yaml" in first
+    assert f"-c {tmp_path}/b/tuisched.yaml" in (units / "tuisched-b.service").read_text()
+    # Another folder called `a`: same name, another file: refused, naming both.
+    clash = tuisched("service", "install", "--user", "-c", "other/a/tuisched.yaml", cwd=tmp_path)
+    assert (clash.returncode, clash.stdout) == (1, "")
+    assert clash.stderr == (
+        f"tuisched: {units}/tuisched-a.service runs {tmp_path}/a/tuisched.yaml, not "
+        f"{tmp_path}/other/a/tuisched.yaml: name this one's unit with --name NAME "
+        "(or --force replaces it)\n"
+    )
+    assert (units / "tuisched-a.service").read_text() == first
+    named = tuisched("service", "install", "--user", "-c", "other/a/tuisched.yaml",
+                     "--name", "etl-a", cwd=tmp_path)  # fmt: skip
+    assert named.returncode == 0, named.stderr
+    assert f"-c {tmp_path}/other/a/tuisched.yaml" in (units / "etl-a.service").read_text()
+    # Installing a configuration again finds its unit, whatever its name.
+    again = tuisched("service", "install", "--user", "-c", "other/a/tuisched.yaml", cwd=tmp_path)
+    assert (again.returncode, again.stderr) == (
+        1, f"tuisched: {units}/etl-a.service exists; --force replaces it\n"
+    )  # fmt: skip
+    second = tuisched("service", "install", "--user", "-c", "a/tuisched.yaml", "--name", "x",
+                      cwd=tmp_path)  # fmt: skip
+    assert second.returncode == 1
+    assert "tuisched-a.service already runs" in second.stderr
+    assert sorted(unit.name for unit in units.iterdir()) == [
+        "etl-a.service", "tuisched-a.service", "tuisched-b.service",
+    ]  # fmt: skip
+    bad = tuisched("service", "install", "--user", "--name", "../escape", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "not a unit name: '../escape'" in bad.stderr
 
 
 def test_service_install_refuses_a_bad_configuration(tmp_path: Path) -> None:
@@ -259,12 +319,12 @@ def test_headless_tells_systemd_ready_status_watchdog_and_stopping(
     try:
         ready = receiver.recv(4096).decode().split("\n")
         assert ready[0] == "READY=1"
-        assert re.fullmatch(r"STATUS=running: 1 jobs, [01] running, 0 queued, 0 waiting", ready[1])
+        assert re.fullmatch(r"STATUS=running: 1 job, [01] running, 0 queued, 0 waiting", ready[1])
         assert f"MAINPID={process.pid}" in ready
         for _ in range(2):  # keep-alives every 0.1 s (half the watchdog period)
             beat = receiver.recv(4096).decode().split("\n")
             assert beat[0] == "WATCHDOG=1"
-            assert beat[1].startswith("STATUS=running: 1 jobs, ")
+            assert beat[1].startswith("STATUS=running: 1 job, ")
         # Jobs do not inherit the socket (nor speak for the scheduler on it).
         while "SUCCESS" not in (line := lines.get(timeout=20)):
             pass

@@ -104,7 +104,7 @@ def test_a_single_node_validates_and_reads_its_files_without_psycopg(
 ) -> None:
     config = write_config(tmp_path, JOB)
     done = nopg.run("validate", "-c", str(config))
-    assert (done.returncode, done.stdout) == (0, "OK: 1 jobs, 0 groups\n"), done.stderr
+    assert (done.returncode, done.stdout) == (0, "OK: 1 job, 0 groups\n"), done.stderr
     readers = (["jobs"], ["history"], ["stats"], ["simulate", "--limit", "1"], ["next", "hello"])
     for verb in readers:
         done = nopg.run(*verb, "-c", str(config))
