@@ -425,6 +425,120 @@ def test_bash_loads_the_script_and_completes_commands(tmp_path: Path) -> None:
     assert done.stdout.splitlines() == ["1:service", "2:install", "3:bash zsh fish"]
 
 
+JOBS = """
+jobs:
+  hello: {command: [/bin/true], schedule: manual}
+  heavy-report: {command: [/bin/true], schedule: manual}
+  other: {command: [/bin/true], schedule: manual}
+"""
+
+
+def _completing(tmp_path: Path, shell: str) -> tuple[Path, dict[str, str]]:
+    """The `shell` script written out, and an environment whose PATH has this tuisched (the
+    script runs `tuisched jobs --names` on each Tab), in a folder of two configurations."""
+    (tmp_path / "jobs.yaml").write_text(JOBS)
+    (tmp_path / "tuisched.yaml").write_text(MANUAL)  # the default one: job `a`
+    script = tmp_path / f"tuisched.{shell}"
+    script.write_text(tuisched("completion", shell, cwd=tmp_path).stdout)
+    env = {k: v for k, v in os.environ.items() if k != "TUISCHED_CONFIG"}
+    env["PATH"] = f"{TUISCHED.parent}:{env['PATH']}"
+    return script, env
+
+
+JOB_LINES = [  # (the line up to the cursor, the job names it completes)
+    ("tuisched trigger -c jobs.yaml h", ["hello", "heavy-report"]),
+    ("tuisched -c jobs.yaml logs ", ["hello", "heavy-report", "other"]),
+    ("tuisched missed decide --config jobs.yaml o", ["other"]),
+    ("tuisched stop -c jobs.yaml he", ["hello", "heavy-report"]),
+    ("tuisched simulate -c jobs.yaml hello ", ["hello", "heavy-report", "other"]),
+    ("tuisched next ", ["a"]),  # no -c: the configuration every command finds
+    ("tuisched run -c nosuch.yaml ", []),  # an error says nothing
+]
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_bash_completes_job_names_from_the_configuration_on_the_line(tmp_path: Path) -> None:
+    script, env = _completing(tmp_path, "bash")
+    probe = [f"source {script} || exit 3",
+             "function=$(complete -p tuisched | sed 's/.* -F \\([^ ]*\\) .*/\\1/')"]  # fmt: skip
+    for line, _ in JOB_LINES:
+        words = " ".join(f'"{word}"' for word in line.split(" "))
+        probe += [
+            f"COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); COMPREPLY=()",
+            f'COMP_LINE="{line}"; COMP_POINT=${{#COMP_LINE}}',
+            '$function tuisched "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"',
+            'echo "${COMPREPLY[*]}"',
+        ]
+    done = subprocess.run(["bash", "--norc", "-c", "\n".join(probe)], capture_output=True,
+                          text=True, timeout=60, check=False, cwd=tmp_path, env=env)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [" ".join(names) for _, names in JOB_LINES]
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh")
+def test_zsh_completes_job_names_from_the_configuration_on_the_line(tmp_path: Path) -> None:
+    """A real interactive zsh (on a pseudo-terminal, through zsh/zpty) presses Tab."""
+    script, env = _completing(tmp_path, "zsh")
+    functions = tmp_path / "zfunc"
+    functions.mkdir()
+    script.rename(functions / "_tuisched")  # as docs/service.md installs it
+    unique = [(line, names[0]) for line, names in JOB_LINES if len(names) == 1]
+    probe = [
+        "zmodload zsh/zpty",
+        "zpty z 'PS1=\"> \" zsh -f -i'",
+        f'zpty -w z "fpath=({functions} \\$fpath); autoload -U compinit && compinit -u -D"',
+        "zpty -w z 'tuisched() { print -r -- \"LINE: $*\" }'",  # what Enter runs: the line
+        *[f"zpty -w -n z $'{line}\\t\\n'" for line, _ in unique],
+        "zpty -w z 'print END'",
+        "out=''; while zpty -r z chunk; do out+=$chunk; [[ $chunk == END* ]] && break; done",
+        "print -rl -- ${(M)${(f)out//$'\\r'/}:#LINE:*}",
+        "zpty -d z",
+    ]
+    done = subprocess.run(["zsh", "-f", "-c", "\n".join(probe)], capture_output=True,
+                          text=True, timeout=60, check=False, cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = [line.removeprefix("LINE: ").strip() for line in done.stdout.splitlines()]
+    assert shown == [f"{line.removeprefix('tuisched ')}{name[len(line.split(' ')[-1]):]}"
+                     for line, name in unique], done.stdout  # fmt: skip
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="no fish")
+def test_fish_completes_job_names_from_the_configuration_on_the_line(tmp_path: Path) -> None:
+    script, env = _completing(tmp_path, "fish")
+    lines = [*JOB_LINES, ("tuisched logs --config=jobs.yaml ot", ["other"])]
+    probe = [f"source {script}"]
+    for line, _ in lines:
+        probe += [f"complete -C'{line}' | string replace -r '\\t.*' ''", "echo ."]
+    done = subprocess.run(["fish", "--no-config", "-c", "\n".join(probe)], capture_output=True,
+                          text=True, timeout=60, check=False, cwd=tmp_path, env=env)  # fmt: skip
+    assert (done.returncode, done.stderr) == (0, "")
+    answers = [block.split() for block in done.stdout.split(".\n")[:-1]]
+    assert answers == [names for _, names in lines]
+
+
+def test_jobs_names_reads_only_the_file_and_loads_only_pyyaml(tmp_path: Path) -> None:
+    """What a Tab runs: the names, in the file's order, from a file not even validated."""
+    (tmp_path / "jobs.yaml").write_text(JOBS + "  broken: {command: [/bin/true]}\n")
+    done = tuisched("jobs", "--names", "-c", "jobs.yaml", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "hello\nheavy-report\nother\nbroken\n")
+    loaded = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "tuisched", "jobs", "--names", "-c",
+         "jobs.yaml"], capture_output=True, text=True, timeout=30, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    modules = {line.split("|")[-1].strip() for line in loaded.stderr.splitlines()}
+    heavy = {"asyncio", "sqlalchemy", "textual", "jinja2", "apscheduler", "aiohttp",
+             "tuisched.domain.config", "tuisched.runtime", "shtab"}  # fmt: skip
+    assert not {m for m in modules if m in heavy or m.split(".")[0] in heavy - {"tuisched"}}
+    assert "yaml" in modules
+    missing = tuisched("jobs", "--names", "-c", "nosuch.yaml", cwd=tmp_path)
+    assert (missing.returncode, missing.stdout) == (78, "")
+    assert missing.stderr == "tuisched: cannot read nosuch.yaml: No such file or directory\n"
+    (tmp_path / "bad.yaml").write_text("jobs: [\n")
+    bad = tuisched("jobs", "--names", "-c", "bad.yaml", cwd=tmp_path)
+    assert (bad.returncode, bad.stderr) == (78, "tuisched: bad.yaml:2: not valid YAML: "
+                                                "did not find expected node content\n")  # fmt: skip
+
+
 def test_completion_refuses_an_unknown_shell(tmp_path: Path) -> None:
     done = tuisched("completion", "tcsh", cwd=tmp_path)
     assert done.returncode == 2

@@ -110,7 +110,13 @@ def _parser() -> argparse.ArgumentParser:
     jobs = commands.add_parser(
         "jobs", parents=[config], help="list every job: kind, schedule, next run, state, why"
     )
-    jobs.add_argument("--json", action="store_true", help="print a JSON array")
+    shown = jobs.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print a JSON array")
+    shown.add_argument(
+        "--names", action="store_true",
+        help="print only the job names, one a line, as the file has them (not validated: "
+        "fast, for scripts and shell completion)",
+    )  # fmt: skip
     jobs.set_defaults(func=_jobs)
 
     history = commands.add_parser(
@@ -293,6 +299,10 @@ def _upstream(args: argparse.Namespace) -> int:
 
 
 def _jobs(args: argparse.Namespace) -> int:
+    if args.names:  # on every Tab of a shell's completion: PyYAML, nothing more
+        from tuisched.frontends.jobnames import print_job_names  # noqa: PLC0415
+
+        return print_job_names(args)
     from tuisched.frontends.queries import jobs  # noqa: PLC0415
 
     return jobs(args)
