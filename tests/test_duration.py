@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -61,3 +62,22 @@ def test_elapsed_for_people(seconds: float, text: str) -> None:
 )  # fmt: skip
 def test_an_age_is_whole_seconds_then_two_units_up_to_days(seconds: float, expected: str) -> None:
     assert format_age(timedelta(seconds=seconds)) == expected
+
+
+def test_the_nodes_table_writes_heartbeat_ages_in_the_same_style() -> None:
+    """`tuisched nodes` said `3725s ago`; now `1h02m ago`, as every duration reads."""
+    import io
+    from datetime import UTC, datetime
+
+    from tuisched.domain.views import NodeView
+    from tuisched.frontends.nodes import print_nodes
+
+    node = NodeView(
+        node_id="vm:1:ab", name="vm", host="vm", pid=1, started_at=datetime(2026, 5, 7, tzinfo=UTC),
+        heartbeat_age=3725.4, state="dead", running=0, capacity=8, config_hash="0123456789",
+    )  # fmt: skip
+    out = io.StringIO()
+    print_nodes([node, replace(node, heartbeat_age=0.4)], as_json=False, out=out)
+    rows = out.getvalue().splitlines()
+    assert "  1h02m ago  dead" in rows[1]
+    assert "  400ms ago  dead" in rows[2]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TextIO
 
+from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import columns
 from tuisched.domain.views import NodeView
 
@@ -39,8 +41,9 @@ def print_nodes(nodes: Sequence[NodeView], *, as_json: bool, out: TextIO) -> Non
 
 
 def _row(node: NodeView) -> list[str]:
+    heartbeat = f"{format_elapsed(timedelta(seconds=node.heartbeat_age))} ago"
     return [
         node.node_id, node.name, str(node.pid), node.started_at.strftime("%Y-%m-%d %H:%M:%S"),
-        f"{node.heartbeat_age:.0f}s ago", node.state, f"{node.running}/{node.capacity}",
+        heartbeat, node.state, f"{node.running}/{node.capacity}",
         node.config_hash[:8], ", ".join(node.drifted) or "-",
     ]  # fmt: skip

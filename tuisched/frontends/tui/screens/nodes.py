@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,6 +14,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Static
 
 from tuisched.domain.errors import TuischedError
+from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 from tuisched.domain.views import NodeView
 
@@ -64,9 +66,10 @@ class NodesScreen(ModalScreen[None]):
 def _cells(node: NodeView) -> tuple[Text, ...]:
     state = node.state.upper() if node.state == "dead" else node.state
     style = "bold red" if node.state == "dead" else ""
+    heartbeat = f"{format_elapsed(timedelta(seconds=node.heartbeat_age))} ago"
     return (
         Text(plain_text(node.node_id)), Text(plain_text(node.name)), Text(str(node.pid)),
-        Text(f"{node.heartbeat_age:.0f}s ago"), Text(state, style=style),
+        Text(heartbeat), Text(state, style=style),
         Text(f"{node.running}/{node.capacity}"), Text(node.config_hash[:8]),
         Text(plain_text(", ".join(node.drifted)) or "-"),
     )  # fmt: skip
