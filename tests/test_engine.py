@@ -390,7 +390,7 @@ async def test_slots_less_than_grace_late_run_and_later_ones_are_missed(tmp_path
     assert finished.run.slot == slots[2]
     missed = [e.run for e in events.of(SlotMissed)]
     assert [run.slot for run in missed] == slots[:2]
-    assert missed[0].reason == "too late to run (200s late)"
+    assert missed[0].reason == "too late to run (3m20s late)"
 
 
 def test_recent_slots_keeps_the_newest_and_counts_the_rest() -> None:

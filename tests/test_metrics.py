@@ -299,7 +299,7 @@ def test_health_reasons() -> None:
         "the scheduler is starting"
     )
     late = health_reason(state="running", firing=True, lateness=2.5, max_lag=2)
-    assert late == "the event loop is 2.5 s late (max_lag 2 s)"
+    assert late == "the event loop is 2.5s late (max_lag 2s)"
 
 
 async def test_unknown_path_is_404(tmp_path: Path) -> None:

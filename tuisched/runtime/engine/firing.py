@@ -30,6 +30,7 @@ from apscheduler.schedulers.base import STATE_PAUSED
 
 from tuisched.domain.config.config import collector_paused
 from tuisched.domain.model import Config, Job, ManualSchedule
+from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.text import counted
 from tuisched.runtime.clock import Clock
@@ -375,8 +376,7 @@ class SlotFiring:
         late = [slot for slot, fire in dues if now - fire >= grace]
         kept = late[-MAX_MISSED_RECORDED:]
         for slot in kept:
-            seconds = int((now - slot).total_seconds())
-            reason = f"too late to run ({seconds}s late)"
+            reason = f"too late to run ({format_elapsed(now - slot)} late)"
             if slot == kept[0] and len(late) > len(kept):
                 reason += f" (and {counted(len(late) - MAX_MISSED_RECORDED, 'earlier slot')})"
             self._outcomes.slot_missed(job, slot, now, reason)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 
 from prometheus_client import CollectorRegistry, disable_created_metrics
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.model import Config, MetricsSettings
+from tuisched.domain.schedule.duration import format_duration, format_elapsed
 from tuisched.runtime.cluster.rules import DatabaseState
 from tuisched.runtime.metrics.collector import ClusterHealth, RunMetrics, RuntimeCollector
 from tuisched.runtime.metrics.server import MetricsServer
@@ -43,7 +45,8 @@ def health_reason(*, state: str, firing: bool, lateness: float, max_lag: float) 
     if not firing:
         return "the engine starts no new runs"
     if lateness >= max_lag:
-        return f"the event loop is {lateness:.1f} s late (max_lag {max_lag:g} s)"
+        late, limit = timedelta(seconds=lateness), timedelta(seconds=max_lag)
+        return f"the event loop is {format_elapsed(late)} late (max_lag {format_duration(limit)})"
     return None
 
 
