@@ -43,7 +43,7 @@ _tuisched_job_names() {
       --config=?*) config=(-c "${word#--config=}") ;;
     esac
   done
-  command "${COMP_WORDS[0]}" jobs --names "${config[@]}" 2>/dev/null </dev/null |
+  command "${COMP_WORDS[0]}" jobs --names ${config[@]+"${config[@]}"} 2>/dev/null </dev/null |
     while IFS= read -r word; do [[ $word == "$1"* ]] && printf '%s
 ' "$word"; done
 }
