@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from tuisched.domain.errors import JobActionError, UnknownJobError
+from tuisched.domain.errors import JobActionError, Refusal, RunRefusedError, UnknownJobError
 from tuisched.domain.events import (
     RunConcluded,
     RunFinished,
@@ -20,6 +21,7 @@ from tuisched.domain.events import (
     SlotMissed,
 )
 from tuisched.domain.model import Job
+from tuisched.domain.reasons import MAX_BACKLOG
 from tuisched.domain.runs import Result, RunState, Trigger
 from tuisched.runtime.clock import ManualClock
 
@@ -60,7 +62,47 @@ async def test_queue_leaves_by_slot_then_priority_then_name(tmp_path: Path) -> N
     assert engine_jobs.STARTED == ["b", "c", "a", "b"]
 
 
-async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
+async def test_overlap_skip_records_a_slot_not_started_and_refuses_a_run_by_hand(
+    tmp_path: Path,
+) -> None:
+    """A slot that comes while the job runs is recorded NOT_STARTED, with the run in the
+    way; a run asked for by hand is refused at once (nothing recorded), saying why."""
+    path = write_config(
+        tmp_path,
+        'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual,'
+        " timezone: Asia/Kolkata}",
+    )
+    async with running(path) as (runtime, events):
+        first = runtime.actions.run_now("blocker")
+        (started,) = await events.wait_for(RunStarted)
+        since = started.run.started_at
+        assert since is not None
+        clock = since.astimezone(ZoneInfo("Asia/Kolkata")).strftime("%H:%M:%S")  # the job's zone
+        slot = runtime.engine.submit(
+            runtime.config.job("blocker"), slot=datetime(2026, 1, 1, tzinfo=UTC),
+            trigger=Trigger.SCHEDULE,
+        )  # fmt: skip
+        assert (slot.state, slot.result) == (RunState.NOT_STARTED, Result.SKIPPED)
+        assert slot.reason == f"still running: run {first.run_id} since {clock}"
+        with pytest.raises(RunRefusedError) as refused:
+            runtime.actions.run_now("blocker")
+        assert refused.value.refusal == Refusal(
+            job="blocker", reason=f"still running: run {first.run_id} since {clock}",
+            run_id=first.run_id, since=since, queueable=True,
+        )  # fmt: skip
+        assert str(refused.value) == f"trigger 'blocker': {refused.value.refusal.reason}"
+        assert [run.run_id for run in runtime.engine.queued()] == []
+        engine_jobs.GATES["blocker"].set()
+        await events.wait_for(RunFinished)
+    assert [e.run.run_id for e in events.of(RunNotStarted)] == [slot.run_id]  # the slot's only
+    assert [e.run.run_id for e in events.of(RunQueued)] == [first.run_id]
+
+
+async def test_a_run_by_hand_asked_to_queue_waits_behind_a_skip_job_s_run(
+    tmp_path: Path,
+) -> None:
+    """`trigger --queue`: where `skip` would refuse it, the run waits behind the running
+    one and starts once it has ended; a slot that comes meanwhile is still skipped."""
     path = write_config(
         tmp_path,
         'blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}',
@@ -68,14 +110,19 @@ async def test_overlap_skip_records_not_started(tmp_path: Path) -> None:
     async with running(path) as (runtime, events):
         first = runtime.actions.run_now("blocker")
         await events.wait_for(RunStarted)
-        second = runtime.actions.run_now("blocker")
-        assert second.state is RunState.NOT_STARTED
-        assert second.result is Result.SKIPPED
-        assert first.run_id in second.reason
-        (skipped,) = await events.wait_for(RunNotStarted)
-        assert skipped.run.run_id == second.run_id
+        second = runtime.actions.run_now("blocker", queue=True)
+        assert second.state is RunState.QUEUED
+        slot = runtime.engine.submit(
+            runtime.config.job("blocker"), slot=datetime(2026, 1, 1, tzinfo=UTC),
+            trigger=Trigger.SCHEDULE,
+        )  # fmt: skip
+        assert slot.state is RunState.NOT_STARTED
+        assert [run.run_id for run in runtime.engine.running()] == [first.run_id]
         engine_jobs.GATES["blocker"].set()
-        await events.wait_for(RunFinished)
+        done = await events.wait_for(RunFinished, count=2)
+    assert [e.run.run_id for e in done] == [first.run_id, second.run_id]
+    starts = events.of(RunStarted)
+    assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
 
 
 async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
@@ -90,6 +137,16 @@ async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
         second = runtime.actions.run_now("blocker")
         assert second.state is RunState.QUEUED
         assert len(runtime.engine.running()) == 1
+        for _ in range(MAX_BACKLOG - 1):  # the backlog fills up...
+            runtime.actions.run_now("blocker")
+        with pytest.raises(RunRefusedError) as refused:  # ...and refuses one more
+            runtime.actions.run_now("blocker", queue=True)
+        assert refused.value.refusal.reason == (
+            f"{MAX_BACKLOG} runs already waiting behind run {first.run_id}"
+        )
+        assert not refused.value.refusal.queueable
+        for waiting in runtime.engine.queued()[1:]:
+            await runtime.actions.stop_run(waiting.run_id)
         engine_jobs.GATES["blocker"].set()
         done = await events.wait_for(RunFinished, count=2)
     assert [e.run.run_id for e in done] == [first.run_id, second.run_id]

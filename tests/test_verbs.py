@@ -157,6 +157,117 @@ def test_trigger_prints_the_run_id_and_wait_follows_to_the_exit_code(
     del scheduler
 
 
+def _history(config: Path, job: str) -> list[dict[str, object]]:
+    status, out, err = run("history", job, "--json", "-c", str(config))
+    assert status == 0, err
+    runs: list[dict[str, object]] = json.loads(out)
+    return runs
+
+
+def _until_running(config: Path, job: str) -> dict[str, object]:
+    """The run of `job` in progress once it has started (the scheduler is another process)."""
+    deadline = time.monotonic() + 10
+    while True:
+        started = [r for r in _history(config, job) if r["state"] == "RUNNING"]
+        if started:
+            return started[0]
+        assert time.monotonic() < deadline, "the run never started"
+        time.sleep(0.1)  # a process we do not own: nothing to await
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """A scheduler in Asia/Kolkata (+05:30) whose job `gate` runs until the file `go` exists
+    (`overlap: skip`, the default), and `hello`; the configuration and that file."""
+    go = tmp_path / "go"
+    path = write_config(
+        tmp_path,
+        f"""
+        gate: {{command: "while [ ! -e {go} ]; do sleep 0.05; done; echo through",
+                schedule: manual}}
+        hello: {{command: "echo hello", schedule: manual}}
+        """,
+        settings="timezone: Asia/Kolkata",
+    )
+    with listening(path):
+        yield path, go
+
+
+def test_trigger_refuses_a_skip_job_s_second_run_with_the_reason(
+    gated: tuple[Path, Path],
+) -> None:
+    """`overlap: skip` and a run in progress: exit 1 and why, in one line (or as JSON), and
+    no run is made; `--queue` would take it, and says so."""
+    config, go = gated
+    first = run("trigger", "gate", "-c", str(config))[1].strip()
+    running = _until_running(config, "gate")
+    assert running["run_id"] == first
+    since = str(running["started_at"])  # as history gives it: in the zone, with its offset
+    assert since.endswith("+05:30")
+    clock = since[11:19]  # HH:MM:SS of the job's zone
+    status, out, err = run("trigger", "gate", "-c", str(config))
+    assert (status, out) == (1, "")
+    assert err == (
+        f"tuisched: trigger 'gate': still running: run {first} since {clock}; "
+        "--queue starts it once that run ends\n"
+    )
+    status, out, err = run("trigger", "gate", "--json", "-c", str(config))
+    assert (status, err) == (1, "")
+    assert json.loads(out) == {
+        "job": "gate", "refused": f"still running: run {first} since {clock}",
+        "blocking_run": {"run_id": first, "since": since}, "queueable": True,
+    }  # fmt: skip
+    status, out, err = run("trigger", "gate", "--wait", "-c", str(config))
+    assert (status, out) == (1, "")
+    assert err.startswith(f"tuisched: trigger 'gate': still running: run {first} since")
+    assert [r["run_id"] for r in _history(config, "gate")] == [first]  # nothing was made
+    go.touch()
+
+
+def test_trigger_queue_waits_behind_the_running_run_and_wait_follows_it(
+    gated: tuple[Path, Path],
+) -> None:
+    config, go = gated
+    first = run("trigger", "gate", "-c", str(config))[1].strip()
+    _until_running(config, "gate")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "tuisched", "trigger", "gate", "--queue", "--wait", "--json",
+         "-c", str(config)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while len(_history(config, "gate")) < 2:  # queued behind the first
+        assert follower.poll() is None, follower.communicate()
+        assert time.monotonic() < deadline, "the run was never queued"
+        time.sleep(0.1)  # a process we do not own: nothing to await
+    assert [r["state"] for r in _history(config, "gate")] == ["QUEUED", "RUNNING"]
+    go.touch()
+    out, err = follower.communicate(timeout=20)
+    assert follower.returncode == 0, err
+    printed, final = out.rsplit("\n", 2)[:2]
+    assert printed == "through"
+    second, earlier = _history(config, "gate")
+    assert earlier["run_id"] == first
+    assert json.loads(final) == second  # history's own object, times in the zone
+    assert str(second["started_at"]) >= str(earlier["ended_at"])
+
+
+def test_trigger_json_gives_the_run_as_history_does(gated: tuple[Path, Path]) -> None:
+    """Times in the scheduler's zone with its offset, as `history --json`, not UTC."""
+    config, _ = gated
+    status, out, err = run("trigger", "hello", "--json", "-c", str(config))
+    assert status == 0, err
+    answer = json.loads(out)
+    assert str(answer["queued_at"]).endswith("+05:30")
+    (kept,) = [r for r in _history(config, "hello") if r["run_id"] == answer["run_id"]]
+    assert answer.keys() == kept.keys()
+    assert answer["queued_at"] == kept["queued_at"]
+    status, out, err = run("trigger", "hello", "--wait", "--json", "-c", str(config))
+    assert status == 0, err
+    final = json.loads(out.splitlines()[-1])
+    assert final == _history(config, "hello")[0]
+
+
 def test_stop_a_job_s_run_and_logs_follow_it(
     config: Path, scheduler: subprocess.Popen[str]
 ) -> None:

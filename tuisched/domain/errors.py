@@ -7,7 +7,8 @@ TuischedError
 │   └── CronError              a cron expression is malformed
 ├── TemplateError              an alert template cannot be read or rendered
 ├── JobActionError             add/modify/delete/run named a job that does not fit
-│   └── UnknownJobError        no job by that name (LookupError too)
+│   ├── UnknownJobError        no job by that name (LookupError too)
+│   └── RunRefusedError        the scheduler will not start a run now; carries its Refusal
 ├── LaunchError                a run could not start (its reason is the message)
 ├── MailError                  an alert mail could not be delivered
 ├── StateError                 the state directory or what it holds cannot be used
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 
@@ -110,6 +112,30 @@ class UnknownJobError(JobActionError, LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
         super().__init__(f"no job named '{one_line(name)}'")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why the scheduler will not start a run of `job` asked for now (by hand)."""
+
+    job: str
+    reason: str
+    """One line: `still running: run 3f2a since 12:00:03` (the time in the job's zone)."""
+    run_id: str = ""
+    """The run in the way, if one is."""
+    since: datetime | None = None
+    """When that run started (or was queued, if it has not started)."""
+    queueable: bool = False
+    """Asked again to wait behind the run in the way (`trigger --queue`), it would be taken."""
+
+
+class RunRefusedError(JobActionError):
+    """The scheduler will not start a run now; `refusal` says why, and whether it could
+    wait behind the run in the way instead."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        self.refusal = refusal
+        super().__init__(f"trigger '{one_line(refusal.job)}': {refusal.reason}")
 
 
 class LaunchError(TuischedError):

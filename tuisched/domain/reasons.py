@@ -8,15 +8,21 @@ words them, the most telling first:
     > queue full (max_workers) > queued behind its own run (overlap queue)
     > waiting for an upstream's slot (requires)
     > manual only > after another job > outside start/stop > next slot
+
+`overlap_refusal` words why a new run of a busy job is not taken: what a
+hand's trigger is told (the console, `tuisched trigger`), and the reason a
+skipped slot is recorded with.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from tuisched.domain.errors import Refusal
 from tuisched.domain.model import (
     AtSchedule,
     CronSchedule,
@@ -25,11 +31,14 @@ from tuisched.domain.model import (
     ManualSchedule,
     Overlap,
 )
-from tuisched.domain.runs import RunRecord
+from tuisched.domain.runs import RunRecord, Trigger
 from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.views import Pause, PauseKind
 
-__all__ = ["JobFacts", "PauseNote", "why_not_running"]
+__all__ = ["MAX_BACKLOG", "JobFacts", "PauseNote", "overlap_refusal", "why_not_running"]
+
+MAX_BACKLOG = 10
+"""Runs that may wait behind a job's running one (`overlap: queue`, `trigger --queue`)."""
 
 _OUTCOME_WORDS = {"success": "succeeds", "failure": "fails", "both": "finishes"}
 _OVERLAP_WORDS = {
@@ -95,6 +104,40 @@ def _running(job: Job, facts: JobFacts) -> str:
     if facts.backlogged:
         overlap = f"; {facts.backlogged} more queued behind it (overlap queue)"
     return f"running run {run.run_id}{since}{more}{overlap}"
+
+
+def overlap_refusal(
+    job: str, overlap: Overlap, tz: ZoneInfo, running: Sequence[RunRecord],
+    queued: Sequence[RunRecord], *, backlog: int, behind: bool = False,
+) -> Refusal | None:  # fmt: skip
+    """Why `overlap` does not take a new run of `job` now, or None when it takes it (at
+    once, or to wait behind the runs in progress).
+
+    `running` are its runs holding a worker, `queued` its runs queued or waiting behind
+    them, `backlog` how many of those wait behind them. `behind`: the new run asks to
+    wait behind them where `skip` would refuse it (`trigger --queue`). Under `skip`, a
+    run waits behind catch-ups alone (a start's `misfire: once` takes a moment to
+    begin); under `queue` (or `behind`), at most MAX_BACKLOG wait. Times are worded in
+    `tz`, the job's zone.
+    """
+    busy = [*running, *queued]
+    if not busy or overlap is Overlap.ALLOW:
+        return None
+    first = busy[0]
+    since = first.started_at if running else first.queued_at
+    if overlap is Overlap.SKIP and all(run.trigger is Trigger.CATCHUP for run in busy):
+        return None  # it waits behind catch-ups alone
+    if overlap is Overlap.SKIP and not behind:
+        words = "still running" if running else "already queued"
+        reason = f"{words}: run {first.run_id}"
+        if since is not None:
+            reason += f" since {since.astimezone(tz).strftime('%H:%M:%S')}"
+        room = backlog < MAX_BACKLOG
+        return Refusal(job=job, reason=reason, run_id=first.run_id, since=since, queueable=room)
+    if backlog < MAX_BACKLOG:
+        return None
+    reason = f"{MAX_BACKLOG} runs already waiting behind run {first.run_id}"
+    return Refusal(job=job, reason=reason, run_id=first.run_id, since=since)
 
 
 def _paused(job: Job, facts: JobFacts) -> str:

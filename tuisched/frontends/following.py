@@ -4,7 +4,9 @@ The run's output streams to stdout as its events come (`/v1/events`, which
 the console's `RemoteControl` follows and resumes without loss); its id and
 its end go to stderr; the exit status is `tuisched run`'s (`exits.exit_status`).
 In cluster mode another node may take the run: its end is then read from the
-shared history. Loaded only for `--wait`: the other verbs need no event
+shared history. A run the scheduler refuses is told as `trigger` tells it
+(exit 1); with `--queue`, the run waits behind the one in progress and is
+followed from its start. Loaded only for `--wait`: the other verbs need no event
 stream, no event loop and no aiohttp (see `verbs`).
 """
 
@@ -16,14 +18,16 @@ import json
 import sys
 from collections.abc import Coroutine
 from typing import Any, TextIO
+from zoneinfo import ZoneInfo
 
-from tuisched.domain.errors import SchedulerNotRunningError
+from tuisched.domain.errors import RunRefusedError, SchedulerNotRunningError
 from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.views import HistoryQuery
-from tuisched.domain.wire import encode
 from tuisched.frontends.exits import exit_status, unavailable
+from tuisched.frontends.history import run_as_json
 from tuisched.frontends.lookup import config_path
+from tuisched.frontends.operations import say_refused
 from tuisched.runtime.control import (
     RemoteControl,
     SchedulerControl,
@@ -56,21 +60,33 @@ async def _trigger_and_wait(control: SchedulerControl, args: argparse.Namespace)
     events: asyncio.Queue[Event] = asyncio.Queue()
     status = await control.status()
     subscription = control.subscribe(events.put_nowait, after=status.last_seq)
+    zone = ZoneInfo(status.timezone)
     try:
-        run = await control.run_now(args.job)
-        print(run.run_id, file=sys.stderr)
-        here: set[str] = set()  # runs of ours this node's events spoke of
-        following = [_follow(events, run, sys.stdout, here)]
-        if status.cluster:  # another node may take it: its end is in the shared history
-            following.append(_ended_in_cluster(control, run, here))
-        final = await _first(following)
+        final = await _run_and_follow(control, args, events, cluster=bool(status.cluster))
+    except RunRefusedError as error:
+        return say_refused(error, zone if args.json else None, queued=args.queue)
     finally:
         subscription.unsubscribe()
     print(f"{final.job}#{final.run_id}: {final.state} ({final.result}) {final.status}",
           file=sys.stderr)  # fmt: skip
     if args.json:
-        print(json.dumps(encode(final)))
+        print(json.dumps(run_as_json(final, zone)))
     return exit_status(final)
+
+
+async def _run_and_follow(
+    control: SchedulerControl, args: argparse.Namespace, events: asyncio.Queue[Event],
+    *, cluster: bool,
+) -> RunRecord:  # fmt: skip
+    """Run `args.job` now (RunRefusedError if the scheduler will not) and follow it to its
+    end: its id on stderr, its output on stdout."""
+    run = await control.run_now(args.job, queue=args.queue)
+    print(run.run_id, file=sys.stderr)
+    here: set[str] = set()  # runs of ours this node's events spoke of
+    following = [_follow(events, run, sys.stdout, here)]
+    if cluster:  # another node may take it: its end is in the shared history
+        following.append(_ended_in_cluster(control, run, here))
+    return await _first(following)
 
 
 async def _first(waits: list[Coroutine[Any, Any, RunRecord]]) -> RunRecord:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from tuisched.domain.errors import (
     OtherConfigurationError,
+    RunRefusedError,
     ScheduleError,
     SchedulerNotRunningError,
     TuischedError,
@@ -39,7 +40,6 @@ from tuisched.domain.views import (
     SchedulerState,
     SchedulerStatus,
 )
-from tuisched.domain.wire import encode
 from tuisched.frontends.exits import EX_USAGE, unavailable
 from tuisched.frontends.lookup import config_path
 from tuisched.frontends.table import write_table
@@ -187,7 +187,9 @@ resume = _verb(_pausing(paused=False))
 
 def trigger(args: argparse.Namespace) -> int:
     """`trigger`: the run's id at once; with --wait, its output and its end (an event
-    stream, which `following` reads with the console's client)."""
+    stream, which `following` reads with the console's client). A run the scheduler
+    refuses is said in one line (exit 1); --json gives a run, or the refusal, as
+    JSON with the times of `history --json`."""
     if args.wait:
         from tuisched.frontends.following import trigger_and_wait  # noqa: PLC0415
 
@@ -196,9 +198,37 @@ def trigger(args: argparse.Namespace) -> int:
 
 
 def _trigger_now(control: BlockingControl, args: argparse.Namespace) -> int:
-    run = control.run_now(args.job)
-    print(json.dumps(encode(run)) if args.json else run.run_id)
+    try:
+        run = control.run_now(args.job, queue=args.queue)
+    except RunRefusedError as error:
+        zone = _zone(control.status().timezone) if args.json else None
+        return say_refused(error, zone, queued=args.queue)
+    if args.json:
+        from tuisched.frontends.history import run_as_json  # noqa: PLC0415  (zoneinfo)
+
+        print(json.dumps(run_as_json(run, _zone(control.status().timezone))))
+    else:
+        print(run.run_id)
     return 0
+
+
+def say_refused(error: RunRefusedError, zone: ZoneInfo | None, *, queued: bool) -> int:
+    """Tell a refused trigger: one line on stderr (naming `--queue` when it would be
+    taken that way), or with a `zone` (`history --json`'s) a JSON object on stdout; the
+    exit status (1)."""
+    refusal = error.refusal
+    if zone is None:
+        hint = "; --queue starts it once that run ends" if refusal.queueable and not queued else ""
+        print(f"tuisched: {one_line(str(error))}{hint}", file=sys.stderr)
+        return 1
+    blocking = None
+    if refusal.run_id:
+        since = refusal.since.astimezone(zone).isoformat() if refusal.since else None
+        blocking = {"run_id": refusal.run_id, "since": since}
+    answer = {"job": refusal.job, "refused": refusal.reason, "blocking_run": blocking,
+              "queueable": refusal.queueable and not queued}  # fmt: skip
+    print(json.dumps(answer))
+    return 1
 
 
 @_verb

@@ -2,7 +2,7 @@
 
     tuisched status [--json]                        the scheduler at a glance, its runs
     tuisched pause JOB | --group G | --all          (and `resume`, the same forms)
-    tuisched trigger JOB [--wait]                   run now; --wait follows it to its end
+    tuisched trigger JOB [--queue] [--wait]         run now; --wait follows it to its end
     tuisched stop RUN_ID | JOB [--kill]             stop a run, or every run of a job
     tuisched reload                                 apply the file on disk, with its report
     tuisched logs JOB [--run RUN_ID] [-f]           a run's output; -f follows a live run
@@ -14,7 +14,9 @@ Each finds the scheduler by the configuration's state directory. When none
 runs there, they say so in one line and exit 69 (EX_UNAVAILABLE); `logs`
 then reads the files the scheduler left. `trigger --wait` exits like
 `tuisched run` (0 success, the job's exit code, 124 timed out, 127 could not
-launch, 130 stopped).
+launch, 130 stopped). A trigger the job's `overlap` refuses (`skip` while a
+run of the job is in progress) exits 1 with the reason; `--queue` waits
+behind that run instead.
 
 This module is their grammar, which the command line builds for every
 command; what each verb does is in `operations.py`, loaded (with the blocking
@@ -50,6 +52,11 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
     )
     trigger.add_argument("job", metavar="JOB")
     trigger.add_argument("--wait", action="store_true", help="follow its output to its end")
+    trigger.add_argument(
+        "--queue", action="store_true",
+        help="if a run of JOB is in progress and its overlap would refuse another, "
+        "start once that run ends",
+    )  # fmt: skip
     trigger.add_argument("--json", action="store_true", help="print the run as a JSON object")
     trigger.set_defaults(func=_operation("trigger"))
     stop = commands.add_parser("stop", parents=[config], help="stop a run, or a job's runs")

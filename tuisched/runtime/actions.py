@@ -137,8 +137,11 @@ class Actions:
         await self._source().undo()
         self._record("undo", "the last change", actor)
 
-    def run_now(self, job: str, *, key: str | None = None, actor: str | None = None) -> RunRecord:
-        """Queue a manual run of `job`.
+    def run_now(
+        self, job: str, *, key: str | None = None, actor: str | None = None, queue: bool = False
+    ) -> RunRecord:
+        """Queue a manual run of `job` (RunRefusedError when its overlap rule does not
+        take it now; with `queue` it waits behind the job's run in progress instead).
 
         With an idempotency `key`, asking again with the same key returns the
         run the first request made instead of making another (a double key
@@ -146,7 +149,7 @@ class Actions:
         """
         if key is not None and key in self._manual_runs:
             return self._manual_runs[key]
-        run = self._runtime.engine.run_now(job)
+        run = self._runtime.engine.run_now(job, queue=queue)
         if key is not None:
             self._manual_runs[key] = run
             while len(self._manual_runs) > IDEMPOTENCY_KEYS:

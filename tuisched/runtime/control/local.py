@@ -485,9 +485,9 @@ class LocalControl(LocalQueries):
         self.actor = actor
         """Who this control's commands are recorded as: `user@host (console)`."""
 
-    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
+    async def run_now(self, job: str, *, key: str | None = None, queue: bool = False) -> RunRecord:
         self._engine()
-        return self._runtime.actions.run_now(job, key=key, actor=self.actor)
+        return self._runtime.actions.run_now(job, key=key, actor=self.actor, queue=queue)
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
         self._engine()

@@ -251,7 +251,7 @@ class OfflineQueries:
 class OfflineControl(OfflineQueries):
     """`SchedulerControl` with no scheduler running: every command says it needs one."""
 
-    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
+    async def run_now(self, job: str, *, key: str | None = None, queue: bool = False) -> RunRecord:
         raise SchedulerNotRunningError(f"running {job} needs a running scheduler")
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:

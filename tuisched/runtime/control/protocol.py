@@ -25,6 +25,8 @@ from tuisched.domain.errors import (
     ControlError,
     OtherConfigurationError,
     Problem,
+    Refusal,
+    RunRefusedError,
     TuischedError,
 )
 from tuisched.domain.wire import decode, encode
@@ -140,11 +142,14 @@ def same_file(one: Path, other: Path) -> bool:
 
 def error_body(error: TuischedError) -> dict[str, object]:
     """The JSON a failed call answers with: its message on one line (a ConfigError's
-    problems, one a line in its text, joined by `; `; each is in `problems` too)."""
+    problems, one a line in its text, joined by `; `; each is in `problems` too; a
+    RunRefusedError's refusal is in `refusal`)."""
     body: dict[str, object] = {"error": type(error).__name__, "message": str(error)}
     if isinstance(error, ConfigError):
         body["message"] = "; ".join(str(problem) for problem in error.problems)
         body["problems"] = encode(error.problems)
+    if isinstance(error, RunRefusedError):
+        body["refusal"] = encode(error.refusal)
     return body
 
 
@@ -157,6 +162,8 @@ def raise_error(body: object, status: int) -> None:
     if name == "ConfigError":
         problems = decode(tuple[Problem, ...], body.get("problems", []))
         raise ConfigError(problems)
+    if name == "RunRefusedError" and "refusal" in body:
+        raise RunRefusedError(decode(Refusal, body["refusal"]))
     cls = getattr(error_classes, name, None)
     if isinstance(cls, type) and issubclass(cls, TuischedError):
         raise _same_error(cls, message)

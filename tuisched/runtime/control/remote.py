@@ -245,8 +245,8 @@ class RemoteControl:
 
     # --- commands -------------------------------------------------------------------
 
-    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
-        return await self._call("run_now", RunRecord, job=job, key=key)  # type: ignore[no-any-return]
+    async def run_now(self, job: str, *, key: str | None = None, queue: bool = False) -> RunRecord:
+        return await self._call("run_now", RunRecord, job=job, key=key, queue=queue)  # type: ignore[no-any-return]
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
         await self._call("stop_run", type(None), run_id=run_id, kill=kill)

@@ -216,8 +216,18 @@ class SchedulerQueries(Protocol):
 class SchedulerCommands(Protocol):
     """What a front end may change: runs, pauses, the configuration, the scheduler's life."""
 
-    async def run_now(self, job: str, *, key: str | None = None) -> RunRecord:
-        """Queue a manual run; the same idempotency `key` twice makes one run."""
+    async def run_now(self, job: str, *, key: str | None = None, queue: bool = False) -> RunRecord:
+        """Queue a manual run; the same idempotency `key` twice makes one run.
+
+        The scheduler decides at once, under the job's `overlap`: a run it would not
+        start (`skip` while a run of the job is in progress, a full backlog, a drain) is
+        refused, and nothing is recorded. With `queue`, a run `skip` would refuse waits
+        behind the run in progress instead, and starts once it ends.
+
+        Raises:
+            UnknownJobError: no job by that name.
+            RunRefusedError: the run is refused; its `refusal` says why.
+        """
         ...
 
     async def stop_run(self, run_id: str, *, kill: bool = False) -> None:

@@ -3,6 +3,9 @@
 A run is queued QUEUED under its job's `overlap` rule: `skip` records it
 NOT_STARTED while another run of the job is queued or running, `queue` puts
 it in the job's backlog (at most MAX_BACKLOG), `allow` queues it at once.
+A run by hand is asked first (`refusal`): one the rule would not take is
+refused, not recorded; one asked to wait (`trigger --queue`) goes to the
+backlog where `skip` would refuse it.
 A `skip` job's run that comes while only a catch-up of the job is queued or
 running (a start's `misfire: once`, which takes a moment to begin) waits in
 the backlog behind it instead: the slot after a restart is not skipped for
@@ -17,8 +20,10 @@ from collections import defaultdict, deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from tuisched.domain.errors import Refusal
 from tuisched.domain.events import RunQueued
 from tuisched.domain.model import Config, Job, Overlap
+from tuisched.domain.reasons import overlap_refusal
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.engine.lane import ThreadRun, ThreadRunner, thread_run
@@ -28,8 +33,6 @@ from tuisched.runtime.execution import Runner
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.store import AsyncHistory
 
-MAX_BACKLOG = 10
-"""Runs an `overlap: queue` job may have waiting behind its running one."""
 SHUTTING_DOWN = "the scheduler is shutting down"
 
 
@@ -78,6 +81,8 @@ class Dispatcher:
         """Runs holding a worker, by run id."""
         self._jobs_of: dict[str, Job] = {}
         """The job definition each queued or running run was created from."""
+        self._queued_as: dict[str, RunRecord] = {}
+        """Each queued or running run as it was queued (a running one's is in `active`)."""
         self._busy: defaultdict[str, set[str]] = defaultdict(set)
         """Run ids queued, backlogged or running, per job."""
         self._backlog: defaultdict[str, deque[RunRecord]] = defaultdict(deque)
@@ -91,8 +96,11 @@ class Dispatcher:
         backlog = [run for runs in self._backlog.values() for run in runs]
         return [*self._queue.runs(), *backlog]
 
-    def enqueue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:
-        """Queue `run` under the overlap rules; `recorded` when its row exists already."""
+    def enqueue(
+        self, run: RunRecord, job: Job, *, recorded: bool = False, behind: bool = False
+    ) -> RunRecord:
+        """Queue `run` under the overlap rules; `recorded` when its row exists already;
+        `behind`: it waits behind the job's run in progress where `skip` would skip it."""
         if not self._accepting():
             return self._outcomes.not_started(
                 run, Result.SHUTDOWN, SHUTTING_DOWN, recorded=recorded
@@ -100,13 +108,16 @@ class Dispatcher:
         if run.state is not RunState.QUEUED or run.reason:  # e.g. it was WAITING
             run = replace(run, state=RunState.QUEUED, reason="")
         busy = self._busy[job.name]
-        refused = self._refusal(job) if busy and job.overlap is not Overlap.ALLOW else ""
-        if refused:
-            return self._outcomes.not_started(run, Result.SKIPPED, refused, recorded=recorded)
-        backlogged = self._backlogged(job, busy)
+        refused = self.refusal(job, behind=behind)
+        if refused is not None:
+            return self._outcomes.not_started(
+                run, Result.SKIPPED, refused.reason, recorded=recorded
+            )
+        backlogged = self._backlogged(job, busy, behind=behind)
         write = self._history.update_soon if recorded else self._history.insert_soon
         ticket = self._tickets[run.run_id] = write(run)
         self._jobs_of[run.run_id] = job
+        self._queued_as[run.run_id] = run
         self._outcomes.publish(RunQueued(at=self._clock.now(), run=run))
         if backlogged:
             self._backlog[job.name].append(run)
@@ -128,12 +139,12 @@ class Dispatcher:
         admitted: list[tuple[RunRecord, Job, bool]] = []
         for run, job in items:
             busy = self._busy[job.name]
-            if busy and job.overlap is not Overlap.ALLOW:
-                refused = self._refusal(job)
-                if refused:
-                    self._outcomes.not_started(run, Result.SKIPPED, refused)
-                    continue
+            refused = self.refusal(job)
+            if refused is not None:
+                self._outcomes.not_started(run, Result.SKIPPED, refused.reason)
+                continue
             admitted.append((run, job, self._backlogged(job, busy)))
+            self._queued_as[run.run_id] = run  # the next run of the job in `items` meets it
             busy.add(run.run_id)
             if run.trigger is Trigger.CATCHUP:
                 self._catchups.add(run.run_id)
@@ -155,24 +166,34 @@ class Dispatcher:
         self._queue.push_many(queued)
         self.dispatch()
 
-    def _backlogged(self, job: Job, busy: set[str]) -> bool:
-        """Whether a new run of `job` (with `busy` queued or running) waits in the backlog."""
-        if not busy:
+    def _backlogged(self, job: Job, busy: set[str], *, behind: bool = False) -> bool:
+        """Whether a new run of `job` (with `busy` queued or running) waits in the backlog;
+        `behind`: it asked to, where `skip` would skip it."""
+        if not busy or job.overlap is Overlap.ALLOW:
             return False
-        return job.overlap is Overlap.QUEUE or (
-            job.overlap is Overlap.SKIP and busy <= self._catchups
-        )
+        return job.overlap is Overlap.QUEUE or behind or busy <= self._catchups
 
-    def _refusal(self, job: Job) -> str:
-        """Why a new run of `job`, which has a run queued or running, is skipped ("" when
-        it may queue behind it)."""
-        if job.overlap is Overlap.SKIP:
-            if self._busy[job.name] <= self._catchups:
-                return ""  # behind a catch-up, once
-            return self._busy_reason(job.name)
-        if len(self._backlog[job.name]) >= MAX_BACKLOG:
-            return f"{MAX_BACKLOG} runs already waiting"
-        return ""
+    def refusal(self, job: Job, *, behind: bool = False) -> Refusal | None:
+        """Why a new run of `job` would not be queued now under its overlap rule (None:
+        it would); `behind`: it asks to wait behind the run in progress where `skip`
+        would skip it."""
+        busy = self._busy.get(job.name)
+        if not busy or job.overlap is Overlap.ALLOW:
+            return None
+        running: list[RunRecord] = []
+        queued: list[RunRecord] = []
+        for run_id in busy:
+            active, waiting = self.active.get(run_id), self._queued_as.get(run_id)
+            if active is not None:
+                running.append(active.run)
+            elif waiting is not None:
+                queued.append(waiting)
+        running.sort(key=lambda run: run.started_at or run.queued_at)
+        queued.sort(key=lambda run: run.queued_at)
+        backlog = len(self._backlog.get(job.name, ()))
+        return overlap_refusal(
+            job.name, job.overlap, job.timezone, running, queued, backlog=backlog, behind=behind
+        )
 
     def dispatch(self) -> None:
         """Give free workers to the next queued runs."""
@@ -211,6 +232,7 @@ class Dispatcher:
         self._tickets.pop(run.run_id, None)
         self._catchups.discard(run.run_id)
         self._jobs_of.pop(run.run_id, None)
+        self._queued_as.pop(run.run_id, None)
         busy = self._busy.get(run.job, set())
         busy.discard(run.run_id)
         backlog = self._backlog.get(run.job)
@@ -235,12 +257,6 @@ class Dispatcher:
         for run in self.queued():
             if (job is None or run.job == job) and self.take(run.run_id) is not None:
                 self._outcomes.not_started(run, result, reason, recorded=True)
-
-    def _busy_reason(self, job: str) -> str:
-        running = [a.run.run_id for a in self.active.values() if a.run.job == job]
-        if running:
-            return f"run {running[0]} still running"
-        return "a run of this job is already queued"
 
     def _take_backlogged(self, run_id: str) -> RunRecord | None:
         for runs in self._backlog.values():

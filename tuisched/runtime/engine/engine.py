@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuisched.domain.bus import EventBus
-from tuisched.domain.errors import JobActionError, TuischedError
+from tuisched.domain.errors import JobActionError, Refusal, RunRefusedError, TuischedError
 from tuisched.domain.model import Config, Job, PythonSpec
 from tuisched.domain.reasons import PauseNote
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
@@ -286,16 +286,33 @@ class Engine:
 
     # --- runs ---------------------------------------------------------------------
 
-    def run_now(self, name: str) -> RunRecord:
-        """Queue a manual run of the job called `name` (UnknownJobError if none)."""
-        return self.submit(self.config.job(name), slot=None, trigger=Trigger.MANUAL)
+    def run_now(self, name: str, *, queue: bool = False) -> RunRecord:
+        """Queue a manual run of the job called `name`, decided at once: it is taken now
+        or refused, never recorded as not started. With `queue`, it waits behind the
+        job's run in progress where `overlap: skip` would refuse it.
+
+        Raises:
+            UnknownJobError: no job by that name.
+            RunRefusedError: the scheduler shuts down, or the job's overlap rule does not
+                take another run now (in cluster mode, the node that claims the run
+                applies the rule).
+        """
+        job = self.config.job(name)
+        if not self._accepting:
+            raise RunRefusedError(Refusal(job=name, reason=SHUTTING_DOWN))
+        if self.cluster is None:
+            refusal = self._dispatcher.refusal(job, behind=queue)
+            if refusal is not None:
+                raise RunRefusedError(refusal)
+        return self.submit(job, slot=None, trigger=Trigger.MANUAL, behind=queue)
 
     def submit(
         self, job: Job, *, slot: datetime | None, trigger: Trigger, attempt: int = 0,
-        run_id: str | None = None,
+        run_id: str | None = None, behind: bool = False,
     ) -> RunRecord:  # fmt: skip
         """Create a run of `job` (called `run_id`, if given) and queue it, or record why it
-        cannot run."""
+        cannot run; `behind`: it waits behind the job's run in progress where `overlap:
+        skip` would skip it."""
         run = RunRecord(
             run_id=run_id or new_run_id(), job=job.name, slot=slot, trigger=trigger,
             state=RunState.QUEUED, queued_at=self._clock.now(), node=self.node, attempt=attempt,
@@ -305,7 +322,7 @@ class Engine:
         if job.requires and slot is not None and trigger is not Trigger.MANUAL and attempt == 0:
             self._spawn(self.waiting_room.enter(run, job))  # R9: may wait for upstream slots
             return run
-        return self._queue(run, job)
+        return self._queue(run, job, behind=behind)
 
     def _submit_slots(self, due: list[tuple[Job, datetime]]) -> None:
         """`submit` a scheduled run of each (job, slot), queued together (a burst of slots
@@ -325,11 +342,13 @@ class Engine:
             self._workers.take_in()  # workers job threads gave back are free for these
             self._dispatcher.enqueue_many(queued)
 
-    def _queue(self, run: RunRecord, job: Job, *, recorded: bool = False) -> RunRecord:
+    def _queue(
+        self, run: RunRecord, job: Job, *, recorded: bool = False, behind: bool = False
+    ) -> RunRecord:
         """Queue `run` here, or in cluster mode offer it to the cluster (the node that
         claims it runs it)."""
         if self.cluster is None:
-            return self._dispatcher.enqueue(run, job, recorded=recorded)
+            return self._dispatcher.enqueue(run, job, recorded=recorded, behind=behind)
         if recorded:  # its WAITING row here: the run now lives in the cluster's table
             self._spawn(self._history.call(lambda store: store.delete(run.run_id)))
         self.cluster.offer(run, job)
