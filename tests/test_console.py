@@ -7,7 +7,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from textual.widgets import Input
+from textual.widgets import Button, Input
 
 from tuisched.domain.runs import Result
 from tuisched.domain.views import SchedulerState
@@ -79,6 +79,73 @@ async def test_run_now_asks_then_runs_and_the_result_shows_everywhere(tmp_path: 
         await until(pilot, lambda: any(line.startswith("hello | ") for line in audit.lines))
         line = next(line for line in audit.lines if line.startswith("hello | "))
         assert line.endswith("| completed | exit 0: [bold]plain[/bold]")  # never markup
+
+
+async def test_run_now_of_a_running_job_says_why_before_asking_and_offers_to_queue(
+    tmp_path: Path,
+) -> None:
+    """`overlap: skip` and a run in progress: no "Run now?" that ends in a bare
+    not_started, but why (the run in the way, since when) and an offer to queue."""
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
+        first = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        started = app.state.run_of(first.run_id)
+        assert started is not None
+        assert started.run.started_at is not None
+        since = started.run.started_at.strftime("%H:%M:%S")  # the job's zone is UTC
+        _select(app, "blocker")
+        await pilot.press("r")
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == (
+            f"blocker is still running: run {first.run_id} since {since}.\n"
+            "Queue a run to start when it ends?"
+        )
+        assert str(app.screen.query_one("#confirm", Button).label) == "Queue (y)"
+        await pilot.press("y")
+        await until(pilot, lambda: any("queued" in text for text in _said(app)))
+        queued = await on_lane(app, lambda rt: rt.engine.queued())
+        assert [run.job for run in queued] == ["blocker"]
+        assert _said(app) == [
+            f"blocker#{queued[0].run_id} queued: it starts once run {first.run_id} has ended"
+        ]
+        engine_jobs.GATES["blocker"].set()
+
+        def queued_one_ran() -> bool:
+            last = app.state.jobs["blocker"].last
+            return last is not None and last.run_id == queued[0].run_id
+
+        await until(pilot, queued_one_ran)
+        assert not any("not_started" in text for text in _said(app))
+
+
+async def test_run_now_the_scheduler_refuses_after_the_question_says_why(
+    tmp_path: Path,
+) -> None:
+    """The console asked "Run now?" before the job started elsewhere: the scheduler's
+    refusal is told with its reason, and queueing is offered, never `not_started`."""
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
+        _select(app, "blocker")
+        await pilot.press("r")
+        assert app.screen.question == "Run blocker now?"  # type: ignore[attr-defined]
+        first = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))  # behind its back
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("y")
+        await until(pilot, lambda: "still running" in getattr(app.screen, "question", ""))
+        assert app.screen.question.startswith(  # type: ignore[attr-defined]
+            f"blocker is still running: run {first.run_id} since "
+        )
+        await pilot.press("n")
+        assert (await on_lane(app, lambda rt: rt.engine.queued())) == []
+        assert not any("not_started" in text for text in _said(app))
+        engine_jobs.GATES["blocker"].set()
+
+
+def _said(app: TuischedApp) -> list[str]:
+    return [notification.message for notification in app._notifications]
 
 
 async def test_stop_and_kill_a_running_run(tmp_path: Path) -> None:

@@ -222,6 +222,28 @@ async def test_escape_clears_the_marks_and_cancel_keeps_them(config: Path) -> No
         assert "*" not in screen_text(app)
 
 
+async def test_r_on_marked_jobs_names_those_still_running_and_runs_the_others(
+    config: Path,
+) -> None:
+    app, _runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await _started(pilot, app)
+        first = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        started = app.state.run_of(first.run_id)
+        assert started is not None
+        assert started.run.started_at is not None
+        why = f"still running: run {first.run_id} since {started.run.started_at:%H:%M:%S}"
+        await pilot.press("space", "space", "r")  # alpha, blocker
+        assert app.screen.question == f"Run 2 jobs now?\nalpha, blocker\nblocker not run: {why}"
+        await pilot.press("y")
+        await until(pilot, lambda: app.state.jobs["alpha"].last is not None)
+        await until(pilot, lambda: any(text.startswith("1 job started") for text in _notices(app)))
+        assert f"1 job started: alpha\nblocker not run: {why}" in _notices(app)
+        assert table.marked == []
+        engine_jobs.GATES["blocker"].set()
+
+
 async def test_r_runs_and_s_stops_every_marked_job(config: Path) -> None:
     app, _runtime = make_app(config)
     async with app.run_test(size=SIZE) as pilot:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from tuisched.domain.model import Overlap
 from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.schedule.bounds import MAX_LIMIT, MOST_ROWS
 
@@ -79,6 +80,8 @@ class JobStatus:
     """The pauses that hold it (its own, its groups', everything); empty when not paused."""
     running: int = 0
     waiting: int = 0
+    overlap: Overlap = Overlap.SKIP
+    """What a run asked for while another of the job is in progress meets."""
 
     @property
     def paused(self) -> bool:

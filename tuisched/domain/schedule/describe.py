@@ -105,6 +105,7 @@ def job_status(
         paused_by=held,
         running=running,
         waiting=waiting,
+        overlap=job.overlap,
         why=why_not_running(job, facts) if facts is not None else "",
     )
 

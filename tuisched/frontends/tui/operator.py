@@ -3,6 +3,11 @@
 Keys, the command palette and the screens all act through these methods, so
 each action is confirmed the same way (Cancel is the default) and its error
 is shown as a notification, never a traceback. `--read-only` refuses them all.
+
+Run now says before it asks when the job's `overlap` would refuse the run (a
+run of it in progress, as the console knows), and offers to queue it behind
+that run; the scheduler still decides when asked, and a refusal it gives is
+told with its reason, never as a bare "not started".
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from typing import Protocol
 from textual.app import App
 from textual.screen import Screen
 
-from tuisched.domain.errors import ConfigError, TuischedError
+from tuisched.domain.errors import ConfigError, Refusal, RunRefusedError, TuischedError
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.text import counted
 from tuisched.domain.views import ConfigEdit, Pause, PauseKind
@@ -57,10 +62,11 @@ class Operator:
         then: Callable[[], Awaitable[object]],
         *,
         on_yes: Callable[[], None] | None = None,
+        yes: str = "Yes",
     ) -> None:
         """Ask `question`; on yes, call `on_yes` and run `then` in the background.
 
-        The default is Cancel."""
+        The default is Cancel; `yes` names the other button."""
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -68,7 +74,7 @@ class Operator:
                     on_yes()
                 self._app.run_worker(self._act(then), exclusive=False)
 
-        screen: Screen[bool] = ConfirmScreen(question)
+        screen: Screen[bool] = ConfirmScreen(question, yes=yes)
         self._app.push_screen(screen, answered)
 
     async def _act(self, then: Callable[[], Awaitable[object]]) -> None:
@@ -85,16 +91,43 @@ class Operator:
     # --- the actions -----------------------------------------------------------------
 
     def run(self, job: str) -> None:
-        """Confirm, then run `job` now (one run however often yes is pressed)."""
+        """Confirm, then run `job` now (one run however often yes is pressed); when its
+        overlap would refuse the run, say why instead, and offer to queue it."""
         if self._host.read_only:
+            return
+        refusal = self._host.state.refusal(job)
+        if refusal is not None:
+            self._refused(refusal)
             return
         key = uuid.uuid4().hex
 
         async def run_now() -> None:
-            run = await self._control.run_now(job, key=key)
+            try:
+                run = await self._control.run_now(job, key=key)
+            except RunRefusedError as error:  # the scheduler knew better than the console
+                self._refused(error.refusal)
+                return
             self._started(run)
 
         self.confirm(f"Run {job} now?", run_now)
+
+    def _refused(self, refusal: Refusal) -> None:
+        """Say why a run of the job is refused; offer to queue it when that would be taken."""
+        job = refusal.job
+        if not refusal.queueable:
+            self._app.notify(f"{job} not run: {refusal.reason}", severity="warning", markup=False)
+            return
+        key = uuid.uuid4().hex
+
+        async def queue() -> None:
+            run = await self._control.run_now(job, key=key, queue=True)
+            self._app.notify(
+                f"{job}#{run.run_id} queued: it starts once run {refusal.run_id} has ended",
+                markup=False,
+            )
+
+        question = f"{job} is {refusal.reason}.\nQueue a run to start when it ends?"
+        self.confirm(question, queue, yes="Queue")
 
     def _started(self, run: RunRecord) -> None:
         word = _STARTED_WORDS.get(run.state) or run.state.value.lower()
@@ -125,18 +158,32 @@ class Operator:
     # --- many jobs at once (the marked ones): one question that lists them ------------
 
     def run_jobs(self, jobs: Sequence[str], *, on_yes: Callable[[], None] | None = None) -> None:
-        """Confirm once, then run each of `jobs` now (once each however often yes is pressed)."""
+        """Confirm once, then run each of `jobs` now (once each however often yes is
+        pressed); the question names those whose overlap would refuse the run, and the
+        answer those the scheduler refused, with why."""
         if self._host.read_only or not jobs:
             return
         keys = {job: uuid.uuid4().hex for job in jobs}
 
         async def run_all() -> None:
-            runs = [await self._control.run_now(job, key=key) for job, key in keys.items()]
-            self._app.notify(
-                f"{_count(jobs)} started: {listing([r.job for r in runs])}", markup=False
-            )
+            runs: list[RunRecord] = []
+            refused: list[Refusal] = []
+            for job, key in keys.items():
+                try:
+                    runs.append(await self._control.run_now(job, key=key))
+                except RunRefusedError as error:
+                    refused.append(error.refusal)
+            started = [run.job for run in runs]
+            text = f"{_count(started)} started: {listing(started)}" if runs else "none started"
+            text += _not_run(refused)
+            if refused:
+                self._app.notify(text, severity="warning", markup=False)
+            else:
+                self._app.notify(text, markup=False)
 
-        self.confirm(f"Run {_count(jobs)} now?\n{listing(jobs)}", run_all, on_yes=on_yes)
+        ahead = [r for r in map(self._host.state.refusal, jobs) if r is not None]
+        question = f"Run {_count(jobs)} now?\n{listing(jobs)}{_not_run(ahead)}"
+        self.confirm(question, run_all, on_yes=on_yes)
 
     def pause_jobs(
         self, jobs: Sequence[str], *, paused: bool, on_yes: Callable[[], None] | None = None
@@ -215,6 +262,13 @@ class Operator:
     def reload(self) -> None:
         """Confirm, then reload the configuration from disk."""
         self.confirm("Reload the configuration from disk?", self._control.reload)
+
+
+def _not_run(refusals: Sequence[Refusal]) -> str:
+    """A line per job whose run is refused, with why (the first LISTED of them)."""
+    lines = [f"\n{refusal.job} not run: {refusal.reason}" for refusal in refusals[:LISTED]]
+    more = len(refusals) - LISTED
+    return "".join(lines) + (f"\nand {more} more not run" if more > 0 else "")
 
 
 def _count(jobs: Sequence[str]) -> str:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.audit import audit_line
+from tuisched.domain.errors import Refusal
 from tuisched.domain.events import (
     AlertFailed,
     ConfigChangedOnDisk,
@@ -29,6 +30,8 @@ from tuisched.domain.events import (
     RunOutputWritten,
     SlotMissed,
 )
+from tuisched.domain.reasons import overlap_refusal
+from tuisched.domain.runs import RunState
 from tuisched.domain.views import GroupStatus, JobStatus, RunStatus, SchedulerStatus
 from tuisched.frontends.tui.failures import Failure
 from tuisched.frontends.tui.view import is_failure
@@ -109,6 +112,24 @@ class ConsoleState:
     def run_of_job(self, job: str) -> RunStatus | None:
         """A run in progress of `job` (the first listed)."""
         return next((status for status in self.runs if status.run.job == job), None)
+
+    def refusal(self, job: str) -> Refusal | None:
+        """What a run of `job` asked for now would meet, as far as the console knows:
+        why its overlap would refuse it, or None (the scheduler decides when asked)."""
+        status = self.jobs.get(job)
+        if status is None:
+            return None
+        mine = [each.run for each in self.runs if each.run.job == job]
+        running = sorted(
+            (run for run in mine if run.state is RunState.RUNNING),
+            key=lambda run: run.started_at or run.queued_at,
+        )
+        queued = sorted(
+            (run for run in mine if run.state is RunState.QUEUED), key=lambda run: run.queued_at
+        )
+        backlog = len(queued) if running else max(len(queued) - 1, 0)
+        zone = ZoneInfo(status.timezone)
+        return overlap_refusal(job, status.overlap, zone, running, queued, backlog=backlog)
 
     def digest(self, events: Sequence[Event]) -> Changes:
         """What `events` change, in order."""
