@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tuisched.domain.errors import ConfigError, JobActionError, UnknownJobError, UnknownRunError
+from tuisched.domain.errors import (
+    ConfigError,
+    JobActionError,
+    RunRefusedError,
+    UnknownJobError,
+    UnknownRunError,
+)
 from tuisched.domain.events import Event, RunFinished, RunStarted, RunWaiting
 from tuisched.domain.runs import Result, RunState, Trigger
 from tuisched.domain.views import (
@@ -105,9 +111,12 @@ async def test_run_now_with_the_same_key_makes_one_run(tmp_path: Path) -> None:
         runs = await control.runs()
         assert [status.run.run_id for status in runs] == [first.run_id]
         assert runs[0].live_status == "blocking"  # a python job's status
-        other = await control.run_now("blocker", key="k2")  # a new key: a new run (skipped)
-        assert other.run_id != first.run_id
-        assert other.result is Result.SKIPPED
+        with pytest.raises(RunRefusedError) as refused:  # a new key: a new run, refused
+            await control.run_now("blocker", key="k2")
+        assert refused.value.refusal.run_id == first.run_id  # blocker is `overlap: skip`
+        again = await control.run_now("blocker", key="k2", queue=True)  # the key was not used
+        assert again.run_id != first.run_id
+        await control.stop_run(again.run_id)
         await control.stop_run(first.run_id)
         done = await events.wait_for(RunFinished, lambda e: e.run.run_id == first.run_id)
         assert done[0].run.result is Result.STOPPED

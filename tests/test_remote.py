@@ -21,11 +21,12 @@ import pytest
 import tuisched.runtime.control.remote
 from tuisched.domain.errors import (
     ControlError,
+    RunRefusedError,
     SchedulerNotRunningError,
     UnknownJobError,
     UnknownRunError,
 )
-from tuisched.domain.events import Event, RunFinished
+from tuisched.domain.events import Event, RunFinished, RunStarted
 from tuisched.domain.views import Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import (
@@ -43,6 +44,7 @@ from .runtime_fixtures import write_config
 JOBS = """
 hello: {command: "echo hello; echo world", schedule: manual}
 slow: {command: "sleep 30", schedule: manual}
+many: {command: "true", schedule: manual, overlap: allow}
 """
 
 
@@ -87,6 +89,29 @@ async def test_the_socket_answers_as_the_scheduler_does(tmp_path: Path) -> None:
             await remote.run_now("nope")
     actions = (tmp_path / "state" / "actions.log").read_text()
     assert "(test) | pause | job hello" in actions  # the client named in the actions log
+
+
+async def test_a_refused_run_comes_back_as_the_scheduler_said_it(tmp_path: Path) -> None:
+    """A run the job's overlap refuses is RunRefusedError across the socket, with its
+    refusal whole (the run in the way, since when, whether it may queue)."""
+    async with serving(write_config(tmp_path, JOBS)) as (scheduler, remote):
+        events: list[Event] = []
+        subscription = remote.subscribe(events.append, after=(await remote.status()).last_seq)
+        first = await remote.run_now("slow")
+        await _until_event(events, RunStarted)
+        subscription.unsubscribe()
+        with pytest.raises(RunRefusedError) as over_the_socket:
+            await remote.run_now("slow")
+        with pytest.raises(RunRefusedError) as in_process:
+            await scheduler.control("test").run_now("slow")
+        assert over_the_socket.value.refusal == in_process.value.refusal
+        assert str(over_the_socket.value) == str(in_process.value)
+        assert over_the_socket.value.refusal.run_id == first.run_id
+        assert over_the_socket.value.refusal.queueable
+        queued = await remote.run_now("slow", queue=True)
+        assert [run.run_id for run in (s.run for s in await remote.runs())] == [
+            first.run_id, queued.run_id,
+        ]  # fmt: skip
 
 
 async def test_a_reconnect_from_a_sequence_number_misses_nothing_and_repeats_nothing(
@@ -141,7 +166,7 @@ async def test_a_state_directory_too_deep_for_a_socket_path_still_works(tmp_path
     deep.mkdir(parents=True)
     assert len(str(socket_path(deep / "state"))) > 108  # beyond what a Unix socket takes
     async with serving(write_config(deep, JOBS)) as (_scheduler, remote):
-        assert (await remote.status()).jobs == 2
+        assert (await remote.status()).jobs == 3
 
 
 def _deep_and_never_used(tmp_path: Path) -> Path:
@@ -278,7 +303,7 @@ async def test_a_client_holds_at_most_so_many_event_streams_each_replayed_from_t
     path = write_config(tmp_path, JOBS)
     async with serving(path) as (_, remote):
         for _ in range(3):  # some events in the journal to replay
-            await remote.run_now("hello")
+            await remote.run_now("many")
         async with _replays(tmp_path, STREAMS_PER_CLIENT) as (session, streams):
             assert [s.status for s in streams] == [200] * STREAMS_PER_CLIENT
             async with session.get("http://tuisched/v1/events?after=0") as refused:
@@ -298,9 +323,9 @@ async def test_streams_replay_the_kept_events_whole_and_go_on_without_a_gap(
     path = write_config(tmp_path, JOBS)
     async with serving(path) as (_, remote):
         for _ in range(40):  # a journal to replay
-            await remote.run_now("hello")
+            await remote.run_now("many")
         async with _replays(tmp_path, STREAMS_PER_CLIENT) as (_, streams):
-            last = await remote.run_now("hello")  # heard live, after the replays
+            last = await remote.run_now("many")  # heard live, after the replays
             heard = [await _lines_until_the_end_of(stream, last.run_id) for stream in streams]
     seqs = [json.loads(line)["seq"] for line in heard[0]]
     assert seqs == list(range(1, seqs[-1] + 1))
