@@ -102,7 +102,8 @@ def _running(job: Job, facts: JobFacts) -> str:
     more = f" (and {len(facts.running) - 1} more)" if len(facts.running) > 1 else ""
     overlap = _OVERLAP_WORDS[job.overlap]
     if facts.backlogged:
-        overlap = f"; {facts.backlogged} more queued behind it (overlap queue)"
+        how = " (overlap queue)" if job.overlap is Overlap.QUEUE else ""  # else: --queue
+        overlap = f"; {facts.backlogged} more queued behind it{how}"
     return f"running run {run.run_id}{since}{more}{overlap}"
 
 
@@ -160,7 +161,10 @@ def _paused(job: Job, facts: JobFacts) -> str:
 def _queued(job: Job, facts: JobFacts) -> str:
     run = facts.queued
     if run is None:
-        return f"queued behind its run {facts.behind} (overlap queue)" if facts.behind else ""
+        if not facts.behind:
+            return ""
+        how = " (overlap queue)" if job.overlap is Overlap.QUEUE else ""
+        return f"queued behind its run {facts.behind}{how}"
     ahead = f", {facts.queued_ahead} queued ahead" if facts.queued_ahead else ""
     workers = f"{facts.workers_busy} of {facts.max_workers}"
     behind = f"; {facts.backlogged} more behind it" if facts.backlogged else ""
