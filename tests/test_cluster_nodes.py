@@ -430,6 +430,16 @@ def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster)
         )
     )
     _status_names_the_node_running(cluster, run_id, (a, b, c))
+    (owner,) = [n for n in (a, b, c) if cluster.rows(
+        "SELECT 1 FROM tuisched_runs WHERE run_id = %s AND owner LIKE %s", run_id,
+        f"%:{n.pid}:%")]  # fmt: skip
+    again = owner.cli("trigger", "manual")  # `overlap: skip`, and its run holds the job here
+    assert again.returncode == 1
+    assert f"trigger 'manual': still running: run {run_id} since " in again.stderr
+    assert "--queue" not in again.stderr  # the cluster would skip it: no offer to queue
+    queued = owner.cli("trigger", "manual", "--queue")
+    assert queued.returncode == 1
+    assert "cannot wait behind a run in cluster mode (overlap: skip)" in queued.stderr
     stopped = c.cli("stop", run_id)
     assert stopped.returncode == 0, stopped.stderr
     wait_until(

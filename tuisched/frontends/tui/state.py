@@ -9,7 +9,7 @@ screen applies a burst of thousands of events as one repaint.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -129,7 +129,10 @@ class ConsoleState:
         )
         backlog = len(queued) if running else max(len(queued) - 1, 0)
         zone = ZoneInfo(status.timezone)
-        return overlap_refusal(job, status.overlap, zone, running, queued, backlog=backlog)
+        refusal = overlap_refusal(job, status.overlap, zone, running, queued, backlog=backlog)
+        if refusal is not None and self.status is not None and self.status.cluster:
+            return replace(refusal, queueable=False)  # the cluster would skip it (see Engine)
+        return refusal
 
     def digest(self, events: Sequence[Event]) -> Changes:
         """What `events` change, in order."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import logging
 import sys
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.errors import JobActionError, Refusal, RunRefusedError, TuischedError
-from tuisched.domain.model import Config, Job, PythonSpec
+from tuisched.domain.model import Config, Job, Overlap, PythonSpec
 from tuisched.domain.reasons import PauseNote
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime.clock import Clock, SystemClock
@@ -291,19 +292,24 @@ class Engine:
         or refused, never recorded as not started. With `queue`, it waits behind the
         job's run in progress where `overlap: skip` would refuse it.
 
+        In cluster mode this node refuses for the runs it holds; a run of the job on
+        another node is seen by the node that claims the new run, which skips it under
+        `skip` (so a `skip` job's run cannot wait behind another there: `queue` is
+        refused).
+
         Raises:
             UnknownJobError: no job by that name.
             RunRefusedError: the scheduler shuts down, or the job's overlap rule does not
-                take another run now (in cluster mode, the node that claims the run
-                applies the rule).
+                take another run now.
         """
         job = self.config.job(name)
         if not self._accepting:
             raise RunRefusedError(Refusal(job=name, reason=SHUTTING_DOWN))
-        if self.cluster is None:
-            refusal = self._dispatcher.refusal(job, behind=queue)
-            if refusal is not None:
-                raise RunRefusedError(refusal)
+        refusal = self._dispatcher.refusal(job, behind=queue)
+        if self.cluster is not None and job.overlap is Overlap.SKIP:
+            refusal = _in_cluster(job, refusal, queue=queue)
+        if refusal is not None:
+            raise RunRefusedError(refusal)
         return self.submit(job, slot=None, trigger=Trigger.MANUAL, behind=queue)
 
     def submit(
@@ -602,3 +608,15 @@ class _ClusterHost:
             await self._pauses.set(kind, name, paused=paused, heard_after=late)
         except TuischedError as error:  # e.g. a group this node's file does not have
             log.debug("cluster pause %s %s not applied here: %s", kind, name, error)
+
+
+def _in_cluster(job: Job, refusal: Refusal | None, *, queue: bool) -> Refusal | None:
+    """What a cluster's node says of a run of the `skip` job `job`: the cluster skips it
+    while another run holds the job, on any node, so it cannot wait behind one."""
+    if refusal is not None:
+        return dataclasses.replace(refusal, queueable=False)
+    if queue:
+        return Refusal(
+            job=job.name, reason="cannot wait behind a run in cluster mode (overlap: skip)"
+        )
+    return None
