@@ -125,6 +125,15 @@ async def test_a_run_by_hand_asked_to_queue_waits_behind_a_skip_job_s_run(
     assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
 
 
+async def test_a_run_by_hand_while_the_scheduler_drains_is_refused(tmp_path: Path) -> None:
+    path = write_config(tmp_path, 'hello: {command: "echo hello", schedule: manual}')
+    async with running(path) as (runtime, events):
+        runtime.engine.stop_firing()  # what a shutdown does first
+        with pytest.raises(RunRefusedError, match=r"^trigger 'hello': the scheduler is shutting"):
+            runtime.actions.run_now("hello")
+    assert events.of(RunNotStarted) == []  # refused, not recorded
+
+
 async def test_overlap_queue_runs_after_the_previous(tmp_path: Path) -> None:
     path = write_config(
         tmp_path,
