@@ -57,7 +57,9 @@ def add_verbs(commands: argparse._SubParsersAction[argparse.ArgumentParser],
         help="if a run of JOB is in progress and its overlap would refuse another, "
         "start once that run ends",
     )  # fmt: skip
-    trigger.add_argument("--json", action="store_true", help="print the run as a JSON object")
+    trigger.add_argument(
+        "--json", action="store_true", help="print the run, or the refusal, as a JSON object"
+    )
     trigger.set_defaults(func=_operation("trigger"))
     stop = commands.add_parser("stop", parents=[config], help="stop a run, or a job's runs")
     stop.add_argument("target", metavar="RUN_ID|JOB")
