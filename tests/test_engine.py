@@ -125,6 +125,29 @@ async def test_a_run_by_hand_asked_to_queue_waits_behind_a_skip_job_s_run(
     assert starts[1].run.started_at >= done[0].run.ended_at  # type: ignore[operator]
 
 
+async def test_a_skip_job_s_run_waiting_for_a_worker_refuses_another_as_already_queued(
+    tmp_path: Path,
+) -> None:
+    path = write_config(
+        tmp_path,
+        """
+        blocker: {python: "tests.engine_jobs:Blocker", isolation: thread, schedule: manual}
+        waiting: {python: "tests.engine_jobs:noop", schedule: manual}
+        """,
+        settings="max_workers: 1",
+    )
+    async with running(path) as (runtime, events):
+        runtime.actions.run_now("blocker")
+        await events.wait_for(RunStarted)
+        queued = runtime.actions.run_now("waiting")  # no worker free: it waits for one
+        clock = queued.queued_at.strftime("%H:%M:%S")
+        with pytest.raises(RunRefusedError) as refused:
+            runtime.actions.run_now("waiting")
+        assert refused.value.refusal.reason == f"already queued: run {queued.run_id} since {clock}"
+        engine_jobs.GATES["blocker"].set()
+        await events.wait_for(RunFinished, lambda e: e.run.job == "waiting")
+
+
 async def test_a_run_by_hand_while_the_scheduler_drains_is_refused(tmp_path: Path) -> None:
     path = write_config(tmp_path, 'hello: {command: "echo hello", schedule: manual}')
     async with running(path) as (runtime, events):
