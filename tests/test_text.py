@@ -54,6 +54,8 @@ _NOT_A_COUNT = (
     "{run.run_id} runs on node",  # a verb, not a noun
     "{others[0]} already runs {config}",  # a verb
     "{target} runs {runs}, not",  # a verb
+    "{state_dir} runs {theirs}, not",  # a verb
+    "${(Q)line[1]} jobs --names",  # a command line in a zsh script
     "~{len(self.changed)} jobs",  # a diffstat: `+1 -0 ~1 jobs`
     "more than {limit} slots of",  # a limit (10,000), always plural
     "window is {days:.0f} days long",  # longer than MAX_WINDOW, always plural

@@ -157,6 +157,33 @@ def test_trigger_prints_the_run_id_and_wait_follows_to_the_exit_code(
     del scheduler
 
 
+def test_trigger_wait_prints_every_line_and_ends_when_its_reader_goes(tmp_path: Path) -> None:
+    """Output events carry the newest lines of a burst only; `--wait` printed about the
+    last 2,000 of 200,000. A reader that goes away ends it at once, quietly (141)."""
+    config = write_config(
+        tmp_path,
+        """
+        many: {command: "seq 1 200000", schedule: manual, overlap: allow}
+        long: {command: "seq 1 1000; while :; do echo more; sleep 0.1; done", schedule: manual}
+        """,
+    )
+    with listening(config):
+        status, out, err = run("trigger", "many", "--wait", "-c", str(config))
+        assert status == 0, err
+        assert out == "".join(f"{i}\n" for i in range(1, 200001))
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "tuisched", "trigger", "long", "--wait", "-c", str(config)],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert follow.stdout is not None
+        assert follow.stdout.readline() == "1\n"
+        follow.stdout.close()  # as `| head -1` does: long goes on printing
+        assert follow.wait(timeout=30) == 141
+        assert follow.stderr is not None
+        assert "Traceback" not in follow.stderr.read()
+        follow.stderr.close()
+
+
 def _history(config: Path, job: str) -> list[dict[str, object]]:
     status, out, err = run("history", job, "--json", "-c", str(config))
     assert status == 0, err

@@ -17,17 +17,18 @@ import asyncio
 import json
 import sys
 from collections.abc import Coroutine
-from typing import Any, TextIO
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.errors import RunRefusedError, SchedulerNotRunningError
-from tuisched.domain.events import Event, RunConcluded, RunEvent, RunOutputWritten
+from tuisched.domain.events import Event, RunConcluded, RunEvent, RunFinished, RunOutputWritten
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.views import HistoryQuery
 from tuisched.frontends.exits import exit_status, unavailable
 from tuisched.frontends.history import run_as_json
 from tuisched.frontends.lookup import config_path
 from tuisched.frontends.operations import say_refused
+from tuisched.frontends.outputstream import OutputStream
 from tuisched.runtime.control import (
     RemoteControl,
     SchedulerControl,
@@ -83,7 +84,9 @@ async def _run_and_follow(
     run = await control.run_now(args.job, queue=args.queue)
     print(run.run_id, file=sys.stderr)
     here: set[str] = set()  # runs of ours this node's events spoke of
-    following = [_follow(events, run, sys.stdout, here)]
+    following = [
+        _follow(events, run, OutputStream(control, sys.stdout, outlive_reader=False), here)
+    ]
     if cluster:  # another node may take it: its end is in the shared history
         following.append(_ended_in_cluster(control, run, here))
     return await _first(following)
@@ -120,10 +123,12 @@ async def _ended_in_cluster(control: SchedulerControl, run: RunRecord, here: set
 
 
 async def _follow(
-    events: asyncio.Queue[Event], run: RunRecord, out: TextIO, here: set[str] | None = None
-) -> RunRecord:
-    """Print the run's output as it comes; its conclusion (its last attempt) once it ends.
-    The ids of our runs the events spoke of are added to `here`."""
+    events: asyncio.Queue[Event], run: RunRecord, stream: OutputStream,
+    here: set[str] | None = None,
+) -> RunRecord:  # fmt: skip
+    """Print the run's output as it comes, every line of it (each attempt's); its
+    conclusion (its last attempt) once it ends. The ids of our runs the events spoke of
+    are added to `here`."""
     ids = {run.run_id}
     while True:
         event = await events.get()
@@ -135,8 +140,7 @@ async def _follow(
             continue
         if here is not None:
             here.add(event.run.run_id)
-        if isinstance(event, RunOutputWritten):
-            out.write("".join(line + "\n" for line in event.lines))
-            out.flush()
-        elif isinstance(event, RunConcluded):
+        if isinstance(event, RunOutputWritten | RunFinished | RunConcluded):
+            await stream.catch_up(event.run.run_id)
+        if isinstance(event, RunConcluded):
             return event.run

@@ -37,7 +37,7 @@ def run_in_foreground(
 
 async def _main(scheduler: LocalScheduler, job: str, out: TextIO, err: TextIO) -> int:
     control = scheduler.control(who("run"))
-    shown = _Shown(OutputStream(control, out), err)
+    shown = _Shown(OutputStream(control, out, outlive_reader=True), err)
     control.subscribe(shown.events.put_nowait)
     showing = asyncio.create_task(shown.show())
     loop = asyncio.get_running_loop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TextIO
 
+from tuisched.domain.errors import UnknownRunError
 from tuisched.frontends.exits import reader_gone
 
 if TYPE_CHECKING:
@@ -20,9 +21,13 @@ if TYPE_CHECKING:
 class OutputStream:
     """The output of runs, printed to `out` from where each was last read."""
 
-    def __init__(self, control: SchedulerControl, out: TextIO) -> None:
+    def __init__(self, control: SchedulerControl, out: TextIO, *, outlive_reader: bool) -> None:
+        """`outlive_reader`: when the reader of `out` goes away (`| head`), go on reading
+        nothing (a run in this process runs to its end), else raise BrokenPipeError (a
+        client following a scheduler's run ends quietly, as `cat` does)."""
         self._control = control
         self._out = out
+        self._outlive_reader = outlive_reader
         self._read_to: dict[str, int] = {}
         """Where each run's output was read to (bytes into its file)."""
         self._gone = False
@@ -31,7 +36,10 @@ class OutputStream:
         """Print what the run wrote since the last look (nothing once the reader is gone)."""
         offset = self._read_to.get(run_id, 0)
         while not self._gone:
-            chunk = await self._control.output(run_id, offset=offset)
+            try:
+                chunk = await self._control.output(run_id, offset=offset)
+            except UnknownRunError:  # not in this node's history (yet): nothing to read
+                break
             if chunk.source != "file" or chunk.next_offset <= offset:
                 break
             self._write(chunk.lines)
@@ -42,6 +50,8 @@ class OutputStream:
         try:
             self._out.write("".join(f"{line}\n" for line in lines))
             self._out.flush()
-        except BrokenPipeError:  # the reader went away (`| head`): the run goes on unread
+        except BrokenPipeError:  # the reader went away (`| head`)
             self._gone = True
             reader_gone()
+            if not self._outlive_reader:
+                raise
