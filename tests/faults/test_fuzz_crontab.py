@@ -34,7 +34,7 @@ from tuisched.runtime.configfiles import parse_config
 
 SETTINGS = "settings: {timezone: UTC, state_dir: state}\n"
 REPORT_LINE = re.compile(
-    r"line \d+: not mapped: .+|note: .+|\d+ jobs imported, \d+ lines not mapped"
+    r"line \d+: not mapped: .+|note: .+|(1 job|\d+ jobs) imported, (1 line|\d+ lines) not mapped"
     r"|tuisched: import-crontab: no entry of .+ could be mapped"
 )
 
