@@ -128,7 +128,7 @@ def test_a_module_that_hangs_or_ends_its_process_is_reported_and_the_rest_checke
 
 def test_a_configuration_without_python_jobs_starts_no_child(tmp_path: Path) -> None:
     config = _config(tmp_path, "only: {command: [/bin/true], schedule: manual}")
-    assert _validate(config) == (0, "OK: 1 jobs, 0 groups\n")
+    assert _validate(config) == (0, "OK: 1 job, 0 groups\n")
 
 
 def _line(config: Path, text: str) -> int:

@@ -175,7 +175,7 @@ def test_the_headless_scheduler_exits_within_its_grace_with_mail_stuck(tmp_path:
             pytest.fail("the scheduler did not exit within its grace and 2 s")
     log = (output + rest).decode()
     assert process.returncode == 0, log
-    assert "not delivered before the stop are kept in" in log, log  # for the next start
+    assert "not delivered before the stop kept in" in log, log  # for the next start
     stopping = log.index("scheduler stopping")
     assert " started (slot" not in log[stopping:]  # no slot fires once stopping began
 

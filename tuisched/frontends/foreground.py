@@ -53,7 +53,10 @@ async def _main(scheduler: LocalScheduler, job: str, out: TextIO, err: TextIO) -
         loop.add_signal_handler(sig, interrupted)
     try:
         final = await scheduler.run_job(job)
-        await shown.until_ended(final.run_id)  # its last lines and its end, before the stop
+        # Every event of what it set off crossed before the answer (one queue, in order):
+        # show them all, the last lines and the ends, before the stop.
+        shown.events.put_nowait(None)
+        await showing
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
@@ -67,29 +70,18 @@ class _Shown:
     stdout (read from its file, see `OutputStream`), and how it ended to stderr."""
 
     def __init__(self, stream: OutputStream, err: TextIO) -> None:
-        self.events: asyncio.Queue[Event] = asyncio.Queue()
+        self.events: asyncio.Queue[Event | None] = asyncio.Queue()
+        """The events to show, in order; None ends the showing."""
         self._stream = stream
         self._err = err
-        self._ended: set[str] = set()
-        self._changed = asyncio.Event()
 
     async def show(self) -> None:
-        while True:
-            event = await self.events.get()
+        while (event := await self.events.get()) is not None:
             if isinstance(event, RunOutputWritten):
                 await self._stream.catch_up(event.run.run_id)
             elif isinstance(event, RunFinished | RunNotStarted):
                 await self._stream.catch_up(event.run.run_id)
                 self._said_end(event.run)
-                self._ended.add(event.run.run_id)
-                self._changed.set()
-
-    async def until_ended(self, run_id: str) -> None:
-        """Wait until the end of `run_id` has been shown (its event crosses from the
-        scheduler's lane after the answer that it ended, or with it)."""
-        while run_id not in self._ended:
-            self._changed.clear()
-            await self._changed.wait()
 
     def _said_end(self, run: RunRecord) -> None:
         if run.result is Result.DEPENDENCY:
