@@ -20,7 +20,9 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
+from textual.content import Content
 from textual.driver import Driver
+from textual.notifications import Notification, Notify, SeverityLevel
 
 from tuisched.domain.errors import (
     ControlError,
@@ -30,6 +32,7 @@ from tuisched.domain.errors import (
 from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.serving import start_failure_code
 from tuisched.frontends.tui.commands import JobCommands
+from tuisched.frontends.tui.notices import TIMEOUTS, NoticeLog
 from tuisched.frontends.tui.operator import Operator
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.dialogs import LeaveScreen, QuitScreen
@@ -39,6 +42,7 @@ from tuisched.frontends.tui.screens.form import JobFormScreen
 from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.help import HelpScreen, bindings_of, own_bindings
 from tuisched.frontends.tui.screens.main import MainScreen
+from tuisched.frontends.tui.screens.messages import MessagesScreen
 from tuisched.frontends.tui.screens.output import OutputScreen
 from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
@@ -89,6 +93,10 @@ class TuischedApp(App[int]):
         self.read_only = read_only
         self.clock = clock or (lambda: datetime.now(UTC))
         self.state = ConsoleState()
+        self.notices = NoticeLog()
+        """Every notice given, for the messages view (`M`); the muted jobs."""
+        self._on_line: dict[tuple[str, str], Notification] = {}
+        """The notice line's notices, by severity and text (a repeat replaces its own)."""
         self.started = False
         """True once the scheduler runs (the panes may still be reading it)."""
         self.operator = Operator(self, self)
@@ -181,6 +189,42 @@ class TuischedApp(App[int]):
         assert isinstance(screen, MainScreen)  # noqa: S101  (see get_default_screen)
         return screen
 
+    # --- notices ------------------------------------------------------------------------
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = True,
+        job: str | None = None,
+    ) -> None:
+        """Log the notice (the messages view, `M`) and show it on the notice line, the
+        bottom line: over the legend of keys, never over a pane. The newest shows; an
+        older one still due shows again when it goes. The same notice again replaces
+        its own with a count (`backup failed: exit 1 (x5)`). A notice about a muted
+        `job` is only logged. Errors stay longest (`TIMEOUTS`). On the console's loop."""
+        text = Content.from_markup(message).plain if markup else message
+        entry = self.notices.add(text, severity, self.clock(), job)
+        if self.notices.silenced(job):
+            return
+        key = (severity, text)
+        self._on_line = {k: n for k, n in self._on_line.items() if not n.has_expired}
+        previous = self._on_line.pop(key, None)
+        if previous is not None and previous in self._notifications:
+            self._unnotify(previous, refresh=False)  # its toast goes with the next refresh
+        seconds = max(timeout or 0.0, TIMEOUTS[severity])
+        notification = Notification(entry.shown, title, severity, seconds, markup=False)
+        self._on_line[key] = notification
+        self.post_message(Notify(notification))
+
+    def action_messages(self) -> None:
+        """`M`: every notice given, newest first; mute or unmute a job's."""
+        if not isinstance(self.screen, MessagesScreen):
+            self.push_screen(MessagesScreen(self.notices, tz=self.state.timezone))
+
     # --- screens: detail, form, help -----------------------------------------------------
 
     def show_job(self, job: str) -> None:
@@ -236,6 +280,7 @@ class TuischedApp(App[int]):
                     ("Group picker (v)", bindings_of(GroupPickerScreen)),
                     ("Offline edit (D)", bindings_of(DiffScreen)),
                     ("Output viewer (l)", bindings_of(OutputScreen)),
+                    ("Messages (M)", bindings_of(MessagesScreen)),
                 ]
             )
         )

@@ -42,11 +42,22 @@ class FailureNotices:
 
     def due(self) -> str | None:
         """The burst's notice (None if nothing was held); the next failure begins anew."""
+        told = self.take()
+        return None if told is None else told[0]
+
+    def take(self) -> tuple[str, str | None] | None:
+        """The burst's notice and its job when it is about one job (a mute then applies);
+        None if nothing was held. The next failure begins anew."""
         held, self._held = self._held, []
         if not held:
             return None
         if len(held) == 1:
-            return f"{held[0].job} failed: {held[0].words}"
+            return self.told(held[0]), held[0].job
         jobs = list(dict.fromkeys(failure.job for failure in held))
         named = ", ".join(jobs[:NAMED]) + (", ..." if len(jobs) > NAMED else "")
-        return f"{len(held)} runs failed: {named} - {WHERE}"
+        return f"{len(held)} runs failed: {named} - {WHERE}", jobs[0] if len(jobs) == 1 else None
+
+    @staticmethod
+    def told(failure: Failure) -> str:
+        """How one failure is told."""
+        return f"{failure.job} failed: {failure.words}"

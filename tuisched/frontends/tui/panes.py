@@ -23,6 +23,7 @@ from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.views import JobStatus, SchedulerState
 from tuisched.frontends.tui.failures import WINDOW, FailureNotices
 from tuisched.frontends.tui.jobindex import SORTS
+from tuisched.frontends.tui.notices import NoticeLog, Tell
 from tuisched.frontends.tui.state import Changes, ConsoleState
 from tuisched.frontends.tui.view import JobRow, job_row, run_row
 from tuisched.frontends.tui.widgets.audit import AuditPane
@@ -45,8 +46,11 @@ class LivePanes:
         clock: Callable[[], datetime],
         read_only: bool,
         on_lost: Callable[[TuischedError], None],
+        notices: NoticeLog,
+        tell: Tell,
     ) -> None:
-        """`on_lost` is told when the scheduler stopped or stopped answering."""
+        """`on_lost` is told when the scheduler stopped or stopped answering; `tell` gives
+        a notice (a muted job's, in `notices`, is only logged)."""
         self._screen = screen
         self._on_lost = on_lost
         self._control = control
@@ -61,6 +65,8 @@ class LivePanes:
         self.sort = 0
         """Index into SORTS."""
         self._failures = FailureNotices()
+        self._notices = notices
+        self._tell = tell
 
     def hold(self, held: bool) -> None:
         """Stop drawing (the terminal is lent to another program), or draw again."""
@@ -168,17 +174,26 @@ class LivePanes:
             text, error = changes.banner
             banner.show_message(text, error=error)
         for notice in changes.notices:
-            screen.notify(notice.text, severity=notice.severity, markup=False)  # type: ignore[arg-type]
-        if self._failures.add(changes.failed):
+            self._tell(notice.text, severity=notice.severity, markup=False, job=notice.job)  # type: ignore[arg-type]
+        # A muted job's failures are logged one by one, out of the bursts told aloud.
+        told = []
+        for failure in changes.failed:
+            if not self._notices.silenced(failure.job):
+                told.append(failure)
+                continue
+            text = FailureNotices.told(failure)
+            self._tell(text, severity="error", markup=False, job=failure.job)
+        if self._failures.add(told):
             screen.set_timer(WINDOW, self._tell_failures)
         self._show_status()
         self._changed()
 
     def _tell_failures(self) -> None:
         """A burst of failures is over: one notice for all of it."""
-        text = self._failures.due()
-        if text is not None and self._shown:
-            self._screen.notify(text, severity="error", markup=False)
+        told = self._failures.take()
+        if told is not None and self._shown:
+            text, job = told
+            self._tell(text, severity="error", markup=False, job=job)
 
     def _changed(self) -> None:
         """The screen's keys may apply differently now (a job paused, a run ended)."""

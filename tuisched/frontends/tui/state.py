@@ -45,6 +45,8 @@ class Notice:
 
     text: str
     severity: str = "information"
+    job: str | None = None
+    """The job it is about (muting the job keeps it off the notice line)."""
 
 
 @dataclass(slots=True)
@@ -174,7 +176,8 @@ class ConsoleState:
             case PauseChanged():
                 changes.everything = True
             case AlertFailed(final=True, job=job, error=error):
-                changes.notices.append(Notice(f"alert for {job} not delivered: {error}", "warning"))
+                text = f"alert for {job} not delivered: {error}"
+                changes.notices.append(Notice(text, "warning", job))
             case HistoryDamaged(error=error):
                 changes.notices.append(Notice(error, "error"))
 

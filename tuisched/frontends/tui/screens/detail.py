@@ -82,6 +82,7 @@ class JobDetailScreen(Screen[None]):
         Binding("f", "show_tab('tab-definition')", "Definition", show=False),
         Binding("l", "logs", "Output viewer", show=False),
         Binding("enter", "open_output", "Output viewer", show=False),
+        Binding("m", "mute", "Mute/unmute its notices", show=False),
     ]
 
     def __init__(self, host: TuischedApp, job_name: str) -> None:
@@ -148,6 +149,13 @@ class JobDetailScreen(Screen[None]):
 
     def action_toggle_pause(self) -> None:
         self.host.operator.pause_job(self.job_name)
+
+    def action_mute(self) -> None:
+        """`m`: this job's notices stay off the notice line (still in the messages view,
+        `M`), or come back."""
+        muted = self.host.notices.toggle_mute(self.job_name)
+        said = "muted: logged in M only" if muted else "shown again"
+        self.notify(f"{self.job_name}'s notices {said}", markup=False)
 
     def action_stop_run(self, kill: bool) -> None:
         """`s` stops the run whose output is shown (else the job's run in progress);

@@ -85,6 +85,7 @@ class MainScreen(Screen[None]):
         *_refusable("y", "copy", "Copy"),
         Binding("slash", "filter", "Filter"),
         Binding("z", "zoom", "Zoom"),
+        Binding("M", "app.messages", "Messages"),
         *_refusable("P", "toggle_pause_all", "Pause all", show=False),
         *_refusable("a", "add_job", "Add", show=False),
         *_refusable("E", "edit_file", "Edit YAML", show=False),
@@ -112,7 +113,7 @@ class MainScreen(Screen[None]):
         self.host = host
         self.panes = LivePanes(
             self, host.control, host.state, clock=host.clock, read_only=host.read_only,
-            on_lost=host.scheduler_lost,
+            on_lost=host.scheduler_lost, notices=host.notices, tell=host.notify,
         )  # fmt: skip
         self._legend: tuple[object, ...] = ()
         """What the footer's keys were last worked out from (see `refresh_legend`)."""
