@@ -27,6 +27,7 @@ _LONGER_WORDS = {
     "stop_run(False)": "Stop the run (or the marked jobs' runs)",
     "pause_jobs": "Pause the job (or the marked jobs)",
     "resume_jobs": "Resume the job (or the marked jobs)",
+    "messages": "Messages: every notice given, newest first; mute a job's",
 }
 """The footer's one word, said in full on the help screen (by action)."""
 

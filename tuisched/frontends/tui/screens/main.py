@@ -85,7 +85,7 @@ class MainScreen(Screen[None]):
         *_refusable("y", "copy", "Copy"),
         Binding("slash", "filter", "Filter"),
         Binding("z", "zoom", "Zoom"),
-        Binding("M", "app.messages", "Messages"),
+        Binding("M", "messages", "Messages"),
         *_refusable("P", "toggle_pause_all", "Pause all", show=False),
         *_refusable("a", "add_job", "Add", show=False),
         *_refusable("E", "edit_file", "Edit YAML", show=False),
@@ -438,6 +438,10 @@ class MainScreen(Screen[None]):
                 self.host.operator.reload()
 
         self.app.push_screen(DiffScreen(self.host.control, read_only=self.host.read_only), closed)
+
+    def action_messages(self) -> None:
+        """`M`: every notice the console gave (see `screens.messages`)."""
+        self.host.action_messages()
 
     def action_nodes(self) -> None:
         """The cluster's nodes (key 4), refreshed each second."""
