@@ -128,6 +128,8 @@ async def test_a_muted_jobs_failures_are_logged_and_counted_but_not_shown(tmp_pa
         assert app.notices.muted == {"bad"}
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        app.notify("[/oops] not markup")  # logged as it came
+        assert app.notices.entries()[0].text == "[/oops] not markup"
         app.clear_notifications()
         await _fail(pilot, app, 2)
         await _fail(pilot, app, 3)
@@ -168,3 +170,5 @@ async def test_the_messages_view_lists_every_notice_newest_first(tmp_path: Path)
         assert "muted: none" in title
         await pilot.press("escape")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        app.notify("[/oops] not markup")  # logged as it came
+        assert app.notices.entries()[0].text == "[/oops] not markup"

@@ -12,6 +12,7 @@ detaches, or loses its terminal, leaves its scheduler running headless (see
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.command import Provider
 from textual.content import Content
 from textual.driver import Driver
+from textual.markup import MarkupError
 from textual.notifications import Notification, Notify, SeverityLevel
 
 from tuisched.domain.errors import (
@@ -206,7 +208,10 @@ class TuischedApp(App[int]):
         older one still due shows again when it goes. The same notice again replaces
         its own with a count (`backup failed: exit 1 (x5)`). A notice about a muted
         `job` is only logged. Errors stay longest (`TIMEOUTS`). On the console's loop."""
-        text = Content.from_markup(message).plain if markup else message
+        text = message
+        if markup:
+            with contextlib.suppress(MarkupError):  # shown as it came, not read as markup
+                text = Content.from_markup(message).plain
         entry = self.notices.add(text, severity, self.clock(), job)
         if self.notices.silenced(job):
             return
