@@ -5,9 +5,13 @@ The real console hosting a real runtime, driven with Pilot at 80x24.
 
 from __future__ import annotations
 
+import shutil
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
@@ -20,8 +24,14 @@ from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.status import StatusLine
 
+from . import test_console_tmux
+from .conftest import REPO
 from .console_fixtures import make_app, on_lane, until
 from .runtime_fixtures import write_config
+from .test_console_tmux import Tmux
+
+tmux = test_console_tmux.tmux
+"""The tmux server of tests/test_console_tmux.py, one per test."""
 
 JOBS = """
 bad: {command: "exit 1", schedule: manual}
@@ -172,3 +182,40 @@ async def test_the_messages_view_lists_every_notice_newest_first(tmp_path: Path)
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
         app.notify("[/oops] not markup")  # logged as it came
         assert app.notices.entries()[0].text == "[/oops] not markup"
+
+
+# --- the real console in tmux, hosting its scheduler -----------------------------------------
+
+
+def _bottom_line(tmux: Tmux, shows: str, within: float = 30) -> list[str]:
+    """The screen's lines once its bottom line shows `shows` (polled; bounded by `within`)."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        lines = tmux.screen().splitlines()
+        if lines and shows in lines[-1]:
+            return lines
+        time.sleep(0.1)  # polling a screen we do not own; bounded by `within`
+    raise AssertionError(f"the bottom line never showed {shows!r}:\n{tmux.screen()}")
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_in_tmux_a_failing_job_counts_on_the_bottom_line_until_muted(
+    tmp_path: Path, tmux: Tmux
+) -> None:
+    config = write_config(
+        tmp_path, "backup: {command: [/bin/false], schedule: {every: 2s, start: 2026-01-01T00:00}}"
+    )
+    command = f"{sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
+    lines = _bottom_line(tmux, "backup failed: exit 1 (x2)")
+    assert len(lines) == SIZE[1]
+    top = next(n for n, line in enumerate(lines) if "3 Audit log" in line)
+    assert lines[-2].startswith("╰")  # the audit pane whole, above the notice line
+    assert "backup |" in "\n".join(lines[top + 1 : -2])
+    tmux.press("M", then="Messages, newest first")
+    tmux.press("m", then="muted: backup")
+    tmux.press("Escape", then="1 Jobs")
+    _bottom_line(tmux, "M Messages")  # the legend of keys again, while it fails on
+    tmux.wait_for("failed/24h 5")
+    tmux.press("q", then="Leave the console")
+    tmux.press("s", then="EXIT=0")
