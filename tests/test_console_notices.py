@@ -16,6 +16,7 @@ from textual.widgets import DataTable
 from textual.widgets._toast import Toast
 
 from tuisched.frontends.tui.app import TuischedApp
+from tuisched.frontends.tui.failures import Failure, FailureNotices
 from tuisched.frontends.tui.notices import LIMIT, TIMEOUTS, NoticeLog
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.main import MainScreen
@@ -83,6 +84,16 @@ def test_the_log_keeps_the_newest_thousand() -> None:
     entries = log.entries()
     assert len(entries) == LIMIT
     assert (entries[0].text, entries[-1].text) == (f"notice {LIMIT + 4}", "notice 5")
+
+
+def test_the_same_jobs_failing_together_again_give_the_same_notice() -> None:
+    notices = FailureNotices()
+    notices.add([Failure("report", "exit 2"), Failure("backup", "exit 1")])
+    first = notices.take()
+    notices.add([Failure("backup", "exit 1"), Failure("report", "exit 2")])
+    assert notices.take() == first == ("2 runs failed: backup, report - 3: the audit log", None)
+    notices.add([Failure("backup", "exit 1"), Failure("backup", "exit 1")])
+    assert notices.take() == ("2 runs failed: backup - 3: the audit log", "backup")  # mutable
 
 
 def test_errors_stay_longer_than_warnings_and_warnings_than_information() -> None:

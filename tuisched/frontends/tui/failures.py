@@ -10,6 +10,7 @@ report, ... - 3: the audit log`, the audit pane holding a line for each.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 WINDOW = 1.5
@@ -53,7 +54,9 @@ class FailureNotices:
             return None
         if len(held) == 1:
             return self.told(held[0]), held[0].job
-        jobs = list(dict.fromkeys(failure.job for failure in held))
+        # By name, not by the order they failed in: the same jobs failing together again
+        # give the same notice, which then counts on its line instead of adding one.
+        jobs = sorted({failure.job for failure in held}, key=_natural)
         named = ", ".join(jobs[:NAMED]) + (", ..." if len(jobs) > NAMED else "")
         return f"{len(held)} runs failed: {named} - {WHERE}", jobs[0] if len(jobs) == 1 else None
 
@@ -61,3 +64,9 @@ class FailureNotices:
     def told(failure: Failure) -> str:
         """How one failure is told."""
         return f"{failure.job} failed: {failure.words}"
+
+
+def _natural(name: str) -> list[str | int]:
+    """Sorts `job2` before `job10`: the runs of ASCII digits compare as numbers."""
+    parts: list[str | int] = re.split(r"([0-9]+)", name)
+    return [int(part) if n % 2 else part for n, part in enumerate(parts)]
