@@ -113,7 +113,8 @@ class MessagesScreen(Screen[None]):
         """`m`: the selected notice's job: its notices stay off the notice line, or back."""
         entry = self.selected()
         if entry is None or entry.job is None:
-            self.notify("this notice is about no job: nothing to mute", markup=False)
+            said = "this notice is about no one job: m in a job's detail mutes that job"
+            self.notify(said, markup=False)
             return
         muted = self.notices.toggle_mute(entry.job)
         said = "muted: logged here only" if muted else "shown again"
