@@ -89,7 +89,7 @@ async def test_g_and_G_and_home_and_end_go_to_the_first_and_last_row(config: Pat
         engine_jobs.GATES["alpha"].set()
         running = app.query_one(RunningTable)
         await until(pilot, lambda: running.row_count >= 1)
-        await until(pilot, lambda: running.size.height == 4)  # no longer its header alone
+        await until(pilot, lambda: running.size.height > 1)  # no longer its header alone
         await pilot.press("2", "G")
         assert running.cursor_row == running.row_count - 1
         await pilot.press("g")
@@ -186,9 +186,9 @@ async def test_space_marks_and_p_pauses_every_marked_job_in_one_question(config:
         table = await _started(pilot, app)
         await pilot.press("space", "space", "down", "space")  # alpha, blocker, delta
         assert table.marked == ["alpha", "blocker", "delta"]
-        assert str(table.border_subtitle).startswith("3 marked - 5 of 5")
+        assert str(table.border_subtitle).strip().startswith("3 marked - 5 of 5")
         lines = screen_text(app).splitlines()
-        assert [line[1:9] for line in lines[3:8]] == [
+        assert [line[0:8] for line in lines[3:8]] == [
             "*alpha  ", "*blocker", " gamma  ", "*delta  ", " slow   ",
         ]  # fmt: skip
         await pilot.press("p")
@@ -346,8 +346,8 @@ async def test_the_legend_shows_the_keys_that_apply_where_the_cursor_is(config: 
         legend = _legend(app)
         assert {"Stop", "Copy"} <= set(legend)
         assert not {"Run", "Pause", "Resume", "Edit"} & set(legend)
-        assert app.query_one(RunningTable).border_title == FOCUS_MARK + "2 Running"
-        assert app.query_one(JobsTable).border_title == "1 Jobs"
+        assert str(app.query_one(RunningTable).border_title).strip() == FOCUS_MARK + "2 Running"
+        assert str(app.query_one(JobsTable).border_title).strip() == "1 Jobs"
 
 
 async def test_stop_with_nothing_running_says_why_and_asks_nothing(config: Path) -> None:

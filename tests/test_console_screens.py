@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Log, Static, TabPane
 from tuisched.domain.events import RunFinished, RunStarted
 from tuisched.domain.model import CommandSpec, EverySchedule
 from tuisched.frontends.tui.app import TuischedApp
-from tuisched.frontends.tui.screens.detail import JobDetailScreen
+from tuisched.frontends.tui.screens.detail import HistoryTable, JobDetailScreen
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.screens.diff import DiffScreen
 from tuisched.frontends.tui.screens.form import (
@@ -142,11 +142,14 @@ async def test_history_and_output_of_a_finished_run_as_plain_text(tmp_path: Path
         run = await on_lane(app, lambda rt: rt.actions.run_now("heartbeat"))
         await events.wait_for(RunFinished, lambda e: e.run.run_id == run.run_id)
         screen = await _open_detail(pilot, "heartbeat")
-        history = screen.query_one("#detail-history", DataTable)
+        history = screen.query_one(HistoryTable)
+        await pilot.press("h")  # its columns fit the tab's width once it shows
         await _until(pilot, lambda: history.row_count == 1, "the finished run in the history")
-        cells = [str(cell) for cell in history.get_row(run.run_id)]
-        assert cells[0] == run.run_id
-        assert cells[2:5] == ["manual", "SUCCESS", "completed"]
+        await _until(pilot, lambda: len(history.fitted) > 4, "the history's columns")
+        shown = (column.key for column, _ in history.fitted)
+        cells = dict(zip(shown, (str(cell) for cell in history.get_row(run.run_id)), strict=True))
+        assert (cells["state"], cells["result"]) == ("SUCCESS", "completed")
+        assert {"started", "duration", "status"} <= cells.keys()  # at 80 columns too
         log = screen.query_one("#detail-output", Log)
         await _until(pilot, lambda: log.line_count > 0, "the run's output")
         assert log.lines == ["[bold]x[/bold]"]  # literally: never read as markup

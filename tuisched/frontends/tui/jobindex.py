@@ -73,6 +73,8 @@ class JobIndex:
         self._needle = ""
         self._shown: list[str] | None = None
         self._rows: dict[str, int] | None = None
+        self._widest: dict[str, int] = {}
+        """The longest name, schedule and groups of any job (what the columns could need)."""
 
     # --- what the pane asks ------------------------------------------------------------
 
@@ -95,6 +97,12 @@ class JobIndex:
     def total(self) -> int:
         """How many jobs there are, filtered or not."""
         return len(self._statuses)
+
+    @property
+    def widest(self) -> dict[str, int]:
+        """The most characters a job's `name`, `trigger` or `groups` takes (never less after a
+        job goes, until the next reload)."""
+        return self._widest
 
     def status(self, name: str) -> JobStatus | None:
         """The last status of `name`."""
@@ -186,6 +194,9 @@ class JobIndex:
         self._positions = {name: i for i, name in enumerate(fresh)}
         self._haystacks = {name: haystack(status) for name, status in fresh.items()}
         self._sorted, self._keys = {}, {}
+        self._widest = {}
+        for status in fresh.values():
+            self._widen(status)
         self._changed()
 
     def _place(self, status: JobStatus) -> None:
@@ -193,6 +204,7 @@ class JobIndex:
         name = status.name
         self._statuses[name] = status
         self._haystacks[name] = haystack(status)
+        self._widen(status)
         position = self._positions.setdefault(name, len(self._positions))
         for order, ordered in self._sorted.items():
             keys = self._keys[order]
@@ -204,6 +216,13 @@ class JobIndex:
                 del ordered[bisect_left(ordered, old)]
             insort(ordered, new)
             keys[name] = new
+
+    def _widen(self, status: JobStatus) -> None:
+        widest = self._widest
+        groups = ", ".join(status.groups)
+        for key, text in (("name", status.name), ("trigger", status.trigger), ("groups", groups)):
+            if len(text) > widest.get(key, 0):
+                widest[key] = len(text)
 
     def _remove(self, name: str) -> None:
         self._statuses.pop(name, None)

@@ -258,8 +258,8 @@ class LivePanes:
         index = table.index
         backwards = " ▼" if index.reverse else ""
         marked = f"{len(table.marked)} marked - " if table.marked else ""
-        table.border_subtitle = (
-            f"{marked}{table.row_count} of {index.total} - sorted by {index.order}{backwards}"
+        table.border_subtitle = (  # a space either side: a rule has no corner to pad it
+            f" {marked}{table.row_count} of {index.total} - sorted by {index.order}{backwards} "
         )
 
     def show_marks(self) -> None:
@@ -282,7 +282,8 @@ class LivePanes:
         now, tz = self._clock(), self._state.timezone
         rows = [run_row(status, now=now, tz=tz) for status in self._state.runs]
         running = self._screen.query_one(RunningTable)
-        running.show(rows)
+        status = self._state.status
+        running.show(rows, nodes=status is not None and bool(status.cluster))
         running.set_class(not rows, "-empty")  # an empty pane gives its rows to the jobs
 
     def _show_status(self) -> None:

@@ -5,9 +5,13 @@ Results are shown as a glyph and a word, never by colour alone.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
+
+from rich.cells import cell_len, set_cell_size
 
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.schedule.duration import format_elapsed
@@ -157,3 +161,71 @@ def run_row(status: RunStatus, *, now: datetime, tz: ZoneInfo) -> RunRow:
         last_line=plain_text(status.live_status or run.reason)[:200],
         node=plain_text(run.node),
     )
+
+
+# --- short forms: a cell's text fits its column whole, or in a defined shorter form --------
+
+ELLIPSIS = "…"
+"""Ends a text shortened by dropping words (or a name cut to fit): never a silent cut."""
+_SCHEDULE_SHORTER: tuple[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]], ...] = (
+    (re.compile(r" \(cron [^)]*\)"), ""),  # the words say it; the expression is in the detail
+    (re.compile(r" from \d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?"), ""),
+    (re.compile(r" until \d{4}-\d\d-\d\d \d\d:\d\d(?::\d\d)?"), ""),
+    (re.compile(r"\b(\d+) (second|minute|hour|day|week)s\b"), lambda m: f"{m[1]}{m[2][0]}"),
+    (re.compile(r"\b(Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b"), lambda m: m[1][:3]),
+    (re.compile(r" \(\+\w+\)$"), ""),  # after a job: its delay
+    (re.compile(r" succeeds$"), ""),  # after a job: success is what `after` means unless told
+)
+"""Each step shortens a schedule in words a little more, keeping what matters most."""
+
+
+def schedule_forms(text: str) -> list[str]:
+    """A schedule in words, then ever shorter forms of it, each meaning the same job:
+    `every 10 minutes from 2026-06-01 08:20` ... `every 10m`; `after 'check' succeeds
+    (+10s)` ... `after 'check'`. The full text is in the job's detail."""
+    forms = [text]
+    for pattern, replacement in _SCHEDULE_SHORTER:
+        shorter = pattern.sub(replacement, forms[-1])
+        if shorter != forms[-1]:
+            forms.append(shorter)
+    return forms
+
+
+def lead_forms(text: str) -> list[str]:
+    """`in 4m (09:30)` then `in 4m`; `running (2)` then `running`: the part before the
+    parenthesis says the most."""
+    head = text.split(" (", maxsplit=1)[0]
+    return [text, head] if head != text else [text]
+
+
+def group_forms(text: str) -> list[str]:
+    """`nightly, backups, db` then `nightly +2`."""
+    groups = text.split(", ")
+    return [text, f"{groups[0]} +{len(groups) - 1}"] if len(groups) > 1 else [text]
+
+
+def whole_forms(text: str) -> list[str]:
+    """A text with no shorter form."""
+    return [text]
+
+
+def fit(forms: Sequence[str], width: int) -> str:
+    """The first of `forms` that fits `width` cells; else the last one's first words and
+    `…` (a word is never cut), or `…` alone."""
+    for form in forms:
+        if cell_len(form) <= width:
+            return form
+    words = forms[-1].split(" ")
+    for count in range(len(words) - 1, 0, -1):
+        shown = " ".join(words[:count]) + " " + ELLIPSIS
+        if cell_len(shown) <= width:
+            return shown
+    return ELLIPSIS if width >= 1 else ""
+
+
+def fit_name(name: str, width: int) -> str:
+    """A job's name in `width` cells: whole, or cut with `…` at its end (a name is one
+    word, and its row needs it; the detail and the why line show it whole)."""
+    if cell_len(name) <= width:
+        return name
+    return set_cell_size(name, max(0, width - 1)) + ELLIPSIS if width >= 1 else ""

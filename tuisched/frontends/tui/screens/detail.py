@@ -10,6 +10,7 @@ batch. Everything is read through the control seam.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo
@@ -30,6 +31,7 @@ from tuisched.domain.stats import DEFAULT_WINDOW
 from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import HistoryQuery, JobStats, StatsQuery
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
+from tuisched.frontends.tui.widgets.table import Column, KeyedTable
 from tuisched.frontends.tui.yamltext import block_text
 from tuisched.runtime.control import Subscription
 
@@ -42,7 +44,6 @@ HISTORY_RUNS = 50
 """How many past runs the History tab lists."""
 REFRESH_SECONDS = 0.25
 """How often queued output and run events are applied."""
-HISTORY_COLUMNS = ("Run", "Slot", "Trigger", "State", "Result", "Started", "Duration", "Status")
 
 
 def definition_yaml(definition: Mapping[str, object]) -> str:
@@ -54,16 +55,49 @@ def _moment(moment: datetime | None, tz: ZoneInfo) -> str:
     return moment.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
 
 
-def history_cells(run: RunRecord, tz: ZoneInfo) -> tuple[Text, ...]:
-    """A History row: every cell plain `Text` (a status is job output, never markup)."""
+@dataclass(frozen=True, slots=True)
+class HistoryRow:
+    """A line of the History tab: every cell plain text (a status is job output, never
+    markup)."""
+
+    run_id: str
+    slot: str
+    trigger: str
+    state: str
+    result: str
+    started: str
+    duration: str
+    status: str
+
+
+def history_row(run: RunRecord, tz: ZoneInfo) -> HistoryRow:
+    """`run`'s line in the History tab."""
     duration = run.duration
-    cells = (
-        run.run_id, _moment(run.slot, tz), run.trigger.value, run.state.value,
-        run.result.value if run.result else "-", _moment(run.started_at, tz),
-        format_elapsed(duration) if duration is not None else "-",
-        plain_text(run.status or run.reason).replace("\n", " ")[:200],
+    return HistoryRow(
+        run_id=run.run_id, slot=_moment(run.slot, tz), trigger=run.trigger.value,
+        state=run.state.value, result=run.result.value if run.result else "-",
+        started=_moment(run.started_at, tz),
+        duration=format_elapsed(duration) if duration is not None else "-",
+        status=plain_text(run.status or run.reason).replace("\n", " ")[:200],
     )  # fmt: skip
-    return tuple(Text(cell, no_wrap=True) for cell in cells)
+
+
+class HistoryTable(KeyedTable):
+    """The job's last runs, newest first: when, how long, how it ended and its last words
+    first, so that 80 columns show them; the trigger, run id and slot as width allows."""
+
+    COLUMNS: ClassVar[tuple[Column, ...]] = (
+        Column("started", "Started", 19, 19),
+        Column("duration", "Duration", 8, 8),
+        Column("state", "State", 11, 11),
+        Column("result", "Result", 13, 13),
+        Column("status", "Status", 12, 200),
+        Column("trigger", "Trigger", 10, 10),
+        Column("run_id", "Run", 12, 12),
+        Column("slot", "Slot", 19, 19),
+    )
+    DROPPED_FIRST: ClassVar[tuple[str, ...]] = ("slot", "run_id", "trigger", "result")
+    GROWN_FIRST: ClassVar[tuple[tuple[str, int | None], ...]] = (("status", None),)
 
 
 class JobDetailScreen(Screen[None]):
@@ -110,7 +144,7 @@ class JobDetailScreen(Screen[None]):
                 yield Static(id="detail-next")
             with TabPane("History", id="tab-history"):
                 yield Static(id="detail-stats")
-                yield DataTable[Text](id="detail-history", cursor_type="row", zebra_stripes=True)
+                yield HistoryTable(id="detail-history", zebra_stripes=True)
             with TabPane("Output", id="tab-output"):
                 yield Static(id="detail-output-source")
                 yield Log(id="detail-output", highlight=False, max_lines=20_000)
@@ -120,7 +154,6 @@ class JobDetailScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#detail-history", DataTable).add_columns(*HISTORY_COLUMNS)
         self._show_definition()
         self._refresh_plan()
         self._subscription = self.control.subscribe(self._on_event)
@@ -205,12 +238,10 @@ class JobDetailScreen(Screen[None]):
         """The last runs; then, when nothing runs, the newest one's output."""
         query = HistoryQuery(job=self.job_name, limit=HISTORY_RUNS)
         runs = await self.control.history(query)
-        table = next(self.query("#detail-history").results(DataTable), None)
+        table = next(self.query("#detail-history").results(HistoryTable), None)
         if table is None:  # the screen went (or the app is closing) meanwhile
             return
-        table.clear()
-        for run in runs:
-            table.add_row(*history_cells(run, self._tz), key=run.run_id)
+        table.set_rows({run.run_id: history_row(run, self._tz) for run in runs})
         if self._live is None:
             await self._show_last_output(runs)
         self._load_stats()

@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
@@ -24,7 +23,7 @@ from tuisched.domain.events import Event, RunEvent
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.text import counted
 from tuisched.frontends.tui.widgets.status import StatusLine
-from tuisched.frontends.tui.widgets.table import Columns, KeyedTable
+from tuisched.frontends.tui.widgets.table import Column, KeyedTable
 from tuisched.runtime.control import SchedulerControl, Subscription
 
 REFRESH_SECONDS = 0.2
@@ -70,20 +69,20 @@ def drain_row(run: RunRecord) -> DrainRow:
 class DrainTable(KeyedTable):
     """The runs being drained, one row each, updated in place."""
 
-    COLUMNS: ClassVar[Columns] = (
-        ("job", "Job", 18),
-        ("run_id", "Run", 12),
-        ("state", "State", 14),
-        ("status", "Status", 40),
+    COLUMNS: ClassVar[tuple[Column, ...]] = (
+        Column("job", "Job", 12, 24),
+        Column("run_id", "Run", 12, 12),
+        Column("state", "State", 13, 13),
+        Column("status", "Status", 10, 200),
     )
+    DROPPED_FIRST: ClassVar[tuple[str, ...]] = ("status", "run_id")
+    GROWN_FIRST: ClassVar[tuple[tuple[str, int | None], ...]] = (
+        ("job", 18), ("status", 40), ("job", None), ("status", None),
+    )  # fmt: skip
 
-    def put(self, row: DrainRow) -> None:
+    def show_run(self, row: DrainRow) -> None:
         """Add `row`'s run, or show its new state."""
-        if row.run_id not in self.rows:
-            self.add_row(*self.cells(row), key=row.run_id)
-            return
-        for key, _, _ in self.COLUMNS:
-            self.update_cell(row.run_id, key, Text(getattr(row, key)))
+        self.put(row.run_id, row)
 
 
 class DrainScreen(Screen[None]):
@@ -118,7 +117,7 @@ class DrainScreen(Screen[None]):
         self._subscription = self._control.subscribe(self._heard)
         table = self.query_one(DrainTable)
         for run in self._runs.values():
-            table.put(drain_row(run))
+            table.show_run(drain_row(run))
         self._show_status()
         self.set_interval(REFRESH_SECONDS, self._apply)
         table.focus()
@@ -142,7 +141,7 @@ class DrainScreen(Screen[None]):
             run = event.run
             if run.run_id in self._runs:
                 self._runs[run.run_id] = run
-                table.put(drain_row(run))
+                table.show_run(drain_row(run))
         if events:
             self._show_status()
 

@@ -54,6 +54,11 @@ FOCUS_MARK = "▶ "
 PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
 
 
+def pane_title(pane: str, *, focused: bool = False) -> str:
+    """A pane's title on its rule, a space either side (a rule has no corner to pad it)."""
+    return f" {FOCUS_MARK if focused else ''}{PANE_TITLES[pane]} "
+
+
 def _refusable(key: str, action: str, description: str, *, show: bool = True) -> list[Binding]:
     """`key` for `action`, then a hidden twin on the same key that says why it cannot apply.
 
@@ -124,15 +129,15 @@ class MainScreen(Screen[None]):
         banner.display = False
         yield banner
         jobs = JobsTable(id="jobs")
-        jobs.border_title = PANE_TITLES["jobs"]
+        jobs.border_title = pane_title("jobs")
         yield jobs
         yield WhyStrip(self.host.state, id="why")
         running = RunningTable(id="running")
-        running.border_title = PANE_TITLES["running"]
+        running.border_title = pane_title("running")
         running.add_class("-empty")
         yield running
         audit = AuditPane(id="audit")
-        audit.border_title = PANE_TITLES["audit"]
+        audit.border_title = pane_title("audit")
         yield audit
         yield FilterBox(id="filter")
         yield Footer(compact=True)  # the legend of keys fits 80 columns
@@ -163,9 +168,9 @@ class MainScreen(Screen[None]):
     def _focus_moved(self) -> None:
         """Mark the focused pane's title, and show the keys that apply there."""
         focused = self.focused
-        for pane, title in PANE_TITLES.items():
+        for pane in PANE_TITLES:
             widget = self.query_one(f"#{pane}")
-            widget.border_title = FOCUS_MARK + title if widget is focused else title
+            widget.border_title = pane_title(pane, focused=widget is focused)
         self.refresh_legend()
 
     @on(JobsTable.Highlighted, "#jobs")

@@ -15,7 +15,8 @@ zebra stripes, a row cursor, fixed column widths, and the same bindings.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import ClassVar
 
 from rich.cells import set_cell_size
@@ -31,44 +32,94 @@ from textual.widgets.data_table import RowKey
 
 from tuisched.domain.views import JobStatus
 from tuisched.frontends.tui.jobindex import JobIndex
-from tuisched.frontends.tui.view import JobRow
-
-COLUMNS = (
-    ("name", "Job", 18),
-    ("state", "State", 9),
-    ("next_run", "Next run", 20),
-    ("last", "Last", 11),
-    ("schedule", "Schedule", 40),
-    ("kind", "Kind", 8),
-    ("groups", "Groups", 14),
+from tuisched.frontends.tui.view import (
+    JobRow,
+    fit,
+    fit_name,
+    group_forms,
+    lead_forms,
+    schedule_forms,
+    whole_forms,
 )
-"""(field, heading, width): fixed widths, so a changing value never moves a column."""
+from tuisched.frontends.tui.widgets.table import Column, Fitted, fit_columns
+
+NAME = Column("name", "Job", 5, 32, whole_forms)
+"""The name column: frozen at the left, wide enough for the longest name (up to `most`)."""
+COLUMNS = (
+    NAME,
+    Column("state", "State", 8, 11, lead_forms),
+    Column("next_run", "Next run", 16, 20, lead_forms),
+    Column("last", "Last", 13, 13),
+    Column("schedule", "Schedule", 19, 60, schedule_forms),
+    Column("kind", "Kind", 8, 8),
+    Column("groups", "Groups", 10, 40, group_forms),
+)
+"""Every column, in the order shown; their widths are worked out for the pane's width."""
+DROPPED_FIRST = ("kind", "groups", "schedule", "last", "next_run", "state")
+"""As the pane narrows, the least used columns go first (they stay a sideways scroll away)."""
+GROWN_FIRST: tuple[tuple[str, int | None], ...] = (
+    ("name", None), ("schedule", 24), ("state", None), ("next_run", None),
+    ("schedule", None), ("groups", None),
+)  # fmt: skip
+"""How the room left widens the columns shown: whole names first, then the schedule in
+more words, a count of runs in the state, the next run's day."""
+NAME_LEAST = 16
+"""The name column is this narrow at most before other columns are dropped."""
 SORTED_COLUMNS = {"name": "name", "state": "state", "next run": "next_run", "last result": "last"}
 """The column each order of the index sorts by (file order has none)."""
 MARK = "*"
 """Drawn in the left margin of a marked job's row: plain ASCII, readable without colour."""
-_PAD = 1
-"""Blank cells on each side of a cell, as in Textual's DataTable."""
-WIDTH = sum(width + 2 * _PAD for _, _, width in COLUMNS)
+LEFT_MORE, RIGHT_MORE = "<", ">"
+"""In the header line (plain ASCII): columns are scrolled away to the left (after the
+name), or wait to the right (at the end)."""
 
 RowMaker = Callable[[JobStatus], JobRow]
 """How a job's status becomes the row shown (the pane's clock and zone)."""
 
 
-def _line(values: Iterator[str]) -> str:
-    """One line of cells: each cut or padded to its column's width."""
-    pad = " " * _PAD
-    return "".join(
-        pad + set_cell_size(value, width) + pad
-        for value, (_, _, width) in zip(values, COLUMNS, strict=True)
+def layout(width: int, widest: Mapping[str, int], first: int = 0) -> Fitted:
+    """The columns shown in a pane `width` cells wide, the name first, then the columns
+    from the `first` after it; `widest`: the longest name, trigger and groups."""
+    name = widest.get("name", NAME.least)
+    columns = [
+        replace(NAME, least=max(NAME.least, min(name, NAME_LEAST)), most=min(name, NAME.most)),
+        *COLUMNS[1:][first:],
+    ]
+    columns = [_widest(column, widest) for column in columns]
+    room = width - 1  # the left margin, for the mark
+    return fit_columns(columns, room, gap=1, dropped_first=DROPPED_FIRST, grown_first=GROWN_FIRST)
+
+
+def _widest(column: Column, widest: Mapping[str, int]) -> Column:
+    found = widest.get({"schedule": "trigger"}.get(column.key, column.key))
+    if found is None or column.key == "name":
+        return column
+    return replace(column, most=max(column.least, min(found, column.most)))
+
+
+def _line(cells: Iterator[str], fitted: Fitted) -> str:
+    """One line of cells, after a margin: each padded to its column's width, a space after
+    (the header's last space may take a `>`)."""
+    return " " + "".join(
+        set_cell_size(text, width) + " " for text, (_, width) in zip(cells, fitted, strict=True)
     )
 
 
-def header_line(order: str, reverse: bool) -> str:
+def header_line(order: str, reverse: bool, fitted: Fitted | None = None) -> str:
     """The header: each column's heading, an arrow on the one sorted by (down: reversed)."""
+    fitted = layout(200, {}) if fitted is None else fitted
     column = SORTED_COLUMNS.get(order)
     arrow = " ▼" if reverse else " ▲"
-    return _line(heading + (arrow if key == column else "") for key, heading, _ in COLUMNS)
+    return _line(
+        (shown.heading + (arrow if shown.key == column else "") for shown, _ in fitted), fitted
+    )
+
+
+def row_cells(row: JobRow, fitted: Fitted) -> Iterator[str]:
+    """`row`'s cells as shown: each whole, or in a short form that fits its column."""
+    for column, width in fitted:
+        value = str(getattr(row, column.key))
+        yield fit_name(value, width) if column is fitted[0][0] else fit(column.forms(value), width)
 
 
 class JobRows:
@@ -96,8 +147,10 @@ class JobsTable(ScrollView, can_focus=True):
         Binding("enter", "select_cursor", "Select", show=False),
         Binding("up", "cursor_up", "Cursor up", show=False),
         Binding("down", "cursor_down", "Cursor down", show=False),
-        Binding("right", "cursor_right", "Cursor right", show=False),
-        Binding("left", "cursor_left", "Cursor left", show=False),
+        Binding("right", "cursor_right", "Next column", show=False),
+        Binding("left", "cursor_left", "Previous column", show=False),
+        Binding("circumflex_accent,ctrl+a", "first_column", "First column", show=False),
+        Binding("dollar_sign,ctrl+e", "last_column", "Last column", show=False),
         Binding("pageup", "page_up", "Page up", show=False),
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("ctrl+home", "scroll_top", "First job", show=False),
@@ -109,8 +162,10 @@ class JobsTable(ScrollView, can_focus=True):
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]
-    """The keys of Textual's DataTable, and vi keys as in k9s and htop: Home and End go
-    to the first and last job as in those (left and right scroll sideways)."""
+    """The keys of Textual's DataTable, and vi keys as in k9s and htop. As in htop, Home
+    and End go to the first and last job, left and right scroll sideways (a column at a
+    time, the job's name staying), `^` and `$` go back to the first column and on to the
+    last."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "jobs-table--header",
@@ -197,6 +252,9 @@ class JobsTable(ScrollView, can_focus=True):
         """The filter shown, as typed (set it with `filter`)."""
         self._marked: dict[str, None] = {}
         """The jobs marked with `space`, in the order they were marked."""
+        self._first_column = 0
+        """How many columns after the name are scrolled away to the left."""
+        self._fitted: tuple[tuple[object, ...], Fitted] | None = None
 
     # --- what the pane's owner calls ----------------------------------------------------
 
@@ -223,7 +281,8 @@ class JobsTable(ScrollView, can_focus=True):
         """The index changed: keep the cursor on its job, size the view, redraw."""
         shown = self.index.shown()
         self._forget_gone_marks()
-        self.virtual_size = Size(WIDTH, len(shown) + 1)  # + the header line
+        # As wide as the pane: columns scroll sideways a whole column at a time (below).
+        self.virtual_size = Size(self.scrollable_content_region.width, len(shown) + 1)
         if self.scroll_y > self.max_scroll_y:  # fewer rows: none below the last
             self.scroll_to(y=self.max_scroll_y, animate=False)
         job = self._cursor_job
@@ -305,6 +364,28 @@ class JobsTable(ScrollView, can_focus=True):
         """How many rows are formatted now: only ever ones drawn since the clock moved."""
         return len(self._made)
 
+    @property
+    def fitted(self) -> Fitted:
+        """The columns shown now, each with its width (the name first, always)."""
+        width = self.scrollable_content_region.width or self.size.width
+        key = (width, self._first_column, tuple(sorted(self.index.widest.items())))
+        if self._fitted is None or self._fitted[0] != key:
+            self._fitted = key, layout(width, self.index.widest, self._first_column)
+        return self._fitted[1]
+
+    def shown_cells(self, name: str) -> dict[str, str]:
+        """The text `name`'s row shows in each column shown, by field (shortened as drawn)."""
+        fitted = self.fitted
+        return {
+            column.key: text
+            for (column, _), text in zip(fitted, row_cells(self._row(name), fitted), strict=True)
+        }
+
+    def _more_right(self) -> bool:
+        """Whether columns wait to the right of those shown."""
+        shown = {column.key for column, _ in self.fitted}
+        return any(column.key not in shown for column in COLUMNS[1:][self._first_column :])
+
     def visible_jobs(self) -> list[str]:
         """The jobs in view now (the ones a tick reads again)."""
         first = int(self.scroll_y)
@@ -314,25 +395,33 @@ class JobsTable(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         """Line `y` of the pane: the header, then the rows from the scroll position."""
-        scroll_x, scroll_y = self.scroll_offset
+        scroll_y = int(self.scroll_offset.y)
         width = self.scrollable_content_region.width
         base = self.rich_style
+        fitted = self.fitted
         if y == 0:
             style = base + self.get_component_rich_style("jobs-table--header")
-            text = header_line(self.index.order, self.index.reverse)
+            text = self._header(fitted, width)
         else:
             shown = self.index.shown()
             row = scroll_y + y - 1
             if row >= len(shown):
                 return Strip.blank(width, base)
             style = base + self._row_style(row)
-            made = self._row(shown[row])
-            text = _line(getattr(made, key) for key, _, _ in COLUMNS)
+            text = _line(row_cells(self._row(shown[row]), fitted), fitted)
             if shown[row] in self._marked:
                 text = MARK + text[1:]
             style += Style.from_meta({"row": row})
-        text += " " * max(0, width - WIDTH)
-        return Strip([Segment(text, style)]).crop(scroll_x, scroll_x + width)
+        return Strip([Segment(set_cell_size(text, width), style)])
+
+    def _header(self, fitted: Fitted, width: int) -> str:
+        text = header_line(self.index.order, self.index.reverse, fitted)
+        if self._first_column:  # in the space after the name: columns went to the left
+            at = 1 + fitted[0][1]
+            text = text[:at] + LEFT_MORE + text[at + 1 :]
+        if self._more_right():
+            text = set_cell_size(text, width - 1) + RIGHT_MORE
+        return text
 
     def _row_style(self, row: int) -> Style:
         style = self.get_component_rich_style(
@@ -380,10 +469,27 @@ class JobsTable(ScrollView, can_focus=True):
         self.move_cursor(row=self._cursor + 1)
 
     def action_cursor_left(self) -> None:
-        self.scroll_left()
+        """Scroll a column back into view (the name stays)."""
+        self._scroll_columns(self._first_column - 1)
 
     def action_cursor_right(self) -> None:
-        self.scroll_right()
+        """Scroll the column after the name away, to see one more at the right."""
+        if self._more_right():
+            self._scroll_columns(self._first_column + 1)
+
+    def action_first_column(self) -> None:
+        """`^`: the first columns again."""
+        self._scroll_columns(0)
+
+    def action_last_column(self) -> None:
+        """`$`: scroll until the last column is in view."""
+        while self._more_right():
+            self._first_column += 1
+        self.refresh()
+
+    def _scroll_columns(self, first: int) -> None:
+        self._first_column = max(0, min(first, len(COLUMNS) - 2))
+        self.refresh()
 
     def action_page_up(self) -> None:
         self.scroll_relative(y=-self._page(), animate=False, immediate=True)
