@@ -6,12 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
 from tuisched.frontends.tui.app import TuischedApp
 from tuisched.frontends.tui.screens.dialogs import LeaveScreen, QuitScreen
 from tuisched.frontends.tui.view import (
     ELLIPSIS,
+    RunRow,
     fit,
     group_forms,
     lead_forms,
@@ -184,7 +186,10 @@ async def test_60x20_lists_several_jobs_and_buttons_fit(config: Path) -> None:
         assert len(_visible_rows(app)) >= 8  # 3 before
         header = screen_text(app).splitlines()[2]
         assert header.split()[:5] == ["Job", "State", "Next", "run", "Last"]
-        await pilot.press("q")
+        await pilot.press("enter")  # the detail's legend: whole words
+        await until(pilot, lambda: "o Output" in screen_text(app).splitlines()[-1])
+        assert "s Stop " in screen_text(app).splitlines()[-1]
+        await pilot.press("escape", "q")
         await until(pilot, lambda: isinstance(app.screen, LeaveScreen | QuitScreen))
         text = screen_text(app)
         for label in ("Stay (esc)", "Detach (d)", "Stop the scheduler (s)"):
@@ -220,3 +225,23 @@ def test_fit_never_cuts_a_word(width: int) -> None:
         shown = fit(forms, width)
         assert len(shown) <= width
         assert _shortened_from(shown, full, forms), (shown, width)
+
+
+async def test_the_node_column_shows_in_cluster_mode_only() -> None:
+    class Panes(App[None]):
+        def compose(self) -> ComposeResult:
+            yield RunningTable(id="running")
+
+    row = RunRow(
+        job="long", run_id="0123456789ab", pid="4242", started="09:10:00", elapsed="5s",
+        trigger="manual", last_line="copying", node="vm:4242:abcd",
+    )  # fmt: skip
+    async with Panes().run_test(size=(100, 10)) as pilot:
+        table = pilot.app.query_one(RunningTable)
+        table.show([row])
+        await pilot.pause()
+        assert "node" not in [column.key for column, _ in table.fitted]
+        table.show([row], nodes=True)
+        await pilot.pause()
+        assert "node" in [column.key for column, _ in table.fitted]
+        assert str(table.get_cell("0123456789ab", "node")) == "vm:4242:abcd"

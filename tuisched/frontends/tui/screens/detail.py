@@ -103,12 +103,12 @@ class HistoryTable(KeyedTable):
 class JobDetailScreen(Screen[None]):
     """One job, in five tabs; `escape` or `q` goes back to the jobs."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [  # short words: the legend fits 60 columns
         Binding("escape", "close", "Back"),
         Binding("q", "close", "Back", show=False),
-        Binding("r", "run", "Run this job"),
-        Binding("p", "toggle_pause", "Pause/resume this job"),
-        Binding("s", "stop_run(False)", "Stop its run"),
+        Binding("r", "run", "Run"),
+        Binding("p", "toggle_pause", "Pause/resume"),
+        Binding("s", "stop_run(False)", "Stop"),
         Binding("ctrl+k", "stop_run(True)", "Kill its run", show=False),
         Binding("o", "show_tab('tab-output')", "Output"),
         Binding("h", "show_tab('tab-history')", "History", show=False),
@@ -151,7 +151,7 @@ class JobDetailScreen(Screen[None]):
             if status is not None and status.requires:
                 with TabPane("Waits for", id="tab-waits"), VerticalScroll():
                     yield Static(id="detail-waits")
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._show_definition()
