@@ -19,6 +19,7 @@ from tuisched.frontends.tui.view import (
     lead_forms,
     schedule_forms,
 )
+from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 
@@ -98,6 +99,12 @@ async def test_80x24_shows_twelve_job_rows_with_a_run_showing(config: Path) -> N
     async with app.run_test(size=(80, 24)) as pilot:
         await _with_a_run(pilot, app)
         assert len(_visible_rows(app)) >= 12  # 6 when panes were boxes and scrolled sideways
+        await on_lane(app, lambda rt: rt.actions.run_now("check-it"))  # a line in the audit log
+        audit = app.query_one(AuditPane)
+        await until(pilot, lambda: audit.line_count > 0 and audit.size.height >= 2)
+        await pilot.pause()
+        assert len(_visible_rows(app)) >= 12
+        assert audit.size.height >= 2  # and the audit log shows two lines
 
 
 async def test_80x24_cells_fit_whole_or_in_a_short_form(config: Path) -> None:
