@@ -66,7 +66,8 @@ def _config(folder: Path) -> Path:
 def _visible_rows(app: TuischedApp) -> list[str]:
     """The job names at the start of the lines on screen, as a person reads them."""
     names = set(app.query_one(JobsTable).index.shown())
-    words = (line[1:].split(" ", maxsplit=1)[0] for line in screen_text(app).splitlines())
+    lines = screen_text(app).splitlines()
+    words = (line.lstrip("│* ").split(" ", maxsplit=1)[0] for line in lines)
     return [word for word in words if word in names]
 
 
