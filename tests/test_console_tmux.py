@@ -142,3 +142,37 @@ def test_a_missing_or_failing_editor_is_reported_and_the_console_stays(
     tmux.press("y", then="greet |")
     tmux.press("q", then="Leave the console")
     tmux.press("s", then="EXIT=0")
+
+
+def test_a_save_refused_by_a_hand_edit_keeps_the_form_and_what_was_typed(
+    tmp_path: Path, tmux: Tmux
+) -> None:
+    config = write_config(
+        tmp_path,
+        "backup: {command: [/bin/echo, copy], schedule: {every: 1 hour, start: 2026-01-01T00:00}}",
+    )
+    command = f"{sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
+    tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
+    tmux.wait_for("backup")
+    tmux.press("e", then="Edit job backup")
+    # the value field has the focus: the command becomes [/bin/echo, copy, now] (keys
+    # bound to actions and printable ones in separate bursts: their order across one
+    # burst is another part of issue 28)
+    tmux("send-keys", "-t", "t", "C-e", "BSpace")
+    tmux.wait_for("[/bin/echo, copy  ")
+    tmux("send-keys", "-t", "t", "-l", ", now]")
+    tmux.wait_for("[/bin/echo, copy, now]")
+    by_hand = config.read_text() + "# a note typed by hand\n"
+    config.write_text(by_hand)  # meanwhile, a hand edit: pending, not reloaded
+    tmux.press("C-s", then="Save the changes to backup in tuisched.yaml?")
+    screen = tmux.press("y", then="Not saved")
+    assert "Edit job backup" in screen  # the form stays
+    assert "[/bin/echo, copy, now]" in screen  # with what was typed
+    assert "was changed on disk since it was loaded" in " ".join(screen.split())
+    assert all(len(line) <= 80 for line in screen.splitlines())
+    assert config.read_text() == by_hand
+    tmux.press("Escape", then="Discard your changes to backup?")
+    tmux.press("y", then="1 Jobs")
+    tmux.press("q", then="Leave the console")
+    tmux.press("s", then="EXIT=0")
+    assert config.read_text() == by_hand

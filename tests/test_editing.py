@@ -14,6 +14,7 @@ from tuisched.domain.events import (
     RunFinished,
     RunStarted,
 )
+from tuisched.runtime.configsource import backup_path
 
 from . import engine_jobs
 from .runtime_fixtures import running, write_config
@@ -163,3 +164,51 @@ async def test_undo_restores_the_file_and_the_schedule(tmp_path: Path) -> None:
         origins = [e.origin for e in await events.wait_for(ConfigLoaded, count=4)]
     assert path.read_text() == original
     assert origins == ["edit", "edit", "undo", "undo"]
+
+
+async def test_a_job_saved_as_it_was_writes_nothing_and_leaves_nothing_to_undo(
+    tmp_path: Path,
+) -> None:
+    path = write_config(tmp_path, JOBS)
+    original = path.read_text()
+    async with running(path) as (runtime, _):
+        assert runtime.source is not None
+        definition = await runtime.source.job_definition("tick")
+        assert definition is not None
+        before = path.stat().st_mtime_ns
+        await runtime.actions.replace_job("tick", definition)
+        assert path.stat().st_mtime_ns == before
+        assert not runtime.source.can_undo
+        assert runtime.actions.last_change() is None
+        assert not backup_path(path).exists()
+    assert path.read_text() == original
+    assert not (tmp_path / "state" / "actions.log").exists()
+
+
+async def test_the_last_change_is_named_and_undone_only_while_it_is_the_last(
+    tmp_path: Path,
+) -> None:
+    path = write_config(tmp_path, JOBS)
+    async with running(path) as (runtime, _):
+        edited = {"python": "tests.engine_jobs:noop", "schedule": {"every": "2 hours",
+                  "start": "2026-01-01T00:00"}}  # fmt: skip
+        await runtime.actions.replace_job("tick", edited)
+        change = runtime.actions.last_change()
+        assert change is not None
+        assert (change.action, change.subject) == ("replace", "job tick")
+        assert change.lines[0] == "~ tick"
+        assert "every hour from 2026-01-01 00:00 -> every 2 hours" in change.lines[1]
+        await runtime.actions.add_job("report", NEW_JOB)
+        with pytest.raises(JobActionError, match="another change was made since"):
+            await runtime.actions.undo(change=change.number)  # the one asked about is not last
+        assert "report" in runtime.config.jobs
+        added = runtime.actions.last_change()
+        assert added is not None
+        assert (added.action, added.subject) == ("add", "job report")
+        await runtime.actions.undo(change=added.number)
+        assert "report" not in runtime.config.jobs
+        assert runtime.actions.last_change() == change  # the one before is next
+    actions = (tmp_path / "state" / "actions.log").read_text().splitlines()
+    assert [line.split(" | ", 2)[2] for line in actions] == [
+        "edit | job tick", "add | job report", "undo | add job report",
+    ]  # fmt: skip

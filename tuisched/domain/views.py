@@ -314,6 +314,24 @@ class ConfigEdit:
         return f"{self.action} {self.target} {self.name}"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigChange:
+    """A change put in force (an edit through the seam, or a reload), as `undo()` would
+    take it back: what it was, when, and what it changed."""
+
+    number: int
+    """Counts the changes since the scheduler started: `undo(change=number)` takes back
+    this one only, never one made since (by another console) that the operator never saw."""
+    action: str
+    """`add`, `replace` or `delete` (an `EditAction`), or `reload`."""
+    subject: str = ""
+    """What it changed: `job backup`, `group nightly` ("" for a reload)."""
+    at: datetime
+    lines: tuple[str, ...] = ()
+    """What it changed, one a line: the configuration diff's lines (`~ backup`,
+    `    schedule: every hour -> every 2 hours`)."""
+
+
 # --- the output viewer: a run's output file paged by byte offset, and searched ----------
 
 

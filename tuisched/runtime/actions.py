@@ -2,8 +2,9 @@
 
 Run now, stop, pause and resume, and changes to the configuration file (add,
 replace, delete, undo, reload): every one is recorded with who asked
-(`user@host (console)`) once it succeeded. The control seam calls these with
-its own actor.
+(`user@host (console)`) once it succeeded. An edit that changes nothing (a
+job saved as it was) writes nothing and is not recorded. The control seam
+calls these with its own actor.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.text import counted
 from tuisched.domain.views import (
     BackfillPlan,
+    ConfigChange,
     ConfigEdit,
     EditAction,
     EditTarget,
@@ -62,6 +64,12 @@ class Actions:
         """Record that `who` was refused by the control socket (not the scheduler's user)."""
         self._record("refused", "the control socket", f"{who} (control socket)")
 
+    def _changed(self, change: ConfigChange | None, actor: str | None) -> None:
+        """Record a change to the configuration, if it made one."""
+        if change is not None:
+            action = "edit" if change.action == "replace" else change.action
+            self._record(action, change.subject, actor)
+
     def _record(self, action: str, subject: str, actor: str | None = None) -> None:
         try:
             self._log.write(self._runtime.now(), actor or self.actor, action, subject)
@@ -98,44 +106,60 @@ class Actions:
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Add a job (JobActionError if the name exists; ConfigError if not valid)."""
-        await self._source().add_job(name, definition)
-        self._record("add", f"job {name}", actor)
+        self._changed(await self._source().add_job(name, definition), actor)
 
     async def replace_job(
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
-        """Replace a job's definition (UnknownJobError if there is none)."""
-        await self._source().replace_job(name, definition)
-        self._record("edit", f"job {name}", actor)
+        """Replace a job's definition (UnknownJobError if there is none); one that reads
+        as it did changes nothing."""
+        self._changed(await self._source().replace_job(name, definition), actor)
 
     async def delete_job(self, name: str, *, actor: str | None = None) -> None:
         """Delete a job; a run in progress keeps running (UnknownJobError if none)."""
-        await self._source().edit(lambda document: document.delete_job(name))
-        self._record("delete", f"job {name}", actor)
+        change = await self._source().edit(
+            lambda document: document.delete_job(name), action="delete", subject=f"job {name}"
+        )
+        self._changed(change, actor)
 
     async def add_group(
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Add a group (JobActionError if the name exists)."""
-        await self._source().edit(lambda document: document.add_group(name, definition))
-        self._record("add", f"group {name}", actor)
+        change = await self._source().edit(
+            lambda document: document.add_group(name, definition), action="add",
+            subject=f"group {name}",
+        )  # fmt: skip
+        self._changed(change, actor)
 
     async def replace_group(
         self, name: str, definition: Mapping[str, object], *, actor: str | None = None
     ) -> None:
         """Replace a group's definition (JobActionError if there is none)."""
-        await self._source().edit(lambda document: document.replace_group(name, definition))
-        self._record("edit", f"group {name}", actor)
+        change = await self._source().edit(
+            lambda document: document.replace_group(name, definition), subject=f"group {name}"
+        )
+        self._changed(change, actor)
 
     async def delete_group(self, name: str, *, actor: str | None = None) -> None:
         """Delete a group (JobActionError if there is none)."""
-        await self._source().edit(lambda document: document.delete_group(name))
-        self._record("delete", f"group {name}", actor)
+        change = await self._source().edit(
+            lambda document: document.delete_group(name), action="delete",
+            subject=f"group {name}",
+        )  # fmt: skip
+        self._changed(change, actor)
 
-    async def undo(self, *, actor: str | None = None) -> None:
-        """Undo the last change (through the API or a reload): file and schedule."""
-        await self._source().undo()
-        self._record("undo", "the last change", actor)
+    def last_change(self) -> ConfigChange | None:
+        """The change `undo` would take back now (None: nothing to undo)."""
+        source = self._runtime.source
+        return source.last_change if source is not None else None
+
+    async def undo(self, *, change: int | None = None, actor: str | None = None) -> None:
+        """Undo the last change (through the API or a reload): file and schedule. With
+        `change` (a `ConfigChange.number`), only if it is still the last one."""
+        undone = await self._source().undo(change=change)
+        what = "edit" if undone.action == "replace" else undone.action
+        self._record("undo", f"{what} {undone.subject}".strip(), actor)
 
     def run_now(
         self, job: str, *, key: str | None = None, actor: str | None = None, queue: bool = False

@@ -10,7 +10,10 @@ its content: a change noticed on disk whose content is what we wrote is our
 own write; anything else is an offline edit, reported with a diff and
 applied on request (or at once with `settings.auto_reload`). An API change
 is refused while the file holds an offline edit: nothing typed by hand is
-ever overwritten. The last applied change can be undone.
+ever overwritten. A change that leaves the text as it is writes nothing and is
+no change (nothing to undo). The last applied change can be undone, and is
+described (`ConfigChange`: what, when, its diff) so an operator knows what
+undoing it takes back.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from tuisched.domain.config.excerpt import ExcerptMismatch
 from tuisched.domain.errors import ConfigError, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
+from tuisched.domain.views import ConfigChange
 from tuisched.runtime import configedits
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.configtext import read_config_text
@@ -60,7 +64,10 @@ class ConfigSource:
     _blocks: JobBlocks | None = None
     """Where each job's block is in `text`, once asked for (None: not found yet, and
     `config` was read from `text` as a whole, so its lines say where the jobs are)."""
-    _undo: list[str] = field(default_factory=list)
+    _undo: list[tuple[str, ConfigChange]] = field(default_factory=list)
+    """The text before each change that can be undone, and the change; newest last."""
+    _changes: int = 0
+    """Changes put in force since start (numbers them)."""
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @classmethod
@@ -74,6 +81,11 @@ class ConfigSource:
     def can_undo(self) -> bool:
         """Whether there is a change to undo."""
         return bool(self._undo)
+
+    @property
+    def last_change(self) -> ConfigChange | None:
+        """The change `undo` would take back now, or None."""
+        return self._undo[-1][1] if self._undo else None
 
     # --- the file changed on disk -------------------------------------------------
 
@@ -123,7 +135,7 @@ class ConfigSource:
             except ConfigError as error:
                 self._reject(error)
                 return False
-            await self._swap(text, config, diff, "reload", remember=True)
+            await self._swap(text, config, diff, "reload", remember=("reload", ""))
             return True
 
     async def _checked(self, text: str) -> tuple[Config, ConfigDiff]:
@@ -137,8 +149,13 @@ class ConfigSource:
 
     # --- changes through the API --------------------------------------------------
 
-    async def edit(self, change: Callable[[ConfigDocument], None]) -> Config:
-        """Apply `change` to the file's text, validate, write atomically, then schedule.
+    async def edit(
+        self, change: Callable[[ConfigDocument], None], *, action: str = "replace",
+        subject: str = "",
+    ) -> ConfigChange | None:  # fmt: skip
+        """Apply `change` to the file's text, validate, write atomically, then schedule;
+        the change made (`action` on `subject`, see `ConfigChange`), or None when the text
+        stays as it is (nothing written).
 
         Raises:
             JobActionError: the change does not fit (a name exists, or is missing), or
@@ -147,20 +164,24 @@ class ConfigSource:
         """
         async with self._lock:
             await self._refuse_if_edited_on_disk()
-            return await self._edit_whole(change)
+            return await self._edit_whole(change, (action, subject))
 
-    async def _edit_whole(self, change: Callable[[ConfigDocument], None]) -> Config:
+    async def _edit_whole(
+        self, change: Callable[[ConfigDocument], None], what: tuple[str, str]
+    ) -> ConfigChange | None:
         """`edit` through the whole document (ruamel.yaml, then the whole file checked)."""
         text = await in_thread(Lane.CONFIG, _edited, self.text, self.path, change)
+        if text == self.text:
+            return None
         config, diff = await self._checked(text)
         await self._write(text)
-        await self._swap(text, config, diff, "edit", remember=True)
-        return config
+        return await self._swap(text, config, diff, "edit", remember=what)
 
-    async def replace_job(self, name: str, definition: Mapping[str, object]) -> Config:
+    async def replace_job(self, name: str, definition: Mapping[str, object]) -> ConfigChange | None:
         """Make job `name` read as `definition`: only its block of the file is rewritten
         (every other byte kept) and only what the change reaches is checked; written
         atomically, then scheduled. A file whose jobs cannot be cut apart is edited whole.
+        The change made, or None when the job already reads so (nothing written).
 
         Raises:
             UnknownJobError: no job by that name.
@@ -169,7 +190,7 @@ class ConfigSource:
         """
         return await self._edit_job(_REPLACE, name, definition)
 
-    async def add_job(self, name: str, definition: Mapping[str, object]) -> Config:
+    async def add_job(self, name: str, definition: Mapping[str, object]) -> ConfigChange | None:
         """Add job `name` after the last job, as `replace_job` replaces one.
 
         Raises:
@@ -178,8 +199,11 @@ class ConfigSource:
         """
         return await self._edit_job(_ADD, name, definition)
 
-    async def _edit_job(self, how: _JobEdit, name: str, definition: Mapping[str, object]) -> Config:
+    async def _edit_job(
+        self, how: _JobEdit, name: str, definition: Mapping[str, object]
+    ) -> ConfigChange | None:
         """Make the edit through the job's block; through the whole document if it cannot."""
+        what = (how.action, f"job {name}")
         async with self._lock:
             await self._refuse_if_edited_on_disk()
             blocks, config = await self._blocks_now()
@@ -189,14 +213,15 @@ class ConfigSource:
                     Lane.CONFIG, how.by_block, blocks, config, name, definition, now
                 )
             except ExcerptMismatch:
-                return await self._edit_whole(lambda doc: how.whole(doc, name, definition))
+                return await self._edit_whole(lambda doc: how.whole(doc, name, definition), what)
+            if done.text == self.text:  # saved as it was: no write, nothing to undo
+                return None
             await self._write(done.text)
             # The other jobs of `done.config` keep the lines they were read at: the blocks
             # say where they are now.
-            await self._swap(
-                done.text, done.config, done.diff, "edit", remember=True, blocks=done.blocks
+            return await self._swap(
+                done.text, done.config, done.diff, "edit", remember=what, blocks=done.blocks
             )
-            return done.config
 
     async def check_job(
         self, name: str, definition: Mapping[str, object], *, adding: bool = False
@@ -242,22 +267,29 @@ class ConfigSource:
         change(document)
         return parse_config(document.text(), self.path)
 
-    async def undo(self) -> Config:
-        """Restore the file and the schedule as they were before the last change.
+    async def undo(self, *, change: int | None = None) -> ConfigChange:
+        """Restore the file and the schedule as they were before the last change; the
+        change taken back. With `change`, only if the last change is still that one.
 
         Raises:
-            JobActionError: nothing to undo, or the file holds an offline edit.
+            JobActionError: nothing to undo, the last change is not `change` (another
+                was made since), or the file holds an offline edit.
         """
         async with self._lock:
             if not self._undo:
                 raise JobActionError("there is no change to undo")
+            text, last = self._undo[-1]
+            if change is not None and last.number != change:
+                raise JobActionError(
+                    f"nothing undone: another change was made since ({_described(last)}); "
+                    "ask again to see it"
+                )
             await self._refuse_if_edited_on_disk()
-            text = self._undo[-1]
             config, diff = await self._checked(text)
             await self._write(text)
             self._undo.pop()
-            await self._swap(text, config, diff, "undo", remember=False)
-            return config
+            await self._swap(text, config, diff, "undo", remember=None)
+            return last
 
     async def _write(self, text: str) -> None:
         """Write `text` to the file atomically, the previous version kept as the backup."""
@@ -276,13 +308,21 @@ class ConfigSource:
             )
 
     async def _swap(
-        self, text: str, config: Config, diff: ConfigDiff, origin: str, *, remember: bool,
-        blocks: JobBlocks | None = None,
-    ) -> None:  # fmt: skip
+        self, text: str, config: Config, diff: ConfigDiff, origin: str, *,
+        remember: tuple[str, str] | None, blocks: JobBlocks | None = None,
+    ) -> ConfigChange | None:  # fmt: skip
         """Put `text` and its `config` in force (`blocks`: where its jobs are, when
-        `config` was not read from `text` as a whole)."""
-        if remember:
-            self._undo = [*self._undo, self.text][-UNDO_DEPTH:]
+        `config` was not read from `text` as a whole); with `remember` (its action and
+        subject), as a change that can be undone, which is returned."""
+        made = None
+        if remember is not None:
+            self._changes += 1
+            action, subject = remember
+            made = ConfigChange(
+                number=self._changes, action=action, subject=subject, at=self.clock(),
+                lines=tuple(diff.lines()),
+            )  # fmt: skip
+            self._undo = [*self._undo, (self.text, made)][-UNDO_DEPTH:]
         self.text, self.config, self.pending, self._blocks = text, config, None, blocks
         await self.apply(config, diff, origin)
         self.bus.publish(
@@ -291,20 +331,29 @@ class ConfigSource:
                 groups=len(config.groups), origin=origin, diff=diff,
             )
         )  # fmt: skip
+        return made
+
+
+def _described(change: ConfigChange) -> str:
+    """`replace job backup at 12:03:07+00:00`, for a refusal."""
+    what = f"{change.action} {change.subject}".strip()
+    return f"{what} at {change.at.isoformat(timespec='seconds')}"
 
 
 @dataclass(frozen=True, slots=True)
 class _JobEdit:
     """One kind of job edit: through the job's block, or through the whole document."""
 
+    action: str
+    """The `EditAction` it is (`add`, `replace`)."""
     by_block: Callable[
         [JobBlocks, Config, str, Mapping[str, object], datetime], configedits.JobEdit
     ]
     whole: Callable[[ConfigDocument, str, Mapping[str, object]], None]
 
 
-_REPLACE = _JobEdit(configedits.replace_job, ConfigDocument.replace_job)
-_ADD = _JobEdit(configedits.add_job, ConfigDocument.add_job)
+_REPLACE = _JobEdit("replace", configedits.replace_job, ConfigDocument.replace_job)
+_ADD = _JobEdit("add", configedits.add_job, ConfigDocument.add_job)
 
 
 def _parsed(text: str, path: Path, live: Config, now: datetime) -> tuple[Config, ConfigDiff]:

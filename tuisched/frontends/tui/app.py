@@ -31,7 +31,6 @@ from tuisched.domain.errors import (
     SchedulerNotRunningError,
     TuischedError,
 )
-from tuisched.domain.views import ConfigEdit
 from tuisched.frontends.serving import start_failure_code
 from tuisched.frontends.tui.commands import JobCommands
 from tuisched.frontends.tui.notices import TIMEOUTS, NoticeLog
@@ -242,7 +241,7 @@ class TuischedApp(App[int]):
         self.push_screen(JobDetailScreen(self, job))
 
     async def open_form(self, job: str | None) -> None:
-        """The job form: add a job (`job` None) or edit one, then confirm and save."""
+        """The job form: add a job (`job` None) or edit one; it confirms and saves."""
         status = self.state.status
         if status is None:
             return
@@ -254,19 +253,11 @@ class TuischedApp(App[int]):
                 self.notify(f"{job} is not in {file}", severity="warning", markup=False)
                 return
 
-        def saved(result: tuple[str, dict[str, object]] | None) -> None:
-            if result is None:
-                return
-            name, new = result
-            if job is None:
-                question, edit, done = f"Add job {name} to {file}?", ConfigEdit.add_job, "added"
-            else:
-                question, edit, done = (
-                    f"Save the changes to {name} in {file}?", ConfigEdit.replace_job, "saved"
-                )  # fmt: skip
-            self.operator.edit(question, edit(name, new), done=f"{name} {done}")
+        def closed(done: str | None) -> None:
+            if done is not None:
+                self.notify(done, markup=False)
 
-        self.push_screen(JobFormScreen(self.control, job, definition), saved)
+        self.push_screen(JobFormScreen(self.control, job, definition, file=file), closed)
 
     def action_help(self) -> None:
         palette = Binding(self.COMMAND_PALETTE_BINDING, "command_palette", "Command palette")

@@ -4,6 +4,10 @@ Keys, the command palette and the screens all act through these methods, so
 each action is confirmed the same way (Cancel is the default) and its error
 is shown as a notification, never a traceback. `--read-only` refuses them all.
 
+Undo names the change it takes back (what, when, what it changed), and takes
+back that one only: if another console changed the file since, nothing is
+undone and the operator is told.
+
 Run now says before it asks when the job's `overlap` would refuse the run (a
 run of it in progress, as the console knows), and offers to queue it behind
 that run; the scheduler still decides when asked, and a refusal it gives is
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import Protocol
 
 from textual.app import App
@@ -22,7 +27,7 @@ from textual.screen import Screen
 from tuisched.domain.errors import ConfigError, Refusal, RunRefusedError, TuischedError
 from tuisched.domain.runs import RunRecord, RunState
 from tuisched.domain.text import counted
-from tuisched.domain.views import ConfigEdit, Pause, PauseKind
+from tuisched.domain.views import ConfigChange, ConfigEdit, Pause, PauseKind
 from tuisched.frontends.tui.keyrules import cause
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.state import ConsoleState
@@ -41,6 +46,8 @@ class _Host(Protocol):
     read_only: bool
     started: bool
     """False while the hosted scheduler starts (an action then waits for it)."""
+    clock: Callable[[], datetime]
+    """The console's clock (what "today" is)."""
 
 
 class Operator:
@@ -251,17 +258,61 @@ class Operator:
         self.confirm(question, write)
 
     def undo(self) -> None:
-        """Confirm, then undo the last change."""
+        """Ask the scheduler what its last change was, name it, confirm, then undo it."""
+        if not self._host.read_only:
+            self._app.run_worker(self._ask_undo(), group="undo", exclusive=True)
+
+    async def _ask_undo(self) -> None:
+        try:
+            change = await self._control.last_change()
+        except TuischedError as error:
+            self._app.notify(str(error), severity="error", markup=False)
+            return
+        if change is None:
+            self._app.notify("nothing to undo", markup=False)
+            return
+        what = change_words(change)
 
         async def undo() -> None:
-            await self._control.undo()
-            self._app.notify("undone", markup=False)
+            await self._control.undo(change=change.number)
+            self._app.notify(f"undone: {what}", markup=False)
 
-        self.confirm("Undo the last change?", undo)
+        question = f"Undo {what} at {self._clock_of(change.at)}?"
+        self.confirm("\n".join([question, *undo_lines(change)]), undo, yes="Undo")
+
+    def _clock_of(self, at: datetime) -> str:
+        """`12:03:07` in the scheduler's zone; the date too when it is not today's."""
+        tz = self._host.state.timezone
+        local, today = at.astimezone(tz), self._host.clock().astimezone(tz).date()
+        return local.strftime("%H:%M:%S" if local.date() == today else "%Y-%m-%d %H:%M:%S")
 
     def reload(self) -> None:
         """Confirm, then reload the configuration from disk."""
         self.confirm("Reload the configuration from disk?", self._control.reload)
+
+
+_ACTION_WORDS = {"add": "the addition of", "replace": "the edit of", "delete": "the deletion of"}
+
+
+def change_words(change: ConfigChange) -> str:
+    """`the edit of job backup`, `the reload of the file`: the change in words."""
+    if change.action == "reload":
+        return "the reload of the file"
+    words = _ACTION_WORDS.get(change.action, f"the {change.action} of")
+    return f"{words} {change.subject}"
+
+
+def undo_lines(change: ConfigChange) -> list[str]:
+    """What undoing `change` takes back, the first LISTED lines of its diff (a job's own
+    `~ name` line left out when it is the only job changed: the question names it)."""
+    lines = [line.rstrip() for line in change.lines]
+    subject = change.subject.removeprefix("job ")
+    if change.action == "replace" and lines[:1] == [f"~ {subject}"]:
+        lines = [line.strip() for line in lines[1:]]
+    shown = lines[:LISTED]
+    if len(lines) > LISTED:
+        shown.append(f"and {len(lines) - LISTED} more lines")
+    return [f"  {line}" for line in shown]
 
 
 def _not_run(refusals: Sequence[Refusal]) -> str:

@@ -139,6 +139,7 @@ class BlockingControl:
     job_definition = _blocking(SchedulerControl.job_definition)
     plan = _blocking(SchedulerControl.plan)
     preview = _blocking(SchedulerControl.preview)
+    last_change = _blocking(SchedulerControl.last_change)
     output_page = _blocking(SchedulerControl.output_page)
     search_output = _blocking(SchedulerControl.search_output)
     output_line_number = _blocking(SchedulerControl.output_line_number)

@@ -48,6 +48,7 @@ from tuisched.domain.text import counted
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
+    ConfigChange,
     ConfigEdit,
     EditAction,
     EditImpact,
@@ -371,6 +372,9 @@ class LocalQueries:
             return (str(error),)
         return ()
 
+    async def last_change(self) -> ConfigChange | None:
+        return self._runtime.actions.last_change()
+
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
@@ -507,9 +511,9 @@ class LocalControl(LocalQueries):
         self._engine()
         await self._runtime.actions.edit(edit, actor=self.actor)
 
-    async def undo(self) -> None:
+    async def undo(self, *, change: int | None = None) -> None:
         self._engine()
-        await self._runtime.actions.undo(actor=self.actor)
+        await self._runtime.actions.undo(change=change, actor=self.actor)
 
     async def reload(self) -> bool:
         self._engine()

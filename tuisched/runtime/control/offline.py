@@ -28,6 +28,7 @@ from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
+    ConfigChange,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -188,6 +189,9 @@ class OfflineQueries:
     async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
         raise SchedulerNotRunningError("previewing an edit needs a running scheduler")
 
+    async def last_change(self) -> ConfigChange | None:
+        return None  # changes are undone while the scheduler that made them runs
+
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
@@ -263,7 +267,7 @@ class OfflineControl(OfflineQueries):
     async def edit(self, edit: ConfigEdit) -> None:
         raise SchedulerNotRunningError("editing through tuisched needs a running scheduler")
 
-    async def undo(self) -> None:
+    async def undo(self, *, change: int | None = None) -> None:
         raise SchedulerNotRunningError("undo needs a running scheduler")
 
     async def reload(self) -> bool:

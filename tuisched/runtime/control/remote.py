@@ -36,6 +36,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
+    ConfigChange,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -233,6 +234,9 @@ class RemoteControl:
     async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
         return await self._call("preview", tuple[str, ...], edit=edit)  # type: ignore[no-any-return]
 
+    async def last_change(self) -> ConfigChange | None:
+        return await self._call("last_change", ConfigChange | None)  # type: ignore[no-any-return]
+
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> _Following:
@@ -257,8 +261,8 @@ class RemoteControl:
     async def edit(self, edit: ConfigEdit) -> None:
         await self._call("edit", type(None), edit=edit)
 
-    async def undo(self) -> None:
-        await self._call("undo", type(None))
+    async def undo(self, *, change: int | None = None) -> None:
+        await self._call("undo", type(None), change=change)
 
     async def reload(self) -> bool:
         return await self._call("reload", bool)  # type: ignore[no-any-return]

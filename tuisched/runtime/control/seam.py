@@ -30,6 +30,7 @@ from tuisched.domain.runs import RunRecord
 from tuisched.domain.views import (
     AuditChunk,
     BackfillPlan,
+    ConfigChange,
     ConfigEdit,
     EditImpact,
     GroupStatus,
@@ -136,6 +137,11 @@ class SchedulerQueries(Protocol):
         """Every problem `edit` would cause (empty when it is valid); nothing is written."""
         ...
 
+    async def last_change(self) -> ConfigChange | None:
+        """The change to the configuration `undo()` would take back now (what, when, its
+        diff), or None when there is none."""
+        ...
+
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> Subscription:
@@ -239,11 +245,14 @@ class SchedulerCommands(Protocol):
         ...
 
     async def edit(self, edit: ConfigEdit) -> None:
-        """Write `edit` to the configuration file, then put it in force."""
+        """Write `edit` to the configuration file, then put it in force; an edit that
+        leaves the file as it is writes nothing and is not recorded (nothing to undo)."""
         ...
 
-    async def undo(self) -> None:
-        """Undo the last change to the configuration (file and schedule)."""
+    async def undo(self, *, change: int | None = None) -> None:
+        """Undo the last change to the configuration (file and schedule). With `change`
+        (a `ConfigChange.number` from `last_change()`), only that one: JobActionError
+        when another change was made since."""
         ...
 
     async def reload(self) -> bool:

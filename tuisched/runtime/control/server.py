@@ -76,7 +76,7 @@ QUERIES = frozenset({
     "status", "jobs", "groups", "runs", "history", "failures_since", "output", "audit",
     "config_text", "pending_edit", "job_definition", "plan", "preview", "nodes",
     "impact", "simulate", "missed", "output_page", "search_output", "output_line_number",
-    "stats",
+    "stats", "last_change",
 })  # fmt: skip
 """The seam's methods that change nothing: they may be asked with GET."""
 METHODS = frozenset({

@@ -6,8 +6,13 @@ overlap, description, enabled). Every other key of an edited job (`cwd`,
 place. Saving checks the configuration the change would give, as a reload
 would check it (the control seam's `preview`, nothing written), and shows each
 problem once: next to the field it is about, or under the form when it is about
-no field (another job the change breaks); only a valid definition leaves it, as
-`(name, definition)`.
+no field (another job the change breaks). A valid definition is then confirmed
+and saved from the form (the seam's `edit`), which closes only once it is
+saved: a save refused (an offline edit pending, a problem found as it is
+written, the scheduler gone) keeps the form with everything typed and the
+reason on it. Nothing typed is lost by a key: a save that changes nothing
+closes the form saying so (nothing written), and `escape` asks before it
+discards changes, naming the fields changed.
 
 While the fields change, the form shows what the edit would do (SPEC R25):
 the job's next slots before and after it side by side, the clock changes its
@@ -37,8 +42,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.views import ConfigEdit, EditImpact
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.widgets.choice import Choice
 from tuisched.frontends.tui.yamltext import flow_text, read_text
 from tuisched.runtime.control import SchedulerControl
@@ -228,8 +234,10 @@ _FIELD_KEYS = {
 """How a problem about the edited job starts -> the form field it is about."""
 
 
-class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
-    """Add a job, or edit one (its name is then fixed); `escape` cancels."""
+class JobFormScreen(ModalScreen[str | None]):
+    """Add a job, or edit one (its name is then fixed), and save it; `escape` cancels
+    (asking first when something was changed). Dismissed with what was done (`backup
+    saved`, `backup: nothing changed`), or None when nothing was."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "Cancel"),
@@ -241,9 +249,13 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         control: SchedulerControl,
         name: str | None = None,
         definition: Mapping[str, object] | None = None,
+        *,
+        file: str = "the configuration",
     ) -> None:
+        """`file` names the configuration file in the question before saving."""
         super().__init__()
         self.control = control
+        self.file = file
         self.editing = name is not None
         self.original = dict(definition or {})
         self.values = values_from(name, self.original) if name is not None else FormValues()
@@ -252,6 +264,11 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         self._impact_timer: Timer | None = None
         self._asked: ConfigEdit | None = None
         self._problems_shown = False
+        self._refusal = ""
+        """Why the last save was refused (kept on the form until the next save)."""
+        self._saving = False
+        self._box_lines: list[str] = []
+        """The problems shown in the box under the form (the refusal aside)."""
         # Focused as it is composed: a second focus change would restyle the whole form.
         self.AUTO_FOCUS = "#form-target" if self.editing else "#form-name"  # type: ignore[misc]
 
@@ -407,15 +424,49 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
     def _edit(self, name: str, definition: dict[str, object]) -> ConfigEdit:
         return (ConfigEdit.replace_job if self.editing else ConfigEdit.add_job)(name, definition)
 
+    def changed_fields(self) -> list[str]:
+        """The labels of the fields whose value differs from what the form opened with."""
+        now, labels = self.read_values(), {f.key: f.label for f in self._fields()}
+        return [
+            labels[field.name.replace("_", "-")]
+            for field in fields(FormValues)
+            if getattr(now, field.name) != getattr(self.values, field.name)
+        ]
+
     @on(Button.Pressed, "#form-cancel")
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        """Close the form; when something was changed, ask first (the default keeps it).
+        While a save is under way, that save decides."""
+        if self._saving:
+            return
+        changed = self.changed_fields()
+        if not changed:
+            self.dismiss(None)
+            return
+        name = self.read_values().name.strip()
+        if self.editing:
+            question = f"Discard your changes to {name}?"
+        else:
+            question = f"Discard the new job {name}?" if name else "Discard the new job?"
+        question += f"\nChanged: {', '.join(changed)}"
+
+        def answered(discard: bool | None) -> None:
+            if discard:
+                self.dismiss(None)
+
+        self.app.push_screen(ConfirmScreen(question, yes="Discard"), answered)
 
     @on(Button.Pressed, "#form-save")
     @on(Input.Submitted)
     async def action_save(self) -> None:
+        """Check the definition, ask, then save it; the form closes once it is saved."""
+        if self._saving:
+            return
         if self._impact_timer is not None:  # the check takes the lane the preview would use
             self._impact_timer.stop()
+        if self._refusal:
+            self._refusal = ""
+            self._show_box(self._box_lines)
         values = self.read_values()
         name = values.name.strip()
         try:
@@ -423,18 +474,73 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
         except ValueError as error:
             self._show_problems([_field_of(str(error))])  # the form's own check
             return
+        if self.editing and self._unchanged(definition):
+            self.dismiss(f"{name}: nothing changed")
+            return
+        edit = self._edit(name, definition)
+        self._saving = True
+        try:
+            problems = await self._checked(edit)
+        finally:
+            self._saving = False
+        if problems:
+            self._show_problems(placed_problems(problems, name))
+            return
+        question = (
+            f"Save the changes to {name} in {self.file}?"
+            if self.editing
+            else f"Add job {name} to {self.file}?"
+        )
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._write(edit), group="save", exclusive=True)
+
+        self.app.push_screen(ConfirmScreen(question), answered)
+
+    def _unchanged(self, definition: dict[str, object]) -> bool:
+        """Whether `definition` is what the form opened with (typed spaces aside)."""
+        try:
+            return definition == definition_from(self.values, self.original)
+        except ValueError:  # the definition it opened with cannot be read back
+            return False
+
+    async def _checked(self, edit: ConfigEdit) -> tuple[str, ...]:
+        """Every problem the seam's check of `edit` finds (the Save button off meanwhile)."""
         save = self.query_one("#form-save", Button)
         save.disabled = True
         try:
-            problems = await self.control.preview(self._edit(name, definition))
+            return await self.control.preview(edit)
         except TuischedError as error:
-            problems = (str(error),)
+            return (str(error),)
         finally:
             save.disabled = False
-        if problems:
-            self._show_problems(placed_problems(problems, name))
-        else:
-            self.dismiss((name, definition))
+
+    async def _write(self, edit: ConfigEdit) -> None:
+        """Save `edit`; refused, the form stays with the reason on it."""
+        self._saving = True
+        save = self.query_one("#form-save", Button)
+        save.disabled = True
+        try:
+            await self.control.edit(edit)
+        except ConfigError as error:  # found as it was written (changed meanwhile)
+            problems = [str(problem) for problem in error.problems] or [str(error)]
+            self._refused("the configuration would not be valid")
+            self._show_problems(placed_problems(problems, edit.name))
+            return
+        except TuischedError as error:  # an offline edit pending, the scheduler gone...
+            self._refused(str(error))
+            return
+        finally:
+            self._saving = False
+            save.disabled = False
+        self.dismiss(f"{edit.name} {'saved' if self.editing else 'added'}")
+
+    def _refused(self, reason: str) -> None:
+        """Say on the form why the save was refused, until the next save."""
+        reason = reason.rstrip(".")
+        self._refusal = f"Not saved: {reason}.\nEverything typed is kept: ctrl+s tries again."
+        self._show_box(self._box_lines)
 
     def _show_problems(self, placed: list[tuple[str, str]]) -> None:
         """Each problem (field, message) next to its field when it has one, else under
@@ -449,17 +555,24 @@ class JobFormScreen(ModalScreen[tuple[str, dict[str, object]] | None]):
                 widget.parent.mount(Label(classes="form-error-pad"), error, after=widget)
             else:
                 elsewhere.append(message if not field else f"{_label(field)}: {message}")
-        box = self.query_one("#form-problems", Static)
-        box.update(Text("\n".join(elsewhere)))
-        box.set_class(bool(elsewhere), "-shown")
+        self._show_box(elsewhere)
         self._problems_shown = True
         self._show_impact()
 
     def _clear_problems(self) -> None:
+        """Take the save's problems away (a refusal stays: typing does not change it)."""
         self.query(".form-error, .form-error-pad").remove()
-        self.query_one("#form-problems", Static).remove_class("-shown")
+        self._show_box([])
         self._problems_shown = False
         self._show_impact()
+
+    def _show_box(self, lines: list[str]) -> None:
+        """The box under the form: why the last save was refused, then `lines`."""
+        self._box_lines = lines
+        shown = [self._refusal, *lines] if self._refusal else lines
+        box = self.query_one("#form-problems", Static)
+        box.update(Text("\n".join(shown)))
+        box.set_class(bool(shown), "-shown")
 
 
 def placed_problems(problems: Iterable[str], name: str) -> list[tuple[str, str]]:
