@@ -21,13 +21,14 @@ import pytest
 import tuisched.runtime.control.remote
 from tuisched.domain.errors import (
     ControlError,
+    JobActionError,
     RunRefusedError,
     SchedulerNotRunningError,
     UnknownJobError,
     UnknownRunError,
 )
 from tuisched.domain.events import Event, RunFinished, RunStarted
-from tuisched.domain.views import Pause, PauseKind, SchedulerState
+from tuisched.domain.views import ConfigEdit, Pause, PauseKind, SchedulerState
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import (
     LocalScheduler,
@@ -361,3 +362,21 @@ async def _lines_until_the_end_of(stream: aiohttp.ClientResponse, run_id: str) -
             ended = event["type"] in ("RunFinished", "RunNotStarted")
             if ended and event["run"]["run_id"] == run_id:
                 return lines
+
+
+async def test_the_last_change_crosses_the_socket_and_is_undone_only_while_it_is_last(
+    tmp_path: Path,
+) -> None:
+    async with serving(write_config(tmp_path, JOBS)) as (_scheduler, remote):
+        assert await remote.last_change() is None
+        await remote.edit(ConfigEdit.add_job("tidy", {"command": "true", "schedule": "manual"}))
+        added = await remote.last_change()
+        assert added is not None
+        assert (added.action, added.subject, added.lines) == ("add", "job tidy", ("+ tidy",))
+        await remote.edit(ConfigEdit.delete_job("many"))
+        with pytest.raises(JobActionError, match="another change was made since"):
+            await remote.undo(change=added.number)
+        deleted = await remote.last_change()
+        assert deleted is not None
+        await remote.undo(change=deleted.number)
+        assert await remote.last_change() == added
