@@ -170,3 +170,30 @@ async def test_undo_names_the_change_and_takes_back_that_one_only(tmp_path: Path
         await pilot.press("y")
         await until(pilot, lambda: "undone: the edit of job backup" in _said(app))
     assert path.read_text() == original
+
+
+async def test_a_save_the_scheduler_refuses_keeps_the_new_job_typed(tmp_path: Path) -> None:
+    path = write_config(tmp_path, JOBS)
+    app, runtime = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.ready)
+        await pilot.press("a")
+        await until(pilot, lambda: isinstance(app.screen, JobFormScreen))
+        form = app.screen
+        assert isinstance(form, JobFormScreen)
+        await pilot.press(*"tidy")
+        form.query_one("#form-target", Input).value = "[/bin/true]"
+        form.query_one("#form-cron", Input).value = "*/5 * * * *"
+        assert await _asked(pilot, "ctrl+s") == "Add job tidy to tuisched.yaml?"
+        # meanwhile another console adds a job by that name
+        theirs = {"command": ["/bin/false"], "schedule": "manual"}
+        await on_lane(app, lambda rt: rt.actions.add_job("tidy", theirs))
+        await pilot.press("y")
+        await until(pilot, lambda: "Not saved" in _box(form))
+        assert "tidy" in _box(form)
+        assert app.screen is form
+        assert form.query_one("#form-name", Input).value == "tidy"
+        assert form.query_one("#form-cron", Input).value == "*/5 * * * *"
+        question = await _asked(pilot, "escape")
+        assert question == "Discard the new job tidy?\nChanged: Name, Value, Cron"
+    assert runtime.config.job("tidy").kind.argv == ("/bin/false",)  # type: ignore[union-attr]
