@@ -44,10 +44,12 @@ chained:
 
 
 @asynccontextmanager
-async def _console(tmp_path: Path, *, attached: bool) -> AsyncIterator[TuischedApp]:
+async def _console(
+    tmp_path: Path, *, attached: bool, jobs: str = JOBS
+) -> AsyncIterator[TuischedApp]:
     """A console on a scheduler whose clock stands at NOW: hosting it, or attached to it
     through its control socket (the scheduler then runs beside the console)."""
-    path = write_config(tmp_path, JOBS, settings="timezone: Europe/Paris")
+    path = write_config(tmp_path, jobs, settings="timezone: Europe/Paris")
     runtime = Runtime(load_config(path), kill_grace=0.5, clock=ManualClock(NOW))
     scheduler = LocalScheduler(runtime)
     if not attached:
@@ -97,6 +99,18 @@ async def test_the_preview_follows_the_schedule_warns_of_dst_and_lists_dependant
         assert "02:30 does not exist; runs once at 03:00 CEST" in preview
         assert "will need export's slot 2026-03-28 02:30 CET (was 2026-03-28 01:30 CET)" in preview
         assert app.screen is form  # nothing saved, nothing closed
+
+
+async def test_the_preview_shows_seconds_when_the_schedule_has_them(tmp_path: Path) -> None:
+    jobs = "tick: {command: [/bin/true], schedule: {every: 10s, start: 2026-03-27T14:00}}"
+    async with (
+        _console(tmp_path, attached=False, jobs=jobs) as app,
+        app.run_test(size=SIZE) as pilot,
+    ):
+        form = await _edit(pilot, "tick")
+        await until(pilot, lambda: "after this edit" in _shown(form))
+        rows = [line.split("CET")[0].strip() for line in _shown(form).splitlines()[2:7]]
+    assert rows == [f"Fri 2026-03-27 14:00:{second:02d}" for second in range(0, 50, 10)]
 
 
 async def test_a_bad_schedule_gives_one_message_next_to_its_field(tmp_path: Path) -> None:

@@ -8,17 +8,23 @@ import json
 import re
 import subprocess
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from tuisched.domain.errors import ScheduleError, UnknownJobError
 from tuisched.domain.model import Config, Outcome
 from tuisched.domain.schedule.simulate import COUNT_BUDGET, simulate
-from tuisched.frontends.tui.screens.simulate import DST_STYLE, SimulateScreen
+from tuisched.domain.views import SimulatedRun
+from tuisched.frontends.tui.screens.simulate import (
+    DST_STYLE,
+    SimulateScreen,
+    collapsed,
+    row_cells,
+)
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, RemoteControl, socket_path
 from tuisched.runtime.runtime import Runtime
@@ -350,3 +356,60 @@ async def test_the_filter_narrows_the_jobs_and_dst_rows_stand_out(tmp_path: Path
             "DST: 02:30 does not exist on 2026-03-29 (DST starts): runs at 03:00",
             "DST: no slots 02:00-03:00 on 2026-03-29: DST starts, those times do not exist",
         ]
+
+
+# --- issue 28: seconds, and a job's frequent repeats on one row -----------------------------
+
+FREQUENT = """
+tick:
+  command: [/bin/true]
+  schedule: {every: 10s, start: 2026-05-07T10:00, stop: 2026-05-07T10:59:50}
+fast: {command: [/bin/true], schedule: {every: 5s, start: 2026-01-01T00:00}}
+hourly: {command: [/bin/true], schedule: {every: 1 hour, start: 2026-01-01T00:15}}
+"""
+
+
+def _run(job: str, at: datetime, **kwargs: str) -> SimulatedRun:
+    return SimulatedRun(at=at, job=job, trigger="schedule", **kwargs)
+
+
+def test_a_jobs_runs_repeating_within_an_hour_fold_into_one_row() -> None:
+    start = datetime(2026, 5, 7, 7, 0, tzinfo=UTC)
+    ticks = [_run("tick", start + timedelta(seconds=10 * n)) for n in range(360)]
+    daily = _run("daily", start + timedelta(minutes=30))
+    twice = [_run("twice", start + timedelta(minutes=m)) for m in (5, 20)]
+    dst = _run("tick", start + timedelta(hours=1), dst="02:30 does not exist")
+    runs = sorted([*ticks, daily, *twice, dst], key=lambda run: run.at)
+    rows = collapsed(runs)
+    assert [(row.run.job, row.count) for row in rows] == [
+        ("tick", 360), ("twice", 1), ("twice", 1), ("daily", 1), ("tick", 1),
+    ]  # fmt: skip
+    cells = [str(cell) for cell in row_cells(rows[0], seconds=True)]
+    assert cells[0] == "2026-05-07 07:00:00 +00:00"
+    assert cells[3] == "every 10s to 07:59:50 (360 runs)"
+    assert rows[-1].run.dst  # a DST run stands on a row of its own, marked
+
+
+async def test_s_shows_seconds_and_one_row_for_a_frequent_job(tmp_path: Path) -> None:
+    app, _ = make_app(write_config(tmp_path, FREQUENT))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.ready and bool(app.state.jobs))
+        await pilot.press("S")
+        await until(pilot, lambda: isinstance(app.screen, SimulateScreen))
+        screen = app.screen
+        assert isinstance(screen, SimulateScreen)
+        await until(pilot, lambda: screen.simulation is not None)
+        assert screen.simulation is not None
+        assert len(screen.simulation.runs) == 17_280 + 360 + 24  # a day: none left out
+        table = screen.query_one(DataTable)
+        rows = [[str(cell) for cell in table.get_row_at(row)] for row in range(table.row_count)]
+        note = str(screen.query_one("#sim-note", Static).render())
+    assert table.row_count == 1 + 1 + 24
+    assert rows[0] == ["2026-05-07 09:10:00 +00:00", "fast", "schedule",
+                       "every 5s to 05-08 09:09:55 (17280 runs)"]  # fmt: skip
+    tick = next(row for row in rows if row[1] == "tick")
+    assert tick[::3] == ["2026-05-07 10:00:00 +00:00", "every 10s to 10:59:50 (360 runs)"]
+    assert [row[0] for row in rows if row[1] == "hourly"][:2] == [
+        "2026-05-07 09:15:00 +00:00", "2026-05-07 10:15:00 +00:00",
+    ]  # fmt: skip
+    assert "left out" not in note

@@ -6,7 +6,7 @@ Results are shown as a glyph and a word, never by colour alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -93,6 +93,18 @@ def when(moment: datetime | None, now: datetime, tz: ZoneInfo) -> str:
     days = (local.date() - now.astimezone(tz).date()).days
     shape = "%H:%M" if days == 0 else "%a %H:%M" if 0 < days < 7 else "%m-%d %H:%M"
     return f"{relative(moment, now)} ({local.strftime(shape)})"
+
+
+MINUTES_SHAPE = "%H:%M"
+SECONDS_SHAPE = "%H:%M:%S"
+"""How a list of slots shows their times: to the minute, or to the second when any
+slot needs it (`has_seconds`)."""
+
+
+def has_seconds(moments: Iterable[datetime]) -> bool:
+    """Whether a list of slots needs seconds to tell them apart or to say them right: a
+    slot off the whole minute (every slot of a sub-minute schedule but one in sixty is)."""
+    return any(moment.second or moment.microsecond for moment in moments)
 
 
 @dataclass(frozen=True, slots=True)

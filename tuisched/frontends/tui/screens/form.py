@@ -45,6 +45,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Static
 from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.views import ConfigEdit, EditImpact
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
+from tuisched.frontends.tui.view import MINUTES_SHAPE, SECONDS_SHAPE, has_seconds
 from tuisched.frontends.tui.widgets.choice import Choice
 from tuisched.frontends.tui.yamltext import flow_text, read_text
 from tuisched.runtime.control import SchedulerControl
@@ -219,7 +220,8 @@ def _merged(new: dict[str, object], original: Mapping[str, object]) -> dict[str,
 IMPACT_DELAY = 0.3
 """Seconds typing must pause before the impact preview is asked again."""
 _SLOT_WIDTH = 30
-"""Width of the `now` column of the preview: a slot is `Thu 2026-05-07 09:30 CEST`."""
+"""Width of the `now` column of the preview: a slot is `Thu 2026-05-07 09:30 CEST`
+(three more with seconds)."""
 _FIELD_KEYS = {
     "schedule.cron": "cron", "schedule.every": "every", "schedule.start": "start",
     "schedule.stop": "stop", "schedule.at": "at", "schedule": "trigger",
@@ -612,10 +614,15 @@ def impact_text(impact: EditImpact, width: int = 76) -> Text:
     zone = _zone(impact.timezone)
     marked = {slot.timestamp() for warning in impact.dst for slot in warning.slots}
     if impact.before or impact.after:
-        text.append(f"  {'now':<{_SLOT_WIDTH}}after this edit\n", style="dim")
+        if has_seconds((*impact.before, *impact.after)):  # a 10-second job: 07:00:10...
+            shape, column = SECONDS_SHAPE, _SLOT_WIDTH + 3
+        else:
+            shape, column = MINUTES_SHAPE, _SLOT_WIDTH
+        text.append(f"  {'now':<{column}}after this edit\n", style="dim")
         for row in range(max(len(impact.before), len(impact.after))):
-            before = _slot_cell(impact.before, row, zone, marked)
-            text.append(f"  {before:<{_SLOT_WIDTH}}{_slot_cell(impact.after, row, zone, marked)}\n")
+            before = _slot_cell(impact.before, row, zone, marked, shape)
+            after = _slot_cell(impact.after, row, zone, marked, shape)
+            text.append(f"  {before:<{column}}{after}\n")
     for side, note in (("now", impact.before_note), ("after this edit", impact.after_note)):
         if note:
             text.append(_wrapped(f"{side}: {note}", width))
@@ -636,13 +643,13 @@ def _zone(key: str) -> ZoneInfo | None:
 
 
 def _slot_cell(
-    slots: tuple[datetime, ...], row: int, zone: ZoneInfo | None, marked: set[float]
+    slots: tuple[datetime, ...], row: int, zone: ZoneInfo | None, marked: set[float], shape: str
 ) -> str:
     if row >= len(slots):
         return ""
     slot = slots[row].astimezone(zone) if zone is not None else slots[row]
     flag = " !" if slot.timestamp() in marked else ""
-    return slot.strftime("%a %Y-%m-%d %H:%M %Z") + flag
+    return slot.strftime(f"%a %Y-%m-%d {shape} %Z") + flag
 
 
 def _section(text: Text, title: str, lines: Iterable[str], width: int) -> None:
