@@ -47,8 +47,10 @@ REFRESH_SECONDS = 0.25
 
 
 def definition_yaml(definition: Mapping[str, object]) -> str:
-    """A job's definition (plain text values) as block YAML, keys in file order."""
-    return block_text(definition)
+    """A job's definition (plain text values) as block YAML, keys in file order, made
+    safe to show: a description, a command or an environment value is the file's text,
+    and a bidirectional control in it (U+202E) would reorder what the screen shows."""
+    return plain_text(block_text(definition))
 
 
 def _moment(moment: datetime | None, tz: ZoneInfo) -> str:
