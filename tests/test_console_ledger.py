@@ -144,3 +144,18 @@ async def test_cancel_decides_nothing_and_read_only_offers_no_choice(tmp_path: P
         await pilot.pause(0.2)
         assert isinstance(viewer.screen, LedgerScreen)  # no question: no choice read-only
         assert entry(viewer, "ten").pending
+
+
+async def test_j_and_k_move_the_ledgers_cursor(tmp_path: Path) -> None:
+    app, _runtime = make_app(down_for_an_hour(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        screen = await open_ledger(pilot)
+        table = screen.query_one(DataTable)
+        assert table.cursor_row == 0
+        await pilot.press("j", "j")
+        assert table.cursor_row == 2
+        await pilot.press("k")
+        assert table.cursor_row == 1
+        selected = screen.selected()
+        assert selected is not None
+        assert selected.job == "other"  # the row the choices then act on

@@ -19,7 +19,7 @@ KEY_WIDTH = 14
 _BETTER_WORDS = {"enter": "Open the job's detail (on the jobs pane)"}
 """Descriptions that say more than the widget's own (DataTable's `enter` says "Select")."""
 _LONGER_WORDS = {
-    "mark": "Mark or unmark the job: r, p, s then act on every marked job",
+    "mark": "Mark or unmark, then go down: r, p, s act on all marked jobs",
     "copy": "Copy the job's command or the run's id to the clipboard",
     "zoom": "Zoom the pane to the whole screen, and back",
     "clear": "Clear the marks; put the banner away; close the filter",

@@ -63,6 +63,8 @@ class LedgerScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close"),
         Binding("m,q", "close", "Close", show=False),
+        Binding("j", "down", "Down", show=False),
+        Binding("k", "up", "Up", show=False),
         Binding("l", "choose_job('latest')", "Latest"),
         Binding("a", "choose_job('all')", "All"),
         Binding("s", "choose_job('skip')", "Skip"),
@@ -166,6 +168,14 @@ class LedgerScreen(ModalScreen[None]):
                 self.reread()
 
         self.host.operator.confirm(question, decide)
+
+    def action_down(self) -> None:
+        """`j`: the cursor a row down, as on the jobs pane (vi keys, besides the arrows)."""
+        self.query_one(DataTable).action_cursor_down()
+
+    def action_up(self) -> None:
+        """`k`: the cursor a row up."""
+        self.query_one(DataTable).action_cursor_up()
 
     def action_close(self) -> None:
         self.dismiss(None)

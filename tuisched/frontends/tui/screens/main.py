@@ -52,6 +52,14 @@ _LEGEND_ACTIONS = (
 FOCUS_MARK = "▶ "
 """Before the focused pane's title: focus shown by more than the border's colour."""
 PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
+SINGLE_NODE = "nodes: this scheduler is not in a cluster (settings.cluster is not set)"
+"""What `4` and `N` say on a single node, where there are no nodes to list."""
+HINTS = {
+    "colon": ": no command line here: ctrl+p opens the command palette (? lists the keys)",
+    "A": "A acts in the missed-slots ledger (m) on every job; a adds a job",
+}
+"""What the keys other consoles use (k9s's `:`) or other screens have (the ledger's `A`)
+say here, instead of nothing."""
 
 
 def pane_title(pane: str, *, focused: bool = False) -> str:
@@ -59,7 +67,9 @@ def pane_title(pane: str, *, focused: bool = False) -> str:
     return f" {FOCUS_MARK if focused else ''}{PANE_TITLES[pane]} "
 
 
-def _refusable(key: str, action: str, description: str, *, show: bool = True) -> list[Binding]:
+def _refusable(
+    key: str, action: str, description: str, *, show: bool = True, key_display: str | None = None
+) -> list[Binding]:
     """`key` for `action`, then a hidden twin on the same key that says why it cannot apply.
 
     The footer shows an action only while `check_action` allows it; a key whose action
@@ -67,7 +77,7 @@ def _refusable(key: str, action: str, description: str, *, show: bool = True) ->
     """
     name = action.split("(", maxsplit=1)[0]
     return [
-        Binding(key, action, description, show=show),
+        Binding(key, action, description, show=show, key_display=key_display),
         Binding(key, f"refuse('{name}')", description, show=False),
     ]
 
@@ -86,11 +96,13 @@ class MainScreen(Screen[None]):
         Binding("p", "resume_jobs", "Resume"),
         Binding("p", "refuse('pause_jobs')", "Pause", show=False),
         *_refusable("e", "edit_job", "Edit"),
-        *_refusable("space", "mark", "Mark", show=False),
         *_refusable("y", "copy", "Copy"),
         Binding("slash", "filter", "Filter"),
         Binding("z", "zoom", "Zoom"),
         Binding("M", "messages", "Messages"),
+        # As in file managers (mc, ranger, nnn), space marks and goes down a row: the
+        # footer says so (␣, the sign for a space, keeps it within 80 columns).
+        *_refusable("space", "mark", "Mark↓", key_display="␣"),
         *_refusable("P", "toggle_pause_all", "Pause all", show=False),
         *_refusable("a", "add_job", "Add", show=False),
         *_refusable("E", "edit_file", "Edit YAML", show=False),
@@ -106,6 +118,9 @@ class MainScreen(Screen[None]):
         Binding("2", "focus_pane('running')", "Running", show=False),
         Binding("3", "focus_pane('audit')", "Audit", show=False),
         Binding("4", "nodes", "Nodes", show=False),
+        Binding("N", "nodes", "Nodes", show=False),
+        Binding("colon", "hint('colon')", "Commands: ctrl+p", show=False),
+        Binding("A", "hint('A')", "A: in the missed slots (m)", show=False),
         Binding("l", "logs", "Logs", show=False),
         Binding("m", "missed", "Missed slots", show=False),
         Binding("S", "app.simulate", "Simulate", show=False),
@@ -140,7 +155,9 @@ class MainScreen(Screen[None]):
         audit.border_title = pane_title("audit")
         yield audit
         yield FilterBox(id="filter")
-        yield Footer(compact=True)  # the legend of keys fits 80 columns
+        # The legend of keys fits 80 columns, `s Stop` and `␣ Mark↓` too: ctrl+p, the
+        # palette, is on the help screen (?) and where `:` points, not on this line.
+        yield Footer(compact=True, show_command_palette=False)
 
     async def preview(self) -> None:
         """While the hosted scheduler starts: its file's jobs, before their next runs are
@@ -449,8 +466,17 @@ class MainScreen(Screen[None]):
         self.host.action_messages()
 
     def action_nodes(self) -> None:
-        """The cluster's nodes (key 4), refreshed each second."""
+        """The cluster's nodes (`4`, or `N`), refreshed each second; on a single node, a
+        notice that says so (no empty pane)."""
+        status = self.host.state.status
+        if status is not None and not status.cluster:
+            self.notify(SINGLE_NODE, markup=False)
+            return
         self.app.push_screen(NodesScreen(self.host.control.nodes))
+
+    def action_hint(self, key: str) -> None:
+        """A key that does nothing here, pressed out of habit: what to press instead."""
+        self.notify(HINTS[key], markup=False)
 
     def action_group_view(self) -> None:
         self.run_worker(self._pick_group(), group="groups", exclusive=True)
