@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from textual.app import App
 
+from tuisched.domain.events import RunFinished
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.views import JobStatus, Pause, PauseKind, RunStatus, SchedulerState
 from tuisched.frontends.tui.app import TuischedApp
@@ -24,9 +25,13 @@ from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable, header_line
 from tuisched.frontends.tui.widgets.running import RunningTable
+from tuisched.runtime.configfiles import load_config
+from tuisched.runtime.control import LocalScheduler
+from tuisched.runtime.runtime import Runtime
 
 from . import engine_jobs
 from .console_fixtures import FIXED, make_app, on_lane, until
+from .recorder import Recorder
 from .runtime_fixtures import write_config
 from .snapshots import screen_text
 
@@ -503,3 +508,104 @@ async def test_waiting_on_quit_shows_each_runs_real_state(config: Path) -> None:
         assert "waiting for 1 run in progress" in str(drain.query_one("#status").render())
         engine_jobs.GATES["blocker"].set()
         await until(pilot, lambda: not app.is_running)
+
+
+# --- issue 28: smaller habits -----------------------------------------------------------
+
+
+async def test_keys_of_other_habits_say_what_to_press_instead(config: Path) -> None:
+    app, _runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        for key, words in (
+            ("colon", "ctrl+p opens the command palette"),
+            ("N", "nodes: this scheduler is not in a cluster"),
+            ("4", "nodes: this scheduler is not in a cluster"),
+            ("A", "missed-slots ledger (m)"),
+        ):
+            before = len(_notices(app))
+            await pilot.press(key)
+            assert isinstance(app.screen, MainScreen), key  # no empty nodes pane
+            said = _notices(app)[before:]
+            assert len(said) == 1, key  # one short notice
+            assert words in said[0], key
+
+
+async def test_space_marks_and_goes_down_and_the_footer_says_so(config: Path) -> None:
+    app, _runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await _started(pilot, app)
+        assert "Mark↓" in _legend(app)
+        await pilot.press("space")
+        assert table.marked == ["alpha"]
+        assert table.selected_job() == "blocker"
+        assert "z Zoom ␣ Mark↓" in screen_text(app).splitlines()[-1]  # within 80 columns
+
+
+async def test_a_second_ctrl_c_stops_an_idle_hosted_scheduler(config: Path) -> None:
+    app, runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        await pilot.press("ctrl+c")
+        assert isinstance(app.screen, LeaveScreen)
+        assert "ctrl+c again: stop the scheduler once the runs in progress finish" in (
+            app.screen.question
+        )
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: not app.is_running)
+    assert app.return_code == 0
+    assert app.detached is None
+    assert runtime.state is SchedulerState.STOPPED
+
+
+async def test_a_second_ctrl_c_waits_for_the_runs_in_progress(config: Path) -> None:
+    app, runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        events = Recorder(runtime.bus)
+        run = await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("ctrl+c", "ctrl+c")
+        await until(pilot, lambda: isinstance(app.screen, DrainScreen))
+        assert "q or ctrl+c stops them now" in screen_text(app)
+        assert runtime.state is not SchedulerState.STOPPED  # the run is not cut short
+        engine_jobs.GATES["blocker"].set()
+        await until(pilot, lambda: not app.is_running)
+    finished = [e.run for e in events.events if isinstance(e, RunFinished)]
+    assert [(done.run_id, done.state) for done in finished] == [(run.run_id, RunState.SUCCESS)]
+
+
+async def test_ctrl_c_on_the_question_about_runs_in_progress_waits_for_them(
+    config: Path,
+) -> None:
+    app, _runtime = make_app(config)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot, app)
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("ctrl+c", "s")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        assert "ctrl+c again: wait for them" in app.screen.question
+        await pilot.press("ctrl+c")
+        await until(pilot, lambda: isinstance(app.screen, DrainScreen))
+        engine_jobs.GATES["blocker"].set()
+        await until(pilot, lambda: not app.is_running)
+
+
+async def test_a_second_ctrl_c_detaches_an_attached_console(config: Path) -> None:
+    runtime = Runtime(load_config(config), kill_grace=0.5)
+    scheduler = LocalScheduler(runtime)
+    await scheduler.start()
+    try:
+        app = TuischedApp(scheduler.control("tester (console)"), clock=lambda: FIXED)
+        async with app.run_test(size=SIZE) as pilot:
+            await _started(pilot, app)
+            await pilot.press("ctrl+c")
+            assert isinstance(app.screen, LeaveScreen)
+            assert "ctrl+c again: detach (the scheduler runs on)" in app.screen.question
+            await pilot.press("ctrl+c")
+            await until(pilot, lambda: not app.is_running)
+        assert app.detached == "detached by a second ctrl+c"
+        assert runtime.state is SchedulerState.RUNNING
+    finally:
+        await scheduler.stop(grace=1)

@@ -13,10 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.color import Color as RichColor
+from rich.color import ColorSystem
 from rich.text import Text
+from textual import constants
+from textual.color import Color
 from textual.command import CommandList, CommandPalette
 from textual.pilot import Pilot
 from textual.widgets import DataTable, Input, Log, Static, TabPane
+from textual.widgets._footer import FooterKey
 
 from tuisched.domain.events import RunFinished, RunStarted
 from tuisched.domain.model import CommandSpec, EverySchedule
@@ -39,6 +44,7 @@ from tuisched.runtime.execution.output import read_output
 from .console_fixtures import make_app, on_lane, runtime_of
 from .recorder import Recorder
 from .runtime_fixtures import write_config
+from .snapshots import screen_text
 
 FIXED = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
 SIZE = (80, 24)
@@ -430,3 +436,58 @@ async def test_stats_that_come_after_the_detail_view_lost_its_panes_are_dropped(
         await pilot.pause()
         await pilot.pause()
         assert not screen.query("#detail-stats")
+
+
+async def test_bidi_controls_in_the_files_text_never_reach_the_screen(tmp_path: Path) -> None:
+    """U+202E in a description, a command or an environment value would show the rest
+    of the line reversed (`invoice\u202etxt.exe` as `invoiceexe.txt`)."""
+    path = write_config(
+        tmp_path,
+        """
+        invoice:
+          command: [/bin/echo, "a\u202eb"]
+          description: "the invoice\u202etxt.exe"
+          env: {NAME: "x\u2067y"}
+          schedule: manual
+        """,
+    )
+    app, _ = make_app(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot)
+        assert "\u202e" not in screen_text(app)
+        screen = await _open_detail(pilot, "invoice")
+        await _until(
+            pilot, lambda: "description" in _static_text(screen, "#detail-definition"), "YAML"
+        )
+        definition = _static_text(screen, "#detail-definition")
+        shown = screen_text(app)
+    assert "description: the invoice\ufffdtxt.exe" in definition
+    assert not {"\u202e", "\u2067"} & set(definition + shown)
+
+
+def _in_16_colours(color: RichColor | None) -> int | None:
+    """The colour a 16-colour terminal shows for `color` (its ANSI number)."""
+    assert color is not None
+    return color.downgrade(ColorSystem.STANDARD).number
+
+
+async def test_in_16_colours_focus_and_keys_are_not_the_errors_red(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TERM=xterm` without `COLORTERM`: the orange accent would become bright red."""
+    monkeypatch.setattr(constants, "COLOR_SYSTEM", "standard")
+    app = _app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await _started(pilot)
+        jobs = app.query_one(JobsTable)
+        jobs.focus()
+        await pilot.pause()
+        border = _in_16_colours(jobs.styles.border_top[1].rich_color)
+        key = next(iter(app.screen.query(FooterKey)))
+        letter = _in_16_colours(key.get_component_rich_style("footer-key--key").color)
+        error = _in_16_colours(Color.parse(app.current_theme.error).rich_color)
+    reds = {1, 9}  # red, bright red
+    assert error in reds  # errors do read as errors
+    assert border not in reds
+    assert letter not in reds
+    assert border == letter == 14  # bright cyan: focus and keys alike

@@ -48,7 +48,7 @@ from tuisched.frontends.tui.screens.output import OutputScreen
 from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
-from tuisched.frontends.tui.theme import TUISCHED_THEME
+from tuisched.frontends.tui.theme import TUISCHED_16, TUISCHED_THEME, theme_for
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
@@ -56,6 +56,9 @@ from tuisched.runtime.control import LocalScheduler, SchedulerControl
 
 DRAIN_FOREVER = 24 * 3600.0
 """The grace of "wait for the runs in progress": as long as they take."""
+AGAIN_HOSTING = "stop the scheduler once the runs in progress finish (none is lost)"
+AGAIN_ATTACHED = "detach (the scheduler runs on)"
+"""What a second `ctrl+c` does, as the leave question says it."""
 
 
 class TuischedApp(App[int]):
@@ -69,10 +72,13 @@ class TuischedApp(App[int]):
     """Textual's system commands, and run/pause/show for each job and group."""
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit_console", "Quit"),
-        Binding("ctrl+c", "quit_console", "Quit", show=False),
+        Binding(
+            "ctrl+c", "interrupt", "Quit; again while it asks: leave, losing no run", show=False
+        ),
         Binding("question_mark", "help", "Help"),
     ]
-    """`ctrl+c` quits as `q` does (Textual's own only says how to quit)."""
+    """`ctrl+c` asks as `q` does (Textual's own only says how to quit); again, while the
+    question shows, it leaves without asking (see `action_interrupt`)."""
 
     def __init__(
         self,
@@ -88,7 +94,8 @@ class TuischedApp(App[int]):
         `notice` is shown once the panes are up (why this console attached)."""
         super().__init__()
         self.register_theme(TUISCHED_THEME)
-        self.theme = TUISCHED_THEME.name
+        self.register_theme(TUISCHED_16)
+        self.theme = theme_for(self.console.color_system).name
         self.control = control
         self.scheduler = scheduler
         self.read_only = read_only
@@ -300,6 +307,7 @@ class TuischedApp(App[int]):
             if self.hosting
             else "this console closes and the scheduler runs on"
         )
+        again = AGAIN_HOSTING if self.hosting else AGAIN_ATTACHED
 
         def answered(choice: str | None) -> None:
             if choice == "detach":
@@ -307,7 +315,28 @@ class TuischedApp(App[int]):
             elif choice == "stop":
                 self.run_worker(self._ask_stop(), group="quit", exclusive=True)
 
-        self.push_screen(LeaveScreen(detach), answered)
+        self.push_screen(LeaveScreen(detach, again), answered)
+
+    async def action_interrupt(self) -> None:
+        """`ctrl+c`: asks as `q` does; pressed again while the question shows, it leaves
+        without losing a run. Hosting, the scheduler stops once the runs in progress
+        finish (no new run starts; the drain screen shows them, and a third ctrl+c stops
+        them now); attached, the console detaches and the scheduler runs on."""
+        if isinstance(self.screen, LeaveScreen | QuitScreen):
+            self.run_worker(self._leave_at_once(), group="quit", exclusive=True)
+        else:
+            await self.action_quit_console()
+
+    async def _leave_at_once(self) -> None:
+        stopping = isinstance(self.screen, QuitScreen)  # the operator chose to stop already
+        while isinstance(self.screen, LeaveScreen | QuitScreen):
+            await self.pop_screen()
+        if not self.hosting and not stopping:
+            self.detach("detached by a second ctrl+c")
+            return
+        status = await self.control.status()
+        busy = status.running + status.queued + status.waiting
+        self._shut_down(grace=DRAIN_FOREVER if busy else None)
 
     def stop_scheduler(self) -> None:
         """SIGTERM to a hosting console: drain as `--no-ui` does; again, stop the runs now."""
@@ -341,7 +370,9 @@ class TuischedApp(App[int]):
         """Drain in the background: the panes keep showing the runs finishing."""
         self._stopping = True
         if grace:
-            self.notify("waiting for the runs in progress; q again stops them now", markup=False)
+            self.notify(
+                "waiting for the runs in progress; q or ctrl+c again stops them now", markup=False
+            )
         runs = [status.run for status in self.state.runs]
         if self.hosting and runs and isinstance(self.screen, MainScreen):
             # While it stops, no job has a next slot: the jobs pane would call them all

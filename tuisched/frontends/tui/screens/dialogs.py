@@ -83,13 +83,16 @@ class QuitScreen(_ChoiceScreen):
         Binding("escape", "choose('stay')", "Stay"),
         Binding("w", "choose('wait')", "Wait", show=False),
         Binding("s", "choose('stop')", "Stop", show=False),
+        Binding("ctrl+c", "app.interrupt", "Wait", show=False),
     ]
+    """A modal screen keeps the app's keys from its own: ctrl+c is bound here again."""
 
     def __init__(self, running: int) -> None:
         plural = "run is" if running == 1 else "runs are"
         super().__init__(
             f"{running} {plural} in progress. Quitting stops the scheduler.\n"
-            "Wait for them to finish (no new runs start), stop them now, or stay?",
+            "Wait for them to finish (no new runs start), stop them now, or stay?\n"
+            "ctrl+c again: wait for them.",
             [("wait", "Wait (w)"), ("stop", "Stop them (s)")],
         )
         self.running = running
@@ -102,12 +105,16 @@ class LeaveScreen(_ChoiceScreen):
         Binding("escape", "choose('stay')", "Stay"),
         Binding("d", "choose('detach')", "Detach", show=False),
         Binding("s", "choose('stop')", "Stop", show=False),
+        Binding("ctrl+c", "app.interrupt", "Leave at once", show=False),
     ]
+    """A modal screen keeps the app's keys from its own: ctrl+c is bound here again."""
 
-    def __init__(self, detach: str) -> None:
-        """`detach` says what detaching does here (hosting, or attached)."""
+    def __init__(self, detach: str, again: str) -> None:
+        """`detach` says what detaching does here (hosting, or attached); `again`, what
+        a second ctrl+c does."""
         super().__init__(
             f"Leave the console. Detach: {detach}; `tuisched attach` comes back to it.\n"
-            "Or stop the scheduler (runs in progress: wait or stop them), or stay?",
+            "Or stop the scheduler (runs in progress: wait or stop them), or stay?\n"
+            f"ctrl+c again: {again}.",
             [("detach", "Detach (d)"), ("stop", "Stop the scheduler (s)")],
         )

@@ -152,7 +152,7 @@ class DrainScreen(Screen[None]):
         if not left:
             text = " stopping: every run has ended"
         if left and self._wait:
-            text += " - q stops them now"
+            text += " - q or ctrl+c stops them now"
         self.query_one(StatusLine).text = text
 
 
