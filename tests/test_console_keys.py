@@ -518,7 +518,7 @@ async def test_keys_of_other_habits_say_what_to_press_instead(config: Path) -> N
     async with app.run_test(size=SIZE) as pilot:
         await _started(pilot, app)
         for key, words in (
-            ("colon", "ctrl+p opens the command palette"),
+            ("colon", "commands: ctrl+p (the palette)"),
             ("N", "nodes: this scheduler is not in a cluster"),
             ("4", "nodes: this scheduler is not in a cluster"),
             ("A", "missed-slots ledger (m)"),

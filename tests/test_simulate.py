@@ -386,7 +386,7 @@ def test_a_jobs_runs_repeating_within_an_hour_fold_into_one_row() -> None:
     ]  # fmt: skip
     cells = [str(cell) for cell in row_cells(rows[0], seconds=True)]
     assert cells[0] == "2026-05-07 07:00:00 +00:00"
-    assert cells[3] == "every 10s to 07:59:50 (360 runs)"
+    assert cells[3] == "360 runs, every 10s to 07:59:50"
     assert rows[-1].run.dst  # a DST run stands on a row of its own, marked
 
 
@@ -406,9 +406,9 @@ async def test_s_shows_seconds_and_one_row_for_a_frequent_job(tmp_path: Path) ->
         note = str(screen.query_one("#sim-note", Static).render())
     assert table.row_count == 1 + 1 + 24
     assert rows[0] == ["2026-05-07 09:10:00 +00:00", "fast", "schedule",
-                       "every 5s to 05-08 09:09:55 (17280 runs)"]  # fmt: skip
+                       "17280 runs, every 5s to 05-08 09:09:55"]  # fmt: skip
     tick = next(row for row in rows if row[1] == "tick")
-    assert tick[::3] == ["2026-05-07 10:00:00 +00:00", "every 10s to 10:59:50 (360 runs)"]
+    assert tick[::3] == ["2026-05-07 10:00:00 +00:00", "360 runs, every 10s to 10:59:50"]
     assert [row[0] for row in rows if row[1] == "hourly"][:2] == [
         "2026-05-07 09:15:00 +00:00", "2026-05-07 10:15:00 +00:00",
     ]  # fmt: skip

@@ -52,11 +52,11 @@ _LEGEND_ACTIONS = (
 FOCUS_MARK = "▶ "
 """Before the focused pane's title: focus shown by more than the border's colour."""
 PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
-SINGLE_NODE = "nodes: this scheduler is not in a cluster (settings.cluster is not set)"
+SINGLE_NODE = "nodes: this scheduler is not in a cluster"
 """What `4` and `N` say on a single node, where there are no nodes to list."""
 HINTS = {
-    "colon": ": no command line here: ctrl+p opens the command palette (? lists the keys)",
-    "A": "A acts in the missed-slots ledger (m) on every job; a adds a job",
+    "colon": "commands: ctrl+p (the palette); ? lists the keys",
+    "A": "A acts in the missed-slots ledger (m); a adds a job",
 }
 """What the keys other consoles use (k9s's `:`) or other screens have (the ledger's `A`)
 say here, instead of nothing."""

@@ -36,8 +36,8 @@ LIMIT = 1_000
 FETCH = 20_000
 """Runs asked for at most: a day of a job every 5 seconds (17,280), shown as one row."""
 COLLAPSE_UNDER = timedelta(hours=1)
-"""A job's runs repeating at one interval shorter than this are one row (`every 10s to
-07:59:50 (360 runs)`): the rarer ones keep a row each, where the day's order shows."""
+"""A job's runs repeating at one interval shorter than this are one row (`360 runs, every
+10s to 07:59:50`): the rarer ones keep a row each, where the day's order shows."""
 COLLAPSE_FROM = 3
 """Fewer repeats than this keep a row each."""
 COLUMNS = ("Time", "Job", "Trigger", "Note")
@@ -196,7 +196,7 @@ def _unfolded(rows: list[tuple[int, SimulatedRow]], second: dict[int, int]) -> l
 
 def row_cells(row: SimulatedRow, *, seconds: bool = False) -> tuple[Text, ...]:
     """A row: plain `Text` cells; a DST warning replaces the note, and stands out; repeats
-    say their interval, the last run and how many (`every 10s to 07:59:50 (360 runs)`)."""
+    say how many, their interval and the last run (`360 runs, every 10s to 07:59:50`)."""
     run, tz = row.run, ZoneInfo(row.run.timezone)
     style = DST_STYLE if run.dst else ""
     note = f"DST: {run.dst}" if run.dst else run.note
@@ -204,7 +204,8 @@ def row_cells(row: SimulatedRow, *, seconds: bool = False) -> tuple[Text, ...]:
         shape = SECONDS_SHAPE if seconds else MINUTES_SHAPE
         first, last = run.at.astimezone(tz), row.last.astimezone(tz)
         until = last.strftime(shape if last.date() == first.date() else f"%m-%d {shape}")
-        repeats = f"every {format_duration(row.every)} to {until} ({row.count} runs)"
+        # The count first: at 80 columns the note's end is cut (→ scrolls to it).
+        repeats = f"{row.count} runs, every {format_duration(row.every)} to {until}"
         note = f"{repeats}; {note}" if note else repeats
     cells = (_moment(run.at, tz, seconds=seconds), run.job, run.trigger, note)
     return tuple(Text(plain_text(cell), style=style, no_wrap=True) for cell in cells)
