@@ -193,7 +193,7 @@ def test_two_ctrl_c_in_one_burst_stop_once_the_run_in_progress_has_ended(
         tmux.press("r", then="Run slow now?")
         tmux.press("y", then="run 1")
         legend = tmux.wait_for("s Stop").splitlines()[-1]
-        assert legend.endswith("z Zoom ␣ Mark↓")  # nothing cut at 80 columns
+        assert legend.endswith("M Messages ␣ Mark↓")  # nothing cut at 80 columns
         tmux("send-keys", "-t", "t", "C-c", "C-c")  # one burst, as a laggy link sends them
         screen = tmux.wait_for("q or ctrl+c stops them now")
         assert "EXIT=" not in screen  # the run in progress is waited for, not cut short

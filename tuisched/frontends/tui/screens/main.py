@@ -98,7 +98,7 @@ class MainScreen(Screen[None]):
         *_refusable("e", "edit_job", "Edit"),
         *_refusable("y", "copy", "Copy"),
         Binding("slash", "filter", "Filter"),
-        Binding("z", "zoom", "Zoom"),
+        Binding("z", "zoom", "Zoom", show=False),  # in the help (?): the legend fits 80
         Binding("M", "messages", "Messages"),
         # As in file managers (mc, ranger, nnn), space marks and goes down a row: the
         # footer says so (␣, the sign for a space, keeps it within 80 columns).
