@@ -178,7 +178,7 @@ def test_starting_the_console_again_attaches_and_a_stop_from_it_ends_the_schedul
     host, second = _hosting(consoles, ticking), Tmux()
     consoles.append(second)
     _console(second, ticking)  # plain `tuisched` again: it attaches, and says so
-    second.wait_for("attached to it")
+    second.wait_for("attached to the scheduler already running on")
     second.press("q", then="Leave the console")
     second.press("s", then="EXIT=0")
     host.wait_for("EXIT=0")  # the hosting console saw its scheduler stop, and closed

@@ -60,7 +60,7 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
     if scheduler_answers(socket):
         if not _has_terminal(ATTACHED_HINT):  # before saying it attached
             return EX_USAGE
-        notice = f"a scheduler already runs on {socket.parent}: attached to it"
+        notice = f"attached to the scheduler already running on {socket.parent}"
         return run_attach(config_path, read_only=read_only, notice=notice)
     if read_only:
         print(
