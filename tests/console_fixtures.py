@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import TypeVar
 from weakref import WeakKeyDictionary
 
+from textual import events
+from textual.app import App
+from textual.keys import _character_to_key
 from textual.pilot import Pilot
 
 from tuisched.frontends.tui.app import TuischedApp
@@ -72,3 +75,18 @@ async def until(pilot: Pilot[int], condition: Callable[[], object], within: floa
             raise AssertionError(f"condition not met within {within}s")
         await pilot.pause(0.05)
         waited += 0.05
+
+
+_CHARACTERS = {"escape": "\x1b", "enter": "\r", "tab": "\t", "space": " ", "backspace": "\x7f"}
+
+
+def burst(app: App[int], *keys: str) -> None:
+    """Post `keys` to the app in one go, as a slow link delivers what was typed ahead.
+
+    `pilot.press` waits for the app to be idle after each key, which hides every
+    race a burst meets; here no key waits for the one before it.
+    """
+    for key in keys:
+        name = _character_to_key(key) if len(key) == 1 and not key.isalnum() else key
+        character = key if len(key) == 1 else _CHARACTERS.get(key)
+        app.post_message(events.Key(name, character))

@@ -16,8 +16,10 @@ import contextlib
 import gc
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import partial
 from typing import ClassVar
 
+from textual import events
 from textual.app import App
 from textual.binding import Binding, BindingType
 from textual.command import Provider
@@ -49,6 +51,7 @@ from tuisched.frontends.tui.screens.simulate import SimulateScreen
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.terminal import TerminalDriver
 from tuisched.frontends.tui.theme import TUISCHED_16, TUISCHED_THEME, theme_for
+from tuisched.frontends.tui.typeahead import KeyQueue
 from tuisched.frontends.tui.widgets.audit import AuditPane
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
@@ -117,6 +120,15 @@ class TuischedApp(App[int]):
         self._lost = False
         self.on_terminal_lost: Callable[[], None] | None = None
         """What a hosting console does when its terminal goes (else the console just ends)."""
+        self.keys = KeyQueue(self, partial(App.on_event, self))
+        """Keys typed ahead, each delivered once the one before it has been handled."""
+
+    async def on_event(self, event: events.Event) -> None:
+        """Typed keys and pastes go through the key queue; everything else as Textual does."""
+        if self.keys.takes(event):
+            await self.keys.receive(event)
+        else:
+            await super().on_event(event)
 
     def get_driver_class(self) -> type[Driver]:
         """Textual's terminal driver, made to survive the terminal going away."""
@@ -388,6 +400,7 @@ class TuischedApp(App[int]):
         self.exit(0, return_code=0, message=message)
 
     async def on_unmount(self) -> None:
+        self.keys.close()
         gc.unfreeze()  # what the console held is the collector's again
         # ctrl+c, an error, or a stop asked elsewhere: a hosting console never leaves its
         # scheduler half-running, unless it detached (the host then keeps it running).

@@ -27,8 +27,9 @@ from codecs import getincrementaldecoder
 from collections.abc import Callable
 from typing import IO, Any
 
-from textual._xterm_parser import XTermParser
 from textual.drivers.linux_driver import LinuxDriver
+
+from tuisched.frontends.tui.typeahead import KeyParser
 
 _READ_SIZE = 4096
 _POLL_SECONDS = 0.1
@@ -105,7 +106,7 @@ class TerminalDriver(LinuxDriver):
         again; a hung-up terminal is always readable and always at its end,
         so that loop never sleeps again.
         """
-        parser = XTermParser(self._debug)
+        parser = KeyParser(self._debug)  # an Esc typed ahead of a key stays an Esc
         decode = getincrementaldecoder("utf-8")().decode
         with selectors.SelectSelector() as selector:
             selector.register(self.fileno, selectors.EVENT_READ)

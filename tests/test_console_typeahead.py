@@ -1,0 +1,180 @@
+"""Keys typed ahead (issue 28): a burst of keys, none waiting for the one before it, lands
+where the same keys typed slowly would, on the form, the filter, the palette, a dialog
+and the ledger (Pilot, 80x24); and the terminal parser reads Esc then a key as two keys."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from textual import events
+from textual.command import CommandPalette
+from textual.pilot import Pilot
+
+from tuisched.domain.events import RunStarted
+from tuisched.frontends.tui.app import TuischedApp
+from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
+from tuisched.frontends.tui.screens.form import JobFormScreen
+from tuisched.frontends.tui.screens.ledger import LedgerScreen
+from tuisched.frontends.tui.screens.main import MainScreen
+from tuisched.frontends.tui.typeahead import KeyParser
+from tuisched.frontends.tui.widgets.filter import FilterBox
+from tuisched.frontends.tui.widgets.jobs import JobsTable
+
+from .console_fixtures import burst, make_app, runtime_of, until
+from .recorder import Recorder
+from .runtime_fixtures import write_config
+from .test_console_ledger import banner_text, entry
+from .test_ledger import down_for_an_hour
+
+SIZE = (80, 24)
+JOBS = """
+tick: {command: [/bin/echo, tick], schedule: {every: 1 hour, start: 2026-01-01T00:00}}
+alpha: {command: [/bin/echo, alpha], schedule: manual}
+gamma: {command: [/bin/echo, gamma], schedule: manual}
+"""
+
+
+def _app(tmp_path: Path) -> TuischedApp:
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    return app
+
+
+async def _on(pilot: Pilot[int], job: str) -> JobsTable:
+    """The jobs pane, focused, its cursor on `job`."""
+    app = pilot.app
+    assert isinstance(app, TuischedApp)
+    await until(pilot, lambda: app.ready and job in app.query_one(JobsTable).rows)
+    table = app.query_one(JobsTable)
+    table.move_cursor(row=table.get_row_index(job))
+    await until(pilot, lambda: app.focused is table)
+    return table
+
+
+async def _form(pilot: Pilot[int], job: str) -> JobFormScreen:
+    await _on(pilot, job)
+    await pilot.press("e")
+    await until(pilot, lambda: isinstance(pilot.app.screen, JobFormScreen))
+    assert isinstance(pilot.app.screen, JobFormScreen)
+    return pilot.app.screen
+
+
+def _notices(app: TuischedApp) -> list[str]:
+    return [notification.message for notification in app._notifications]
+
+
+async def test_escape_then_keys_close_the_form_and_reach_the_main_screen(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        before = (tmp_path / "tuisched.yaml").read_text()
+        await _form(pilot, "tick")
+        burst(app, "escape", "/", "t", "i", "c", "k")
+        box = app.main.query_one(FilterBox)
+        await until(pilot, lambda: box.value == "tick")
+        assert isinstance(app.screen, MainScreen)
+        assert (tmp_path / "tuisched.yaml").read_text() == before
+
+
+async def test_keys_typed_after_tab_go_to_the_next_field_and_ctrl_s_saves_them(
+    tmp_path: Path,
+) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        await _form(pilot, "tick")
+        # target -> trigger -> every: the value typed replaces the field's, whole
+        burst(app, "tab", "tab", *"1 day", "tab", "tab", "tab", *"30m", "ctrl+s", "y")
+        path = tmp_path / "tuisched.yaml"
+        await until(pilot, lambda: "1 day" in path.read_text())
+        text = path.read_text()
+        assert "every: 1 day" in text  # not `1 da`, its first key in the field before
+        assert "timeout: 30m" in text
+        assert "command: [/bin/echo, tick]" in text  # the first field kept its value
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_the_filter_then_enter_then_an_action_key(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        table = await _on(pilot, "tick")
+        burst(app, "/", *"gamma", "enter", "p")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+        assert isinstance(app.screen, ConfirmScreen)
+        assert app.screen.question == "Pause gamma?"
+        assert app.main.query_one(FilterBox).value == "gamma"
+        assert table.selected_job() == "gamma"
+
+
+async def test_a_confirmation_answered_in_the_same_burst(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        events = Recorder(runtime_of(app).bus)
+        await _on(pilot, "alpha")
+        burst(app, "r", "y", "j")
+        await events.wait_for(RunStarted, lambda e: e.run.job == "alpha")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        await until(pilot, lambda: app.query_one(JobsTable).selected_job() == "gamma")
+        assert not [notice for notice in _notices(app) if notice.startswith("copied")]
+
+
+async def test_the_palette_takes_a_command_typed_in_one_burst(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        events = Recorder(runtime_of(app).bus)
+        await _on(pilot, "tick")
+        burst(app, "ctrl+p", *"run gamma", "down", "enter", "y")
+        await events.wait_for(RunStarted, lambda e: e.run.job == "gamma")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+        assert not isinstance(app.screen, CommandPalette)
+
+
+async def test_the_ledger_takes_the_keys_typed_with_m(tmp_path: Path) -> None:
+    app, _runtime = make_app(down_for_an_hour(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.ready and "m to decide" in banner_text(app))
+        burst(app, "m", "down", "s", "y")  # skip the second job's missed slots
+        await until(pilot, lambda: isinstance(app.screen, LedgerScreen) and app.screen.entries)
+        await until(pilot, lambda: not entry(app, "other").pending)
+        assert entry(app, "ten").pending
+        assert entry(app, "other").decided.startswith("skipped")
+        assert not [notice for notice in _notices(app) if "nothing to stop" in notice]
+
+
+async def test_keys_one_at_a_time_are_delivered_at_once(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        table = await _on(pilot, "tick")
+        await until(pilot, lambda: app.keys._settling is None)
+        app.post_message(events.Key("j", "j"))
+        await pilot.pause()  # one turn of the loop: the key was not held back
+        assert table.selected_job() == "alpha"
+
+
+def _parsed(*reads: str) -> list[str]:
+    parser = KeyParser()
+    keys = [event for data in reads for event in parser.feed(data)]
+    deadline = time.monotonic() + 5
+    while parser._timeout_time is not None and time.monotonic() < deadline:  # a last lone Esc
+        keys += parser.tick()
+    return [event.key if isinstance(event, events.Key) else type(event).__name__ for event in keys]
+
+
+def test_an_escape_followed_by_a_key_in_the_same_read_is_two_keys() -> None:
+    assert _parsed("\x1b/tick-e") == ["escape", "slash", "t", "i", "c", "k", "minus", "e"]
+    assert _parsed("\x1bq") == ["escape", "q"]
+    assert _parsed("\x1b1 d") == ["escape", "1", "space", "d"]
+    assert _parsed("\x1b\t", "\x1b\r") == ["escape", "tab", "escape", "enter"]
+    assert _parsed("\x1b", "/t") == ["escape", "slash", "t"]  # split between two reads
+    assert _parsed("\x1b\x1bq") == ["escape", "escape", "q"]
+    assert _parsed("\x1b") == ["escape"]
+
+
+def test_sequences_and_alt_backspace_read_as_before() -> None:
+    assert _parsed("\x1b[A\x1bOB\x1b\x7f") == ["up", "down", "ctrl+w"]
+    assert _parsed("\x1b[<0;5;5M\x1bq") == ["MouseDown", "escape", "q"]
+    assert _parsed("\x1b[200~a\x1bqb\x1b[201~")[-1] == "Paste"  # a paste is left whole
