@@ -171,7 +171,8 @@ class MainScreen(Screen[None]):
         self.run_worker(self._tell_missed(), group="ledger")
         self.set_interval(REFRESH_SECONDS, self.panes.refresh)
         self.set_interval(1.0, self.panes.tick)
-        self.query_one(JobsTable).focus()
+        if self.focused is None:  # a filter or a pane chosen while it started keeps the focus
+            self.query_one(JobsTable).focus()
 
     def on_unmount(self) -> None:
         self.panes.close()
