@@ -113,7 +113,7 @@ async def test_a_confirmation_answered_in_the_same_burst(tmp_path: Path) -> None
         assert isinstance(app, TuischedApp)
         events = Recorder(runtime_of(app).bus)
         await _on(pilot, "alpha")
-        burst(app, "r", "y", "j")
+        burst(app, "r", "tab", "enter", "j")  # tab: from Cancel (the default) to Yes
         await events.wait_for(RunStarted, lambda e: e.run.job == "alpha")
         await until(pilot, lambda: isinstance(app.screen, MainScreen))
         await until(pilot, lambda: app.query_one(JobsTable).selected_job() == "gamma")
