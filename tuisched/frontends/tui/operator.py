@@ -31,6 +31,7 @@ from tuisched.domain.views import ConfigChange, ConfigEdit, Pause, PauseKind
 from tuisched.frontends.tui.keyrules import cause
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.state import ConsoleState
+from tuisched.frontends.tui.typeahead import IN_BACKGROUND
 from tuisched.runtime.control import SchedulerControl
 
 _STARTED_WORDS = {RunState.QUEUED: "started", RunState.WAITING: "waiting"}
@@ -79,7 +80,7 @@ class Operator:
             if yes:
                 if on_yes is not None:
                     on_yes()
-                self._app.run_worker(self._act(then), exclusive=False)
+                self._app.run_worker(self._act(then), group=IN_BACKGROUND, exclusive=False)
 
         screen: Screen[bool] = ConfirmScreen(question, yes=yes)
         self._app.push_screen(screen, answered)

@@ -17,8 +17,9 @@ the one before has been handled along its whole way up, the focus and the
 screens have settled (a screen opened is mounted and focused, a closed one's
 callback done) and the workers started meanwhile have ended or opened a
 screen (`e` reads the job before the form opens; the ledger reads its rows
-once open). Keys that come one at a time meet an idle queue and go at once;
-mouse events, timers and everything else never wait. No key waits longer than
+once open), but for an action carried out in the background once confirmed.
+Keys that come one at a time meet an idle queue and go at once; mouse
+events, timers and everything else never wait. No key waits longer than
 `SETTLE_LIMIT` for the one before it.
 """
 
@@ -47,6 +48,10 @@ SETTLE_LIMIT = 2.0
 """The longest a key typed ahead waits for the one before it to settle (seconds)."""
 _ROUNDS = 20
 """At most this many rounds of looking for the focus to settle, per key."""
+IN_BACKGROUND = "in-background"
+"""The group of workers that carry out an action in the background once the operator
+has said yes (it may wait for the scheduler to start): keys typed after never wait for
+them."""
 _UNSEEN = (Prompt, Update, Layout)
 """Messages that only repaint: not signs that a key is still being handled."""
 
@@ -212,7 +217,9 @@ class KeyQueue:
         to change (one of them opened a screen). True if there were any."""
         app = self._app
         started = [
-            worker for worker in app.workers if worker not in before and not worker.is_finished
+            worker
+            for worker in app.workers
+            if worker not in before and not worker.is_finished and worker.group != IN_BACKGROUND
         ]
         if not started:
             return False
