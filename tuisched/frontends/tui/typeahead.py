@@ -126,6 +126,7 @@ class KeyQueue:
         self._deliver = deliver
         self._held: deque[Typed] = deque()
         self._settling: asyncio.Task[None] | None = None
+        self._endings: set[asyncio.Future[object]] = set()
         self._closed = False
 
     @staticmethod
@@ -158,8 +159,10 @@ class KeyQueue:
         self._settling = asyncio.create_task(self._settle(path, workers))
         self._settling.add_done_callback(self._settled)
 
-    def _settled(self, _task: asyncio.Task[None]) -> None:
+    def _settled(self, task: asyncio.Task[None]) -> None:
         self._settling = None
+        if not task.cancelled() and task.exception() is not None:  # the app was closing
+            self._app.log.error("typed keys: waiting for a key to settle failed", task.exception())
         if self._held and not self._closed:
             self._app.call_later(self._next)
 
@@ -211,6 +214,13 @@ class KeyQueue:
                 node.message_signal.unsubscribe(app)
         return seen > 0
 
+    def _ending(self, worker: Worker[Any]) -> asyncio.Future[object]:
+        """Done when `worker` has ended (however), kept until then."""
+        ending: asyncio.Future[object] = asyncio.ensure_future(_ended(worker))
+        self._endings.add(ending)
+        ending.add_done_callback(self._endings.discard)
+        return ending
+
     async def _workers_since(self, before: set[Worker[Any]]) -> bool:
         """Wait for the workers started since the key came to end (`e` reads the job
         before the form opens; the ledger reads its rows once open), or for the screens
@@ -230,9 +240,7 @@ class KeyQueue:
             changed.set()
 
         app.screen_change_signal.subscribe(app, screen_changed, immediate=True)
-        waits: list[asyncio.Future[object]] = [
-            asyncio.ensure_future(_ended(worker)) for worker in started
-        ]
+        waits = [self._ending(worker) for worker in started]
         moved: asyncio.Future[object] = asyncio.ensure_future(changed.wait())
         try:
             pending = set(waits)
@@ -243,8 +251,7 @@ class KeyQueue:
                 pending.discard(moved)
         finally:
             app.screen_change_signal.unsubscribe(app)
-            for waiting in [*waits, moved]:
-                waiting.cancel()
+            moved.cancel()  # (not the waits: cancelling a wait would cancel its worker)
         return True
 
 
