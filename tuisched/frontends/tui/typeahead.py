@@ -162,7 +162,7 @@ class KeyQueue:
     def _settled(self, task: asyncio.Task[None]) -> None:
         self._settling = None
         if not task.cancelled() and task.exception() is not None:  # the app was closing
-            self._app.log.error("typed keys: waiting for a key to settle failed", task.exception())
+            self._app.log.error(f"typed keys: waiting for a key to settle: {task.exception()!r}")
         if self._held and not self._closed:
             self._app.call_later(self._next)
 
