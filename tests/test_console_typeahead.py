@@ -4,6 +4,7 @@ and the ledger (Pilot, 80x24); and the terminal parser reads Esc then a key as t
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -178,3 +179,30 @@ def test_sequences_and_alt_backspace_read_as_before() -> None:
     assert _parsed("\x1b[A\x1bOB\x1b\x7f") == ["up", "down", "ctrl+w"]
     assert _parsed("\x1b[<0;5;5M\x1bq") == ["MouseDown", "escape", "q"]
     assert _parsed("\x1b[200~a\x1bqb\x1b[201~")[-1] == "Paste"  # a paste is left whole
+
+
+async def test_mouse_and_timers_do_not_wait_for_keys_held_back(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        await _on(pilot, "tick")
+        reading = asyncio.Event()
+        read = app.control.job_definition
+
+        async def slow_read(job: str) -> object:  # `e` reads the job before the form opens
+            await reading.wait()
+            return await read(job)
+
+        app.control.job_definition = slow_read  # type: ignore[method-assign]
+        ticked = asyncio.Event()
+        burst(app, "e", "x")
+        app.set_timer(0.05, ticked.set)
+        await until(pilot, lambda: bool(app.keys._held))  # `x` waits for the form
+        await pilot.click("#running")  # the mouse does not wait
+        await until(pilot, lambda: ticked.is_set() and app.focused is app.query_one("#running"))
+        assert app.keys._held
+        reading.set()
+        await until(pilot, lambda: isinstance(app.screen, JobFormScreen))
+        form = app.screen
+        assert isinstance(form, JobFormScreen)
+        await until(pilot, lambda: form.read_values().target.endswith("x"))
