@@ -206,3 +206,16 @@ async def test_mouse_and_timers_do_not_wait_for_keys_held_back(tmp_path: Path) -
         form = app.screen
         assert isinstance(form, JobFormScreen)
         await until(pilot, lambda: form.read_values().target.endswith("x"))
+
+
+async def test_a_paste_after_a_key_goes_where_that_key_led(tmp_path: Path) -> None:
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        await _on(pilot, "tick")
+        burst(app, "e")
+        app.post_message(events.Paste("[/bin/echo, pasted]"))
+        await until(pilot, lambda: isinstance(app.screen, JobFormScreen))
+        form = app.screen
+        assert isinstance(form, JobFormScreen)
+        await until(pilot, lambda: form.read_values().target.endswith("pasted]"))
