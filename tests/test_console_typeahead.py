@@ -8,11 +8,14 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from textual import events
 from textual.command import CommandPalette
 from textual.pilot import Pilot
 
 from tuisched.domain.events import RunStarted
+from tuisched.domain.views import ConfigEdit
+from tuisched.frontends.tui import typeahead
 from tuisched.frontends.tui.app import TuischedApp
 from tuisched.frontends.tui.screens.dialogs import ConfirmScreen
 from tuisched.frontends.tui.screens.form import JobFormScreen
@@ -222,3 +225,28 @@ async def test_a_paste_after_a_key_goes_where_that_key_led(tmp_path: Path) -> No
         form = app.screen
         assert isinstance(form, JobFormScreen)
         await until(pilot, lambda: form.read_values().target.endswith("pasted]"))
+
+
+async def test_a_key_waits_as_long_as_the_action_of_the_key_before_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(typeahead, "SETTLE_LIMIT", 0.0)  # the save takes longer
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        await _form(pilot, "tick")
+        checking = asyncio.Event()
+        check = app.control.preview
+
+        async def slow_check(edit: ConfigEdit) -> tuple[str, ...]:  # ctrl+s checks first
+            await checking.wait()
+            return await check(edit)
+
+        app.control.preview = slow_check  # type: ignore[method-assign]
+        burst(app, "tab", "tab", *"1 day", "ctrl+s", "y")
+        # `y` waits for the save's check, longer than the limit
+        await until(pilot, lambda: list(app.keys._held) and app.keys._held[-1].key == "y")
+        checking.set()
+        path = tmp_path / "tuisched.yaml"
+        await until(pilot, lambda: "every: 1 day" in path.read_text())
+        assert not [notice for notice in _notices(app) if notice.startswith("copied")]

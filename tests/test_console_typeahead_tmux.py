@@ -50,11 +50,12 @@ def _burst(tmux: Tmux, *keys: str) -> None:
     tmux("send-keys", "-t", "t", *keys)
 
 
-def _until(condition: Callable[[], bool], within: float = 20) -> None:
+def _until(condition: Callable[[], bool], tmux: Tmux | None = None, within: float = 20) -> None:
     deadline = time.monotonic() + within
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
+            screen = tmux.screen() if tmux is not None else ""
+            raise AssertionError(f"condition not met in time; the screen:\n{screen}")
         time.sleep(0.1)  # polling a file another process writes; bounded by `within`
 
 
@@ -91,7 +92,7 @@ def test_tab_then_typing_then_ctrl_s_and_yes_in_one_burst(
     _console(tmux, config)
     tmux.press("e", then="Edit job backup")
     _burst(tmux, "Tab", "Tab", "1 day", "Tab", "Tab", "Tab", "30m", "C-s", "y")
-    _until(lambda: "every: 1 day" in config.read_text())
+    _until(lambda: "every: 1 day" in config.read_text(), tmux)
     text = config.read_text()
     assert "timeout: 30m" in text
     assert "command: [/bin/echo, backup]" in text

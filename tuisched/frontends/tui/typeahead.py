@@ -19,8 +19,8 @@ callback done) and the workers started meanwhile have ended or opened a
 screen (`e` reads the job before the form opens; the ledger reads its rows
 once open), but for an action carried out in the background once confirmed.
 Keys that come one at a time meet an idle queue and go at once; mouse
-events, timers and everything else never wait. No key waits longer than
-`SETTLE_LIMIT` for the one before it.
+events, timers and everything else never wait. Once the key before has been
+handled, no key waits longer than `SETTLE_LIMIT` for the focus to settle.
 """
 
 from __future__ import annotations
@@ -44,8 +44,11 @@ ESC = "\x1b"
 _SEQUENCE_STARTS = frozenset("[O\x1b\x7f")
 """What may follow an Esc and still be one key: CSI and SS3 sequences, Esc Esc, and
 Alt+Backspace (delete a word in a field)."""
-SETTLE_LIMIT = 2.0
-"""The longest a key typed ahead waits for the one before it to settle (seconds)."""
+SETTLE_LIMIT = 5.0
+"""The longest a key typed ahead waits for the focus to settle once the key before it
+has been handled (seconds): for the workers that key started, the screens it opened."""
+_STOPPED_POLL = 0.5
+"""How often a wait on a widget looks whether the widget has stopped (seconds)."""
 _ROUNDS = 20
 """At most this many rounds of looking for the focus to settle, per key."""
 IN_BACKGROUND = "in-background"
@@ -171,11 +174,12 @@ class KeyQueue:
             await self._send(self._held.popleft())
 
     async def _settle(self, path: list[DOMNode], workers: set[Worker[Any]]) -> None:
-        """Until the event has gone its whole way up and the focus is still."""
+        """Until the event has gone its whole way up (however long its action takes: the
+        app handles nothing else meanwhile), then the focus is still."""
+        for node in path:  # one widget after the other, as the event bubbles
+            await _probe(node)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SETTLE_LIMIT):
-                for node in path:  # one widget after the other, as the event bubbles
-                    await _probe(node)
                 for _ in range(_ROUNDS):
                     before = self._where()
                     waited = await self._workers_since(workers)
@@ -256,10 +260,14 @@ class KeyQueue:
 
 
 async def _probe(node: MessagePump) -> None:
-    """Once `node` has handled what was in its queue (at once if it no longer runs)."""
+    """Once `node` has handled what was in its queue, or has stopped (a widget removed
+    meanwhile drops what was queued for it)."""
     probe = _Probe()
-    if node.is_running and node.call_later(probe):
-        await probe.ran.wait()
+    if not (node.is_running and node.call_later(probe)):
+        return
+    while not probe.ran.is_set() and node.is_running:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(probe.ran.wait(), _STOPPED_POLL)
 
 
 async def _ended(worker: Worker[Any]) -> None:
