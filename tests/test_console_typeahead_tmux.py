@@ -129,7 +129,8 @@ def _masked(screen: str) -> str:
     """The screen without what the clock changes (times, durations, run ids) and without
     the name of the day's folder (`slow` or `fast`)."""
     screen = re.sub(r"/(slow|fast)/", "/<day>/", screen)
-    return re.sub(r"[0-9a-f]{12}", "<id>", re.sub(r"\d", "#", screen))
+    screen = re.sub(r"[0-9a-f]{12}", "<id>", re.sub(r"\d", "#", screen))
+    return screen.replace("##:##:## +", "##:## +")  # a moment on a whole minute has no seconds
 
 
 def _steady(tmux: Tmux, within: float = 20) -> str:
