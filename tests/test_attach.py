@@ -60,9 +60,7 @@ def consoles() -> Iterator[list[Tmux]]:
     made: list[Tmux] = []
     yield made
     for server in made:
-        subprocess.run(
-            ["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False
-        )
+        server.close()
 
 
 @pytest.fixture

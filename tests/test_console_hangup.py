@@ -171,8 +171,7 @@ def undo() -> Iterator[Undo]:
 def _in_tmux(folder: Path, command: str, undo: Undo) -> tuple[Tmux, Path]:
     config = write_config(folder, IDLE_JOBS)
     tmux = Tmux()
-    kill = ["tmux", "-L", tmux.socket, "kill-server"]
-    undo.append(lambda: subprocess.run(kill, capture_output=True, check=False))
+    undo.append(tmux.close)
     tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO),
          command.format(config=config))  # fmt: skip
     return tmux, config

@@ -4,7 +4,6 @@ every key answers within a few seconds (bounded waits on the screen, no fixed sl
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ big:
 def tmux() -> Iterator[Tmux]:
     server = Tmux()
     yield server
-    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False)
+    server.close()
 
 
 def _answer(tmux: Tmux, key: str, then: str) -> str:

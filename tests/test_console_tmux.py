@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +21,10 @@ from .runtime_fixtures import write_config
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
+MARK = "TUISCHED_TEST_TMUX"
+"""In the environment of a test's tmux server, and so of everything its sessions start."""
+
+
 class Tmux:
     """One tmux server of its own (`-L`), one 80x24 window."""
 
@@ -31,8 +38,26 @@ class Tmux:
             text=True,
             timeout=10,
             check=True,
+            env={**os.environ, MARK: self.socket},  # the server keeps the environment it began with
         )
         return done.stdout
+
+    def close(self) -> None:
+        """Kill the server, and what its sessions left running: a console whose terminal
+        goes becomes a headless scheduler (as when an SSH link drops), which would run on
+        beside the rest of the suite."""
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        mark = f"{MARK}={self.socket}".encode()
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) == os.getpid():
+                continue
+            try:
+                started_here = mark in (proc / "environ").read_bytes().split(b"\0")
+            except OSError:  # gone, or not ours
+                continue
+            if started_here:
+                with contextlib.suppress(OSError):
+                    os.kill(int(proc.name), signal.SIGKILL)
 
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "t")
@@ -57,7 +82,7 @@ class Tmux:
 def tmux() -> Iterator[Tmux]:
     server = Tmux()
     yield server
-    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False)
+    server.close()
 
 
 def test_the_console_in_tmux_runs_a_job_edits_the_file_and_quits(

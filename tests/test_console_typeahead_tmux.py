@@ -35,7 +35,7 @@ cleanup: {command: [/bin/echo, cleanup], schedule: manual}
 def tmux() -> Iterator[Tmux]:
     server = Tmux()
     yield server
-    subprocess.run(["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False)
+    server.close()
 
 
 def _console(tmux: Tmux, config: Path) -> None:
@@ -209,9 +209,7 @@ def test_a_days_work_in_bursts_ends_as_typed_slowly(tmp_path: Path) -> None:
         try:
             results.append(_day(tmp_path / day, server, expected))
         finally:
-            subprocess.run(
-                ["tmux", "-L", server.socket, "kill-server"], capture_output=True, check=False
-            )
+            server.close()
     (slow_file, slow_screen, slow_jobs), (file, screen, jobs) = results
     assert "every: 2 hours" in slow_file
     assert file == slow_file
