@@ -312,7 +312,7 @@ def undo_lines(change: ConfigChange) -> list[str]:
         lines = [line.strip() for line in lines[1:]]
     shown = lines[:LISTED]
     if len(lines) > LISTED:
-        shown.append(f"and {len(lines) - LISTED} more lines")
+        shown.append(f"and {counted(len(lines) - LISTED, 'more line')}")
     return [f"  {line}" for line in shown]
 
 

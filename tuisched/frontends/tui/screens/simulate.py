@@ -205,7 +205,7 @@ def row_cells(row: SimulatedRow, *, seconds: bool = False) -> tuple[Text, ...]:
         first, last = run.at.astimezone(tz), row.last.astimezone(tz)
         until = last.strftime(shape if last.date() == first.date() else f"%m-%d {shape}")
         # The count first: at 80 columns the note's end is cut (→ scrolls to it).
-        repeats = f"{row.count} runs, every {format_duration(row.every)} to {until}"
+        repeats = f"{counted(row.count, 'run')}, every {format_duration(row.every)} to {until}"
         note = f"{repeats}; {note}" if note else repeats
     cells = (_moment(run.at, tz, seconds=seconds), run.job, run.trigger, note)
     return tuple(Text(plain_text(cell), style=style, no_wrap=True) for cell in cells)
