@@ -23,6 +23,7 @@ event loop).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -41,6 +42,7 @@ from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.worker import WorkerError
 
 from tuisched.domain.errors import ConfigError, TuischedError
 from tuisched.domain.views import ConfigEdit, EditImpact
@@ -461,9 +463,26 @@ class JobFormScreen(ModalScreen[str | None]):
     @on(Button.Pressed, "#form-save")
     @on(Input.Submitted)
     async def action_save(self) -> None:
-        """Check the definition, ask, then save it; the form closes once it is saved."""
+        """Check the definition, ask, then save it; the form closes once it is saved.
+
+        The check and the question are also a worker's, awaited here: keys typed after
+        ctrl+s (its `y`) wait for the question it opens however ctrl+s reached the form
+        (see `typeahead.py`: it waits for an action to end, and for the workers a key
+        started), where they would reach a field while the check is under way."""
         if self._saving:
             return
+        self._saving = True  # until the question is up (a second ctrl+s meanwhile is one)
+        worker = self.run_worker(self._check_and_ask(), group="save-check")
+        with contextlib.suppress(WorkerError):  # its failure is the worker's to report
+            await worker.wait()
+
+    async def _check_and_ask(self) -> None:
+        try:
+            await self._ask_to_save()
+        finally:
+            self._saving = False
+
+    async def _ask_to_save(self) -> None:
         if self._impact_timer is not None:  # the check takes the lane the preview would use
             self._impact_timer.stop()
         if self._refusal:
@@ -480,11 +499,7 @@ class JobFormScreen(ModalScreen[str | None]):
             self.dismiss(f"{name}: nothing changed")
             return
         edit = self._edit(name, definition)
-        self._saving = True
-        try:
-            problems = await self._checked(edit)
-        finally:
-            self._saving = False
+        problems = await self._checked(edit)
         if problems:
             self._show_problems(placed_problems(problems, name))
             return
