@@ -27,8 +27,8 @@ from tuisched.domain.views import HistoryQuery
 from tuisched.frontends.exits import exit_status, unavailable
 from tuisched.frontends.history import run_as_json
 from tuisched.frontends.lookup import config_path
-from tuisched.frontends.operations import say_refused
 from tuisched.frontends.outputstream import OutputStream
+from tuisched.frontends.refusals import say_refused
 from tuisched.runtime.control import (
     RemoteControl,
     SchedulerControl,

@@ -42,6 +42,7 @@ from tuisched.domain.views import (
 )
 from tuisched.frontends.exits import EX_USAGE, unavailable
 from tuisched.frontends.lookup import config_path
+from tuisched.frontends.refusals import say_refused
 from tuisched.frontends.table import write_table
 from tuisched.runtime.control import BlockingControl, control_socket, describe_client
 
@@ -210,25 +211,6 @@ def _trigger_now(control: BlockingControl, args: argparse.Namespace) -> int:
     else:
         print(run.run_id)
     return 0
-
-
-def say_refused(error: RunRefusedError, zone: ZoneInfo | None, *, queued: bool) -> int:
-    """Tell a refused trigger: one line on stderr (naming `--queue` when it would be
-    taken that way), or with a `zone` (`history --json`'s) a JSON object on stdout; the
-    exit status (1)."""
-    refusal = error.refusal
-    if zone is None:
-        hint = "; --queue starts it once that run ends" if refusal.queueable and not queued else ""
-        print(f"tuisched: {one_line(str(error))}{hint}", file=sys.stderr)
-        return 1
-    blocking = None
-    if refusal.run_id:
-        since = refusal.since.astimezone(zone).isoformat() if refusal.since else None
-        blocking = {"run_id": refusal.run_id, "since": since}
-    answer = {"job": refusal.job, "refused": refusal.reason, "blocking_run": blocking,
-              "queueable": refusal.queueable and not queued}  # fmt: skip
-    print(json.dumps(answer))
-    return 1
 
 
 @_verb
