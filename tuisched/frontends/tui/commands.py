@@ -28,7 +28,7 @@ from rich.text import Text
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
-    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.host import ConsoleHost
 
 DISCOVERED = 50
 """Commands listed before anything is typed (a list of 30,000 helps nobody)."""
@@ -48,7 +48,7 @@ class CommandIndex:
     """Every command the palette offers now, jobs first, then groups: their texts at
     once, found by the letters typed; a command itself only when it is listed."""
 
-    def __init__(self, app: TuischedApp) -> None:
+    def __init__(self, app: ConsoleHost) -> None:
         self._app = app
         state = app.state
         self._jobs = list(state.jobs.values()) if app.started else []
@@ -107,10 +107,10 @@ class CommandIndex:
         return text, f"{text.split()[0]} the job", partial(app.operator.pause_job, name)
 
 
-_INDEXES: WeakKeyDictionary[TuischedApp, tuple[object, CommandIndex]] = WeakKeyDictionary()
+_INDEXES: WeakKeyDictionary[ConsoleHost, tuple[object, CommandIndex]] = WeakKeyDictionary()
 
 
-def command_index(app: TuischedApp) -> CommandIndex:
+def command_index(app: ConsoleHost) -> CommandIndex:
     """The app's command index, built again only when its commands changed."""
     version = (app.state.commands_version, app.state.groups, app.read_only, app.started)
     cached = _INDEXES.get(app)
@@ -122,8 +122,8 @@ def command_index(app: TuischedApp) -> CommandIndex:
 class JobCommands(Provider):
     """Job and group commands for the command palette."""
 
-    def _app(self) -> TuischedApp:
-        return self.app  # type: ignore[return-value]  # registered on TuischedApp only
+    def _app(self) -> ConsoleHost:
+        return self.app  # type: ignore[return-value]  # registered on the console app only
 
     async def search(self, query: str) -> Hits:
         """The best `MATCHES` commands for `query`, best first (the palette sorts by score).

@@ -36,7 +36,7 @@ from tuisched.frontends.tui.yamltext import block_text
 from tuisched.runtime.control import Subscription
 
 if TYPE_CHECKING:
-    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.host import ConsoleHost
 
 NEXT_RUNS = 10
 """How many upcoming slots the Next runs tab lists."""
@@ -121,7 +121,7 @@ class JobDetailScreen(Screen[None]):
         Binding("m", "mute", "Mute/unmute its notices", show=False),
     ]
 
-    def __init__(self, host: TuischedApp, job_name: str) -> None:
+    def __init__(self, host: ConsoleHost, job_name: str) -> None:
         super().__init__()
         self.host = host
         self.control = host.control

@@ -29,7 +29,7 @@ from tuisched.domain.views import MissedChoice, MissedSlots
 from tuisched.runtime.control import SchedulerControl
 
 if TYPE_CHECKING:
-    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.host import ConsoleHost
 
 REFRESH_SECONDS = 2.0
 """How often the ledger is read again (another console may decide meanwhile)."""
@@ -73,7 +73,7 @@ class LedgerScreen(ModalScreen[None]):
         Binding("S", "choose_all('skip')", "Skip, every job", show=False),
     ]
 
-    def __init__(self, host: TuischedApp) -> None:
+    def __init__(self, host: ConsoleHost) -> None:
         super().__init__()
         self.host = host
         self.entries: tuple[MissedSlots, ...] = ()

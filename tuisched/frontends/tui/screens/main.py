@@ -41,7 +41,7 @@ from tuisched.frontends.tui.widgets.status import StatusLine
 from tuisched.frontends.tui.widgets.why import WhyStrip
 
 if TYPE_CHECKING:
-    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.host import ConsoleHost
 
 REFRESH_SECONDS = 0.25
 """How often the events heard are applied to the panes."""
@@ -128,7 +128,7 @@ class MainScreen(Screen[None]):
     ALLOW_IN_MAXIMIZED_VIEW = "#status, #filter, Footer"
     """A zoomed pane (`z`) keeps the status line, the filter and the legend of keys."""
 
-    def __init__(self, host: TuischedApp) -> None:
+    def __init__(self, host: ConsoleHost) -> None:
         super().__init__()
         self.host = host
         self.panes = LivePanes(

@@ -38,7 +38,7 @@ from tuisched.frontends.tui.widgets.outputview import OutputView
 from tuisched.frontends.tui.widgets.status import StatusLine
 
 if TYPE_CHECKING:
-    from tuisched.frontends.tui.app import TuischedApp
+    from tuisched.frontends.tui.host import ConsoleHost
 
 PAGE_LINES = 500
 """How many lines one page asks for."""
@@ -72,7 +72,7 @@ class OutputScreen(Screen[None]):
         Binding("right,l", "sideways(1)", "Right", show=False),
     ]
 
-    def __init__(self, host: TuischedApp, run_id: str) -> None:
+    def __init__(self, host: ConsoleHost, run_id: str) -> None:
         super().__init__()
         self.host = host
         self.control = host.control
@@ -507,7 +507,7 @@ class OutputScreen(Screen[None]):
         return f"line {number:,} {share}%" if number is not None else f"{share}%"
 
 
-async def open_latest_output(host: TuischedApp, job: str) -> None:
+async def open_latest_output(host: ConsoleHost, job: str) -> None:
     """Open the viewer on `job`'s run in progress, else on its newest run in the history."""
     running = [
         status.run
