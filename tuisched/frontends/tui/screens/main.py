@@ -2,6 +2,12 @@
 
 Every key acts on what the panes show, through the operator (a confirmation,
 then the control seam). The panes are kept in step by `LivePanes`.
+
+The screen is built of parts with one job each: `mainview.MainView` (the panes, the
+cursor, the keys that apply), `mainkeys.JobKeys` (acting on jobs and runs) and
+`mainkeys.ScreenKeys` (opening other screens); `MainScreen` adds the layout, the
+focus, the filter and sort, and what it hands to the terminal (the clipboard, the
+editor).
 """
 
 from __future__ import annotations
@@ -10,26 +16,17 @@ import os
 import shlex
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual import on
 from textual.app import ComposeResult, SuspendNotSupported
 from textual.binding import Binding, BindingType
-from textual.events import DescendantFocus, ScreenResume, ScreenSuspend
-from textual.screen import Screen
+from textual.events import DescendantFocus
 from textual.widgets import Footer
 
-from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import ConfigEdit
-from tuisched.frontends.tui.keyrules import Cursor, every_paused, own_paused, refusal, runs_of
-from tuisched.frontends.tui.panes import LivePanes
-from tuisched.frontends.tui.screens.diff import DiffScreen
-from tuisched.frontends.tui.screens.groups import GroupPickerScreen
-from tuisched.frontends.tui.screens.ledger import LedgerScreen, missed_banner
-from tuisched.frontends.tui.screens.nodes import NodesScreen
+from tuisched.frontends.tui.screens.mainkeys import JobKeys, ScreenKeys
+from tuisched.frontends.tui.screens.mainview import PANE_TITLES
 from tuisched.frontends.tui.screens.output import (
-    OutputScreen,
-    open_latest_output,
     run_on_terminal,
 )
 from tuisched.frontends.tui.widgets.audit import AuditPane
@@ -40,20 +37,10 @@ from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.frontends.tui.widgets.status import StatusLine
 from tuisched.frontends.tui.widgets.why import WhyStrip
 
-if TYPE_CHECKING:
-    from tuisched.frontends.tui.host import ConsoleHost
-
 REFRESH_SECONDS = 0.25
 """How often the events heard are applied to the panes."""
-_LEGEND_ACTIONS = (
-    "run_jobs", "stop_run", "pause_jobs", "resume_jobs", "edit_job", "delete_job", "mark", "copy",
-)  # fmt: skip
-"""The actions whose keys come and go with the cursor (see `refresh_legend`)."""
 FOCUS_MARK = "▶ "
 """Before the focused pane's title: focus shown by more than the border's colour."""
-PANE_TITLES = {"jobs": "1 Jobs", "running": "2 Running", "audit": "3 Audit log"}
-SINGLE_NODE = "nodes: this scheduler is not in a cluster"
-"""What `4` and `N` say on a single node, where there are no nodes to list."""
 HINTS = {
     "colon": "commands: ctrl+p (the palette); ? lists the keys",
     "A": "A acts in the missed-slots ledger (m); a adds a job",
@@ -82,7 +69,7 @@ def _refusable(
     ]
 
 
-class MainScreen(Screen[None]):
+class MainScreen(JobKeys, ScreenKeys):
     """The console's home: every job, the runs in progress, the audit log."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -128,16 +115,6 @@ class MainScreen(Screen[None]):
     ALLOW_IN_MAXIMIZED_VIEW = "#status, #filter, Footer"
     """A zoomed pane (`z`) keeps the status line, the filter and the legend of keys."""
 
-    def __init__(self, host: ConsoleHost) -> None:
-        super().__init__()
-        self.host = host
-        self.panes = LivePanes(
-            self, host.control, host.state, clock=host.clock, read_only=host.read_only,
-            on_lost=host.scheduler_lost, notices=host.notices, tell=host.notify,
-        )  # fmt: skip
-        self._legend: tuple[object, ...] = ()
-        """What the footer's keys were last worked out from (see `refresh_legend`)."""
-
     def compose(self) -> ComposeResult:
         yield StatusLine(id="status")
         banner = Banner(id="banner")
@@ -177,11 +154,6 @@ class MainScreen(Screen[None]):
     def on_unmount(self) -> None:
         self.panes.close()
 
-    @on(ScreenSuspend)
-    @on(ScreenResume)
-    def _covered_or_uncovered(self) -> None:
-        self.refresh_bindings()  # under a dialog, the footer offers none of our keys
-
     @on(DescendantFocus)
     def _focus_moved(self) -> None:
         """Mark the focused pane's title, and show the keys that apply there."""
@@ -191,160 +163,7 @@ class MainScreen(Screen[None]):
             widget.border_title = pane_title(pane, focused=widget is focused)
         self.refresh_legend()
 
-    @on(JobsTable.Highlighted, "#jobs")
-    def _job_highlighted(self) -> None:
-        self.refresh_legend()
-
-    def refresh_legend(self) -> None:
-        """Show again the keys that apply, if any key's state changed.
-
-        The footer is rebuilt only then: not on each cursor move or refresh of
-        the panes (a rebuild costs a key press tens of milliseconds).
-        """
-        legend = tuple(self.check_action(action, ()) for action in _LEGEND_ACTIONS)
-        if legend != self._legend:
-            self._legend = legend
-            self.refresh_bindings()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Offer only the keys that apply where the cursor is; a dialog on top, none.
-
-        The footer stays in sight under a dialog: it must not offer keys that
-        act on panes the dialog covers. A key whose action does not apply
-        falls through to its `refuse` twin, which says why.
-        """
-        if self.app.screen is not self:
-            return False
-        if action == "refuse":
-            return True
-        if self.refusal(action) is None:
-            return True
-        wider = self._focused_pane() == "jobs" and not self.host.read_only
-        if action == "resume_jobs" and wider and self._every_paused():
-            return None  # held by a wider pause: Resume is shown, dimmed (p says why)
-        return False
-
-    def refusal(self, action: str) -> str | None:
-        """Why `action` cannot apply now (None: it can), said before any dialog."""
-        return refusal(action, self.cursor(), self.host.state)
-
-    def cursor(self) -> Cursor:
-        """Where the operator is: the focused pane, the job, the marks, the run."""
-        focused, jobs = self.focused, self.query_one(JobsTable)
-        return Cursor(
-            pane=focused.id if focused is not None and focused.id in PANE_TITLES else None,
-            job=jobs.selected_job(),
-            marked=tuple(jobs.marked),
-            run=self.query_one(RunningTable).selected_run(),
-            read_only=self.host.read_only,
-        )
-
-    def _focused_pane(self) -> str | None:
-        return self.cursor().pane
-
-    def _every_paused(self) -> bool:
-        """Whether every job a key acts on is paused (then `p` resumes)."""
-        return every_paused(self.targets(), self.host.state)
-
-    def _own_paused(self, jobs: list[str]) -> list[str]:
-        return own_paused(jobs, self.host.state)
-
-    # --- selection ------------------------------------------------------------------
-
-    def targets(self) -> list[str]:
-        """The jobs a key acts on: the marked ones, else the one under the cursor."""
-        return self.cursor().targets
-
-    def selected_job(self) -> str | None:
-        """The job under the jobs pane's cursor (and a notice when there is none)."""
-        job = self.query_one(JobsTable).selected_job()
-        if job is None:
-            self.notify("no job selected", severity="warning", markup=False)
-        return job
-
-    def selected_run(self) -> RunRecord | None:
-        """The run under the running pane's cursor when it has the focus, else the
-        selected job's run in progress."""
-        state, running = self.host.state, self.query_one(RunningTable)
-        if running.has_focus:
-            chosen = state.run_of(running.selected_run() or "")
-        else:
-            chosen = state.run_of_job(self.query_one(JobsTable).selected_job() or "")
-        if chosen is None:
-            self.notify("no run of this job in progress (2: the running pane)", markup=False)
-            return None
-        return chosen.run
-
-    # --- actions --------------------------------------------------------------------
-
-    def action_refuse(self, action: str) -> None:
-        """A key whose action cannot apply: say why, ask nothing."""
-        why = self.refusal(action)
-        if action == "pause_jobs" and why is not None and self._every_paused():
-            why = self.refusal("resume_jobs") or why  # `p` resumes these: say why it cannot
-        self.notify(why or "that key does not apply here", severity="warning", markup=False)
-
-    def _clear_marks(self) -> None:
-        self.query_one(JobsTable).clear_marks()
-        self.panes.show_marks()
-        self.refresh_legend()
-
-    def action_run_jobs(self) -> None:
-        """`r`: run the marked jobs (one question), or the cursor's job."""
-        jobs = self.targets()
-        if len(jobs) == 1 and not self.query_one(JobsTable).marked:
-            self.host.operator.run(jobs[0])
-        else:
-            self.host.operator.run_jobs(jobs, on_yes=self._clear_marks)
-
-    def action_pause_jobs(self) -> None:
-        """`p` on jobs not all paused: pause those that are not."""
-        states = self.host.state.jobs
-        jobs = [job for job in self.targets() if job in states and not states[job].paused]
-        self._pause(jobs, paused=False)
-
-    def action_resume_jobs(self) -> None:
-        """`p` on paused jobs: resume those paused by their own pause."""
-        self._pause(self._own_paused(self.targets()), paused=True)
-
-    def _pause(self, jobs: list[str], *, paused: bool) -> None:
-        if len(jobs) == 1 and not self.query_one(JobsTable).marked:
-            self.host.operator.pause_job(jobs[0])  # the one job: asked by its name
-        else:
-            self.host.operator.pause_jobs(jobs, paused=paused, on_yes=self._clear_marks)
-
-    def action_add_job(self) -> None:
-        self.run_worker(self.host.open_form(None), group="job-form", exclusive=True)
-
-    def action_edit_job(self) -> None:
-        job = self.selected_job()
-        if job is not None:
-            self.run_worker(self.host.open_form(job), group="job-form", exclusive=True)
-
-    def action_delete_job(self) -> None:
-        job = self.selected_job()
-        if job is not None and self.host.state.status is not None:
-            file = self.host.state.status.config_path.name
-            self.host.operator.edit(
-                f"Delete {job} from {file}?", ConfigEdit.delete_job(job), done=f"{job} deleted"
-            )
-
-    def action_stop_run(self, kill: bool) -> None:
-        """`s` stops the selected run, or the marked jobs' runs (SIGTERM, then SIGKILL);
-        `ctrl+k` kills at once."""
-        if self._focused_pane() == "running" or not self.query_one(JobsTable).marked:
-            run = self.selected_run()
-            if run is not None:
-                self.host.operator.stop(run, kill=kill)
-            return
-        runs = runs_of(self.targets(), self.host.state)
-        self.host.operator.stop_runs(runs, kill=kill, on_yes=self._clear_marks)
-
-    def action_mark(self) -> None:
-        """`space`: mark the cursor's job (or unmark it) and go to the next row."""
-        self.query_one(JobsTable).toggle_mark()
-        self.panes.show_marks()
-        self.refresh_legend()
+    # --- actions ----------------------------------------------------------------------
 
     def action_copy(self) -> None:
         """`y`: copy the selected run's id, or the selected job's command or target."""
@@ -378,16 +197,6 @@ class MainScreen(Screen[None]):
             self.minimize()
         elif self.focused is not None:
             self.maximize(self.focused, container=False)
-
-    def action_toggle_pause_all(self) -> None:
-        status = self.host.state.status
-        self.host.operator.pause_all(paused=status is not None and status.all_paused)
-
-    def action_undo(self) -> None:
-        self.host.operator.undo()
-
-    def action_reload(self) -> None:
-        self.host.operator.reload()
 
     def action_edit_file(self) -> None:
         """Edit the YAML in $EDITOR; the change shows as an offline edit (R to reload).
@@ -455,78 +264,9 @@ class MainScreen(Screen[None]):
         """`O`: the same order, backwards."""
         self.notify(f"sorted by {self.panes.reverse_sort()}", markup=False)
 
-    def action_show_diff(self) -> None:
-        def closed(reload: bool | None) -> None:
-            if reload and not self.host.read_only:
-                self.host.operator.reload()
-
-        self.app.push_screen(DiffScreen(self.host.control, read_only=self.host.read_only), closed)
-
-    def action_messages(self) -> None:
-        """`M`: every notice the console gave (see `screens.messages`)."""
-        self.host.action_messages()
-
-    def action_nodes(self) -> None:
-        """The cluster's nodes (`4`, or `N`), refreshed each second; on a single node, a
-        notice that says so (no empty pane)."""
-        status = self.host.state.status
-        if status is not None and not status.cluster:
-            self.notify(SINGLE_NODE, markup=False)
-            return
-        self.app.push_screen(NodesScreen(self.host.control.nodes))
-
     def action_hint(self, key: str) -> None:
         """A key that does nothing here, pressed out of habit: what to press instead."""
         self.notify(HINTS[key], markup=False)
-
-    def action_group_view(self) -> None:
-        self.run_worker(self._pick_group(), group="groups", exclusive=True)
-
-    async def _pick_group(self) -> None:
-        groups = await self.host.control.groups()
-
-        def picked(choice: tuple[str, str] | None) -> None:
-            if choice is None:
-                return
-            what, name = choice
-            if what == "toggle":
-                group = next(g for g in groups if g.name == name)
-                self.host.operator.pause_group(name, len(group.jobs), paused=group.paused)
-                return
-            self.query_one(FilterBox).open(name)  # shown, so that esc clears it as any filter
-            self.query_one(JobsTable).focus()
-
-        self.app.push_screen(GroupPickerScreen(groups, read_only=self.host.read_only), picked)
-
-    @on(JobsTable.Chosen, "#jobs")
-    def _job_chosen(self, event: JobsTable.Chosen) -> None:
-        self.host.show_job(event.job)
-
-    # --- the output viewer ------------------------------------------------------------
-
-    def action_logs(self) -> None:
-        """`l`: the output of the run under the running pane's cursor (when it has the
-        focus), else of the selected job's run in progress or newest run."""
-        running = self.query_one(RunningTable)
-        if running.has_focus and running.selected_run():
-            self.app.push_screen(OutputScreen(self.host, running.selected_run() or ""))
-            return
-        job = self.selected_job()
-        if job is not None:
-            self.run_worker(open_latest_output(self.host, job), group="output-viewer")
-
-    # --- the downtime ledger (SPEC R25) ---
-
-    def action_missed(self) -> None:
-        """The slots missed while the scheduler was down or jobs paused, and the choices (m)."""
-        self.query_one(Banner).clear_note()  # seen: the ledger itself says what waits
-        self.app.push_screen(LedgerScreen(self.host))
-
-    async def _tell_missed(self) -> None:
-        """At start (or attach), the banner says when missed slots wait for a decision."""
-        text = await missed_banner(self.host.control)
-        if text is not None:
-            self.query_one(Banner).show_note(text)
 
 
 def job_target(definition: Mapping[str, object]) -> tuple[str, str] | None:
