@@ -23,7 +23,8 @@ from tuisched.frontends.tui.screens.groups import GroupPickerScreen
 from tuisched.frontends.tui.screens.main import FOCUS_MARK, MainScreen, job_target
 from tuisched.frontends.tui.state import ConsoleState
 from tuisched.frontends.tui.widgets.audit import AuditPane
-from tuisched.frontends.tui.widgets.jobs import JobsTable, header_line
+from tuisched.frontends.tui.widgets.jobcolumns import header_line
+from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler

@@ -11,115 +11,25 @@ at its row when its job left the view).
 
 It keeps the look and keys of the `DataTable` it replaced: a header line,
 zebra stripes, a row cursor, fixed column widths, and the same bindings.
+
+`JobsTable` is the cursor, the keys and the messages; its other parts are in
+`jobspane` (what it knows, its columns, its marks), the columns' fitting in
+`jobcolumns`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import replace
+from collections.abc import Iterator
 from typing import ClassVar
 
-from rich.cells import set_cell_size
-from rich.segment import Segment
-from rich.style import Style
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
-from textual.strip import Strip
 from textual.widgets.data_table import RowKey
 
-from tuisched.domain.views import JobStatus
 from tuisched.frontends.tui.jobindex import JobIndex
-from tuisched.frontends.tui.view import (
-    JobRow,
-    fit,
-    fit_name,
-    group_forms,
-    lead_forms,
-    schedule_forms,
-    whole_forms,
-)
-from tuisched.frontends.tui.widgets.table import Column, Fitted, fit_columns
-
-NAME = Column("name", "Job", 5, 32, whole_forms)
-"""The name column: frozen at the left, wide enough for the longest name (up to `most`)."""
-COLUMNS = (
-    NAME,
-    Column("state", "State", 8, 11, lead_forms),
-    Column("next_run", "Next run", 16, 20, lead_forms),
-    Column("last", "Last", 13, 13),
-    Column("schedule", "Schedule", 19, 60, schedule_forms),
-    Column("kind", "Kind", 8, 8),
-    Column("groups", "Groups", 10, 40, group_forms),
-)
-"""Every column, in the order shown; their widths are worked out for the pane's width."""
-DROPPED_FIRST = ("kind", "groups", "schedule", "last", "next_run", "state")
-"""As the pane narrows, the least used columns go first (they stay a sideways scroll away)."""
-GROWN_FIRST: tuple[tuple[str, int | None], ...] = (
-    ("name", None), ("schedule", 24), ("state", None), ("next_run", None),
-    ("schedule", None), ("groups", None),
-)  # fmt: skip
-"""How the room left widens the columns shown: whole names first, then the schedule in
-more words, a count of runs in the state, the next run's day."""
-NAME_LEAST = 16
-"""The name column is this narrow at most before other columns are dropped."""
-SORTED_COLUMNS = {"name": "name", "state": "state", "next run": "next_run", "last result": "last"}
-"""The column each order of the index sorts by (file order has none)."""
-MARK = "*"
-"""Drawn in the left margin of a marked job's row: plain ASCII, readable without colour."""
-LEFT_MORE, RIGHT_MORE = "<", ">"
-"""In the header line (plain ASCII): columns are scrolled away to the left (after the
-name), or wait to the right (at the end)."""
-
-RowMaker = Callable[[JobStatus], JobRow]
-"""How a job's status becomes the row shown (the pane's clock and zone)."""
-
-
-def layout(width: int, widest: Mapping[str, int], first: int = 0) -> Fitted:
-    """The columns shown in a pane `width` cells wide, the name first, then the columns
-    from the `first` after it; `widest`: the longest name, trigger and groups."""
-    name = widest.get("name", NAME.least)
-    columns = [
-        replace(NAME, least=max(NAME.least, min(name, NAME_LEAST)), most=min(name, NAME.most)),
-        *COLUMNS[1:][first:],
-    ]
-    columns = [_widest(column, widest) for column in columns]
-    room = width - 1  # the left margin, for the mark
-    return fit_columns(columns, room, gap=1, dropped_first=DROPPED_FIRST, grown_first=GROWN_FIRST)
-
-
-def _widest(column: Column, widest: Mapping[str, int]) -> Column:
-    found = widest.get({"schedule": "trigger"}.get(column.key, column.key))
-    if found is None or column.key == "name":
-        return column
-    return replace(column, most=max(column.least, min(found, column.most)))
-
-
-def _line(cells: Iterator[str], fitted: Fitted) -> str:
-    """One line of cells, after a margin: each padded to its column's width, a space after
-    (the header's last space may take a `>`)."""
-    return " " + "".join(
-        set_cell_size(text, width) + " " for text, (_, width) in zip(cells, fitted, strict=True)
-    )
-
-
-def header_line(order: str, reverse: bool, fitted: Fitted | None = None) -> str:
-    """The header: each column's heading, an arrow on the one sorted by (down: reversed)."""
-    fitted = layout(200, {}) if fitted is None else fitted
-    column = SORTED_COLUMNS.get(order)
-    arrow = " ▼" if reverse else " ▲"
-    return _line(
-        (shown.heading + (arrow if shown.key == column else "") for shown, _ in fitted), fitted
-    )
-
-
-def row_cells(row: JobRow, fitted: Fitted) -> Iterator[str]:
-    """`row`'s cells as shown: each whole, or in a short form that fits its column."""
-    for column, width in fitted:
-        value = str(getattr(row, column.key))
-        yield fit_name(value, width) if column is fitted[0][0] else fit(column.forms(value), width)
+from tuisched.frontends.tui.widgets.jobspane import JobColumns, JobMarks, RowMaker
 
 
 class JobRows:
@@ -139,7 +49,7 @@ class JobRows:
         return isinstance(key, str) and self._index.row_of(key) is not None
 
 
-class JobsTable(ScrollView, can_focus=True):
+class JobsTable(JobColumns, JobMarks, can_focus=True):
     """Every job (or the filtered ones), in the chosen order; only the lines in view
     are drawn."""
 
@@ -239,23 +149,6 @@ class JobsTable(ScrollView, can_focus=True):
             """The pane whose cursor moved."""
             return self.table
 
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.index = JobIndex()
-        """What the pane shows; the pane's owner changes it, then calls `refresh_rows`."""
-        self._make_row: RowMaker | None = None
-        self._made: dict[str, JobRow] = {}
-        """Rows formatted since the last tick (only ever the ones drawn)."""
-        self._cursor = 0
-        self._cursor_job: str | None = None
-        self.filter_text = ""
-        """The filter shown, as typed (set it with `filter`)."""
-        self._marked: dict[str, None] = {}
-        """The jobs marked with `space`, in the order they were marked."""
-        self._first_column = 0
-        """How many columns after the name are scrolled away to the left."""
-        self._fitted: tuple[tuple[object, ...], Fitted] | None = None
-
     # --- what the pane's owner calls ----------------------------------------------------
 
     def set_row_maker(self, make_row: RowMaker) -> None:
@@ -293,34 +186,6 @@ class JobsTable(ScrollView, can_focus=True):
             self._set_cursor(row)
         # else it stays where it is, and so does a view the operator scrolled away
         self.refresh()
-
-    # --- marks -----------------------------------------------------------------------
-
-    @property
-    def marked(self) -> list[str]:
-        """The marked jobs that still exist, in the order they were marked."""
-        return list(self._marked)
-
-    def toggle_mark(self) -> str | None:
-        """Mark the cursor's job (or unmark it), then move down a row; the job, if any."""
-        job = self._cursor_job
-        if job is None:
-            return None
-        if self._marked.pop(job, "absent") == "absent":
-            self._marked[job] = None
-        self.move_cursor(row=self._cursor + 1)
-        return job
-
-    def clear_marks(self) -> bool:
-        """Unmark every job; whether any was marked."""
-        had = bool(self._marked)
-        self._marked.clear()
-        self.refresh()
-        return had
-
-    def _forget_gone_marks(self) -> None:
-        for job in [job for job in self._marked if self.index.status(job) is None]:
-            del self._marked[job]
 
     # --- what a DataTable offered (and tests and the app use) ----------------------------
 
@@ -364,81 +229,10 @@ class JobsTable(ScrollView, can_focus=True):
         """How many rows are formatted now: only ever ones drawn since the clock moved."""
         return len(self._made)
 
-    @property
-    def fitted(self) -> Fitted:
-        """The columns shown now, each with its width (the name first, always)."""
-        width = self.scrollable_content_region.width or self.size.width
-        key = (width, self._first_column, tuple(sorted(self.index.widest.items())))
-        if self._fitted is None or self._fitted[0] != key:
-            self._fitted = key, layout(width, self.index.widest, self._first_column)
-        return self._fitted[1]
-
-    def shown_cells(self, name: str) -> dict[str, str]:
-        """The text `name`'s row shows in each column shown, by field (shortened as drawn)."""
-        fitted = self.fitted
-        return {
-            column.key: text
-            for (column, _), text in zip(fitted, row_cells(self._row(name), fitted), strict=True)
-        }
-
-    def _more_right(self) -> bool:
-        """Whether columns wait to the right of those shown."""
-        shown = {column.key for column, _ in self.fitted}
-        return any(column.key not in shown for column in COLUMNS[1:][self._first_column :])
-
     def visible_jobs(self) -> list[str]:
         """The jobs in view now (the ones a tick reads again)."""
         first = int(self.scroll_y)
         return self.index.shown()[first : first + self.size.height]
-
-    # --- drawing ---------------------------------------------------------------------
-
-    def render_line(self, y: int) -> Strip:
-        """Line `y` of the pane: the header, then the rows from the scroll position."""
-        scroll_y = int(self.scroll_offset.y)
-        width = self.scrollable_content_region.width
-        base = self.rich_style
-        fitted = self.fitted
-        if y == 0:
-            style = base + self.get_component_rich_style("jobs-table--header")
-            text = self._header(fitted, width)
-        else:
-            shown = self.index.shown()
-            row = scroll_y + y - 1
-            if row >= len(shown):
-                return Strip.blank(width, base)
-            style = base + self._row_style(row)
-            text = _line(row_cells(self._row(shown[row]), fitted), fitted)
-            if shown[row] in self._marked:
-                text = MARK + text[1:]
-            style += Style.from_meta({"row": row})
-        return Strip([Segment(set_cell_size(text, width), style)])
-
-    def _header(self, fitted: Fitted, width: int) -> str:
-        text = header_line(self.index.order, self.index.reverse, fitted)
-        if self._first_column:  # in the space after the name: columns went to the left
-            at = 1 + fitted[0][1]
-            text = text[:at] + LEFT_MORE + text[at + 1 :]
-        if self._more_right():
-            text = set_cell_size(text, width - 1) + RIGHT_MORE
-        return text
-
-    def _row_style(self, row: int) -> Style:
-        style = self.get_component_rich_style(
-            "jobs-table--odd-row" if row % 2 else "jobs-table--even-row"
-        )
-        if row == self._cursor:
-            style += self.get_component_rich_style("jobs-table--cursor")
-        return style
-
-    def _row(self, name: str) -> JobRow:
-        made = self._made.get(name)
-        if made is None:
-            status = self.index.status(name)
-            if status is None or self._make_row is None:
-                raise KeyError(name)
-            made = self._made[name] = self._make_row(status)
-        return made
 
     # --- the cursor ------------------------------------------------------------------
 
@@ -467,29 +261,6 @@ class JobsTable(ScrollView, can_focus=True):
 
     def action_cursor_down(self) -> None:
         self.move_cursor(row=self._cursor + 1)
-
-    def action_cursor_left(self) -> None:
-        """Scroll a column back into view (the name stays)."""
-        self._scroll_columns(self._first_column - 1)
-
-    def action_cursor_right(self) -> None:
-        """Scroll the column after the name away, to see one more at the right."""
-        if self._more_right():
-            self._scroll_columns(self._first_column + 1)
-
-    def action_first_column(self) -> None:
-        """`^`: the first columns again."""
-        self._scroll_columns(0)
-
-    def action_last_column(self) -> None:
-        """`$`: scroll until the last column is in view."""
-        while self._more_right():
-            self._first_column += 1
-        self.refresh()
-
-    def _scroll_columns(self, first: int) -> None:
-        self._first_column = max(0, min(first, len(COLUMNS) - 2))
-        self.refresh()
 
     def action_page_up(self) -> None:
         self.scroll_relative(y=-self._page(), animate=False, immediate=True)
