@@ -22,7 +22,8 @@ from tuisched.frontends.tui.app import TuischedApp
 from tuisched.frontends.tui.outputwindow import WINDOW_LINES, OutputWindow
 from tuisched.frontends.tui.screens.detail import JobDetailScreen
 from tuisched.frontends.tui.screens.help import HelpScreen
-from tuisched.frontends.tui.screens.output import KEPT_FILES, OutputScreen
+from tuisched.frontends.tui.screens.output import OutputScreen
+from tuisched.frontends.tui.screens.outputreading import KEPT_FILES
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.outputview import OutputView
 from tuisched.frontends.tui.widgets.running import RunningTable
