@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tuisched.domain.config.diff import config_diff
-from tuisched.domain.config.excerpt import ExcerptMismatch
-from tuisched.domain.errors import ConfigError, JobActionError
+from tuisched.domain.errors import ConfigError, ExcerptMismatch, JobActionError
 from tuisched.domain.events import ConfigLoaded
 from tuisched.domain.model import Config
 from tuisched.runtime import configedits

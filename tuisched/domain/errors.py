@@ -3,6 +3,8 @@
 ```
 TuischedError
 ├── ConfigError                a configuration was rejected; carries every Problem found
+│   └── DriverMissingError     it needs PostgreSQL's driver, which is not installed
+├── ExcerptMismatch            a job's block is not cut as the configuration reads it
 ├── ScheduleError              a schedule cannot be built or evaluated (ValueError too)
 │   └── CronError              a cron expression is malformed
 ├── TemplateError              an alert template cannot be read or rendered
@@ -10,17 +12,24 @@ TuischedError
 │   ├── UnknownJobError        no job by that name (LookupError too)
 │   └── RunRefusedError        the scheduler will not start a run now; carries its Refusal
 ├── LaunchError                a run could not start (its reason is the message)
+│   └── StaleServerError       a fork server's module was edited: a new server forks the run
 ├── MailError                  an alert mail could not be delivered
+├── WebhookError               a webhook post failed
 ├── StateError                 the state directory or what it holds cannot be used
 │   ├── AlreadyRunningError    another scheduler holds the state directory
-│   └── HistoryError           the history database cannot be opened or written
-│       ├── HistoryUnavailableError  locked or unreachable for now: worth retrying
-│       ├── DuplicateRunError  a run id is already in the history
-│       └── UnknownRunError    no run by that id (LookupError too)
+│   ├── HistoryError           the history database cannot be opened or written
+│   │   ├── HistoryUnavailableError  locked or unreachable for now: worth retrying
+│   │   │   └── HistoryDamagedError  the file is damaged: nothing is written to it again
+│   │   ├── DuplicateRunError  a run id is already in the history
+│   │   └── UnknownRunError    no run by that id (LookupError too)
+│   └── ClusterDatabaseError   the cluster's PostgreSQL database cannot be used
+│       ├── DatabaseUnreachableError  nothing answers at its address now
+│       └── SchemaTooNewError  it holds a schema from a newer tuisched
 ├── ControlError               a front end's request cannot be answered
 │   ├── SchedulerNotRunningError   it needs a running scheduler, and none runs
 │   │   └── OtherConfigurationError  the one running there runs another file
 │   └── EventsLostError        events after that number are no longer kept (LookupError too)
+├── UsageError                 a command line option's value does not parse (exit 2)
 ├── WireError                  a message cannot be turned back into an event or a view
 └── MetricsListenError         settings.metrics.listen cannot be listened on (port in use)
 ```
@@ -28,7 +37,9 @@ TuischedError
 Errors of the libraries underneath (sqlite, YAML, Jinja2, the file system)
 are translated where they happen, into one of these with the cause chained.
 Front ends catch `TuischedError` and show its message in one line; anything
-else is a bug and keeps its traceback.
+else is a bug and keeps its traceback. Every class of the tree lives here, so
+the control socket's clients (`runtime/control/protocol.py`) raise a
+scheduler's error again as its own class.
 """
 
 from __future__ import annotations
@@ -82,6 +93,15 @@ class ConfigError(TuischedError):
             sorted(problems, key=lambda p: (str(p.file), p.line))
         )
         super().__init__("\n".join(str(p) for p in self.problems))
+
+
+class DriverMissingError(ConfigError):
+    """The configuration uses PostgreSQL and its driver is not installed: its one
+    problem is the whole report (the file is valid; the installation lacks the extra)."""
+
+
+class ExcerptMismatch(TuischedError):
+    """An excerpt does not hold the jobs as the configuration has them: check the whole file."""
 
 
 class ScheduleError(TuischedError, ValueError):
@@ -142,8 +162,16 @@ class LaunchError(TuischedError):
     """A run could not start; the message is the reason shown to the operator."""
 
 
+class StaleServerError(LaunchError):
+    """The server's module was edited since it imported it: a new server must fork this run."""
+
+
 class MailError(TuischedError):
     """An alert mail could not be delivered; the message says why (never the password)."""
+
+
+class WebhookError(TuischedError):
+    """A webhook post failed; the message names the webhook, never its URL or secret."""
 
 
 class StateError(TuischedError):
@@ -235,6 +263,10 @@ class EventsLostError(ControlError, LookupError):
         super().__init__(
             f"events {after + 1}-{oldest - 1} are no longer kept (the oldest kept is {oldest})"
         )
+
+
+class UsageError(TuischedError):
+    """An option's value does not parse: a usage error (exit 2), as argparse gives."""
 
 
 class WireError(TuischedError, ValueError):

@@ -16,7 +16,13 @@ import os
 import sys
 from collections.abc import Callable
 
-from tuisched.domain.errors import ConfigError, SchedulerNotRunningError, TuischedError, one_line
+from tuisched.domain.errors import (
+    ConfigError,
+    SchedulerNotRunningError,
+    TuischedError,
+    UsageError,
+    one_line,
+)
 from tuisched.domain.runs import Result, RunRecord, RunState
 
 EX_USAGE = 2
@@ -24,10 +30,6 @@ EX_UNAVAILABLE = 69
 EX_CONFIG = 78
 EX_PIPE = 141
 """The reader of stdout went away: 128 + SIGPIPE, what a shell says of `cat` then."""
-
-
-class UsageError(TuischedError):
-    """An option's value does not parse: a usage error (exit 2), as argparse gives."""
 
 
 def finish(

@@ -27,6 +27,7 @@ from tuisched.domain.errors import (
     SchedulerNotRunningError,
     TuischedError,
     UnknownJobError,
+    UsageError,
 )
 from tuisched.domain.model import Config, Job
 from tuisched.domain.runs import RunRecord
@@ -35,9 +36,8 @@ from tuisched.domain.schedule.jitter import fire_time
 from tuisched.domain.schedule.slots import localize, next_slots
 from tuisched.domain.text import counted
 from tuisched.domain.views import HistoryQuery, JobStatus
-from tuisched.frontends.exits import UsageError
 from tuisched.frontends.lookup import config_path
-from tuisched.frontends.stats import BadOption, window
+from tuisched.frontends.stats import window
 from tuisched.frontends.table import table_lines
 from tuisched.runtime.control import read_config, require_driver
 
@@ -279,7 +279,4 @@ def _print_table(rows: list[dict[str, object]], out: TextIO) -> None:
 
 def _window(args: argparse.Namespace, config: Config) -> tuple[datetime | None, datetime | None]:
     """`history`'s --since and --until (a usage error, exit 2, when one does not parse)."""
-    try:
-        return window(args, config.settings.timezone, datetime.now(UTC), None)
-    except BadOption as error:
-        raise UsageError(str(error)) from None
+    return window(args, config.settings.timezone, datetime.now(UTC), None)

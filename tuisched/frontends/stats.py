@@ -22,7 +22,7 @@ from typing import Any, TextIO
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.config.values import nearest
-from tuisched.domain.errors import TuischedError, UnknownJobError, one_line
+from tuisched.domain.errors import TuischedError, UnknownJobError, UsageError, one_line
 from tuisched.domain.model import Config
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.stats import DEFAULT_WINDOW, parse_instant
@@ -46,10 +46,6 @@ SORTS: dict[str, Callable[[JobStats], Any]] = {
 as the command line's `STATS_SORTS`."""
 
 
-class BadOption(TuischedError):
-    """An option's value does not parse (exit 2)."""
-
-
 # --- the filters `history` shares ---------------------------------------------------------
 
 
@@ -58,17 +54,17 @@ def window(args: argparse.Namespace, tz: ZoneInfo, now: datetime,
     """The [since, until) the options name; `since` defaults to `default` before now.
 
     Raises:
-        BadOption: a time that does not parse, or a window that ends before it begins.
+        UsageError: a time that does not parse, or a window that ends before it begins.
     """
     try:
         since = parse_instant(args.since, now, tz, "--since") if args.since else None
         until = parse_instant(args.until, now, tz, "--until") if args.until else None
     except TuischedError as error:
-        raise BadOption(str(error)) from None
+        raise UsageError(str(error)) from None
     if since is None and default is not None:
         since = (until or now) - default
     if since is not None and until is not None and until <= since:
-        raise BadOption(
+        raise UsageError(
             f"--until ({until.isoformat()}) must be after --since ({since.isoformat()})"
         )
     return since, until
@@ -86,7 +82,7 @@ def stats_of_jobs(args: argparse.Namespace) -> int:
     tz = config.settings.timezone
     try:
         since, until = window(args, tz, datetime.now(UTC), DEFAULT_WINDOW)
-    except BadOption as error:
+    except UsageError as error:
         print(f"tuisched: stats: {one_line(str(error))}", file=sys.stderr)
         return EX_USAGE
     query = StatsQuery(job=args.job, since=since, until=until, slowest=args.slowest)

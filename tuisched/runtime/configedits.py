@@ -26,13 +26,12 @@ from yaml.events import AliasEvent
 
 from tuisched.domain.config.diff import ConfigDiff, config_diff
 from tuisched.domain.config.excerpt import (
-    ExcerptMismatch,
     added_job,
     replaced_job,
     verify_excerpt,
 )
 from tuisched.domain.config.yamlsource import FAST_LOADER
-from tuisched.domain.errors import JobActionError, UnknownJobError
+from tuisched.domain.errors import ExcerptMismatch, JobActionError, UnknownJobError
 from tuisched.domain.model import Config
 from tuisched.runtime.configfiles import config_host
 from tuisched.runtime.document import ConfigDocument

@@ -26,8 +26,7 @@ from pathlib import Path
 
 from tuisched.domain.bus import EventBus
 from tuisched.domain.config.diff import ConfigDiff, config_diff
-from tuisched.domain.config.excerpt import ExcerptMismatch
-from tuisched.domain.errors import ConfigError, JobActionError, Problem
+from tuisched.domain.errors import ConfigError, ExcerptMismatch, JobActionError, Problem
 from tuisched.domain.events import ConfigChangedOnDisk, ConfigLoaded, ConfigRejected
 from tuisched.domain.model import Config
 from tuisched.domain.views import ConfigChange

@@ -14,7 +14,7 @@ this module: it and the cluster's database, store and link import psycopg.
 
 from __future__ import annotations
 
-from tuisched.domain.errors import ConfigError, Problem
+from tuisched.domain.errors import DriverMissingError, Problem
 from tuisched.domain.model import Config
 
 POSTGRES_EXTRA = "pip install 'tuisched[postgres]'"
@@ -22,11 +22,6 @@ POSTGRES_EXTRA = "pip install 'tuisched[postgres]'"
 
 DRIVER_MODULES = ("psycopg", "psycopg_pool")
 """What cluster mode imports: the driver, and its connection pool."""
-
-
-class DriverMissingError(ConfigError):
-    """The configuration uses PostgreSQL and its driver is not installed: its one
-    problem is the whole report (the file is valid; the installation lacks the extra)."""
 
 
 def postgres_setting(config: Config, *, cluster: bool = True) -> str | None:

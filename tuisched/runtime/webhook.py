@@ -31,7 +31,7 @@ from typing import Protocol
 import aiohttp
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from tuisched.domain.errors import TuischedError
+from tuisched.domain.errors import WebhookError
 from tuisched.domain.model import WebhookAuth, WebhookSettings
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -44,10 +44,6 @@ TIMESTAMP_HEADER = "X-Tuisched-Timestamp"
 """When the post was sent, in whole seconds since the epoch (UTC); signed with the body."""
 SIGNATURE_VERSION = "v1"
 """The scheme's name in the signature (`sha256=` signed the body alone, before issue 27)."""
-
-
-class WebhookError(TuischedError):
-    """A webhook post failed; the message names the webhook, never its URL or secret."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

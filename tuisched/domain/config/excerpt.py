@@ -43,16 +43,12 @@ from tuisched.domain.config.jobs import JobReader
 from tuisched.domain.config.sections import Sections
 from tuisched.domain.config.values import Values
 from tuisched.domain.config.yamlsource import Entry, Map, read_yaml
-from tuisched.domain.errors import ConfigError, TuischedError
+from tuisched.domain.errors import ConfigError, ExcerptMismatch
 from tuisched.domain.model import Config, Job
 from tuisched.domain.templates.checks import job_template_problems
 
 Excerpt = Callable[[Collection[str]], str]
 """The file's text with only the blocks of the named jobs kept, every line in its place."""
-
-
-class ExcerptMismatch(TuischedError):
-    """An excerpt does not hold the jobs as the configuration has them: check the whole file."""
 
 
 @dataclass(slots=True)

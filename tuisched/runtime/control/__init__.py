@@ -25,7 +25,11 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tuisched.domain.errors import AlreadyRunningError, SchedulerNotRunningError
+    from tuisched.domain.errors import (
+        AlreadyRunningError,
+        DriverMissingError,
+        SchedulerNotRunningError,
+    )
     from tuisched.runtime.control.blocking import BlockingControl
     from tuisched.runtime.control.cluster import cluster_history, cluster_nodes, cluster_stats
     from tuisched.runtime.control.files import read_config
@@ -48,7 +52,7 @@ if TYPE_CHECKING:
     )
     from tuisched.runtime.handlers.actions import who
     from tuisched.runtime.importcheck import python_job_problems
-    from tuisched.runtime.pgdriver import DriverMissingError, require_driver
+    from tuisched.runtime.pgdriver import require_driver
 
 _HOMES = {
     "AUDIT_LINES": "tuisched.runtime.control.seam",
@@ -56,7 +60,7 @@ _HOMES = {
     "PROTOCOL": "tuisched.runtime.control.protocol",
     "AlreadyRunningError": "tuisched.domain.errors",
     "BlockingControl": "tuisched.runtime.control.blocking",
-    "DriverMissingError": "tuisched.runtime.pgdriver",
+    "DriverMissingError": "tuisched.domain.errors",
     "LocalControl": "tuisched.runtime.control.local",
     "LocalScheduler": "tuisched.runtime.control.host",
     "OfflineControl": "tuisched.runtime.control.offline",

@@ -143,46 +143,59 @@ def same_file(one: Path, other: Path) -> bool:
 def error_body(error: TuischedError) -> dict[str, object]:
     """The JSON a failed call answers with: its message on one line (a ConfigError's
     problems, one a line in its text, joined by `; `; each is in `problems` too; a
-    RunRefusedError's refusal is in `refusal`)."""
+    RunRefusedError's refusal is in `refusal`), and the attributes its constructor set
+    that are plain values (`fields`: a pid, an event's number, run ids)."""
     body: dict[str, object] = {"error": type(error).__name__, "message": str(error)}
     if isinstance(error, ConfigError):
         body["message"] = "; ".join(str(problem) for problem in error.problems)
         body["problems"] = encode(error.problems)
-    if isinstance(error, RunRefusedError):
+    elif isinstance(error, RunRefusedError):
         body["refusal"] = encode(error.refusal)
+    else:
+        body["fields"] = {key: value for key, value in vars(error).items() if _plain(value)}
     return body
+
+
+def _plain(value: object) -> bool:
+    if isinstance(value, tuple):
+        return all(isinstance(item, str) for item in value)
+    return value is None or isinstance(value, str | int | float)
 
 
 def raise_error(body: object, status: int) -> None:
     """Raise the error a failed call answered with (`body`, HTTP `status`) as the scheduler
-    raised it: the same `TuischedError` class saying the same, else a ControlError."""
+    raised it: the same `TuischedError` class saying the same (every class of the tree
+    lives in `domain/errors.py`), else a ControlError."""
     if not isinstance(body, dict):
         raise ControlError(f"the scheduler answered {status} without a reason")
     name, message = str(body.get("error", "")), str(body.get("message", ""))
-    if name == "ConfigError":
-        problems = decode(tuple[Problem, ...], body.get("problems", []))
-        raise ConfigError(problems)
-    if name == "RunRefusedError" and "refusal" in body:
-        raise RunRefusedError(decode(Refusal, body["refusal"]))
     cls = getattr(error_classes, name, None)
-    if isinstance(cls, type) and issubclass(cls, TuischedError):
-        raise _same_error(cls, message)
-    raise ControlError(message or f"the scheduler answered {status}")
+    if not (isinstance(cls, type) and issubclass(cls, TuischedError)):
+        raise ControlError(message or f"the scheduler answered {status}")
+    if issubclass(cls, ConfigError):
+        raise cls(decode(tuple[Problem, ...], body.get("problems", [])))
+    if issubclass(cls, RunRefusedError) and "refusal" in body:
+        raise cls(decode(Refusal, body["refusal"]))
+    fields = body.get("fields")
+    raise _same_error(cls, message, fields if isinstance(fields, dict) else {})
 
 
-def _same_error(cls: type[TuischedError], message: str) -> TuischedError:
+def _same_error(cls: type[TuischedError], message: str, fields: dict[str, object]) -> TuischedError:
     """The scheduler's error as its own class, saying exactly what the scheduler said.
 
     A class whose constructor builds its message (UnknownRunError from run ids, say)
-    would say it twice over, or garbled: it is made around the message instead, with
-    the attributes its constructor sets."""
+    would say it twice over, or garbled, and one whose constructor wants more than a
+    message cannot be made from it: either is made around the message instead, with
+    the attributes the scheduler's error had (`fields`)."""
     try:
-        error = cls(message)
-    except TypeError:  # a class whose constructor wants more than a message
-        return ControlError(message)
-    if str(error) == message:
-        return error
-    said = cls.__new__(cls)
-    said.__dict__.update(error.__dict__)
-    Exception.__init__(said, message)
+        error: TuischedError | None = cls(message)
+    except TypeError:  # a constructor that wants more than a message
+        error = None
+    said = error if error is not None and str(error) == message else cls.__new__(cls)
+    if said is not error:
+        Exception.__init__(said, message)
+        said.__dict__.update(error.__dict__ if error is not None else {})
+    said.__dict__.update(
+        {key: tuple(value) if isinstance(value, list) else value for key, value in fields.items()}
+    )
     return said

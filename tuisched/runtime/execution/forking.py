@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tuisched.domain.errors import LaunchError, StateError
+from tuisched.domain.errors import LaunchError, StaleServerError, StateError
 from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.execution.command import _exit_words
 from tuisched.runtime.execution.descendants import helper_ended, helper_started
@@ -57,10 +57,6 @@ environment (the rest of a run's environment is the server's)."""
 RUN_ID_BLANKS = " " * 64
 """The server's `TUISCHED_RUN_ID` (see forkserver.RUN_ID_ROOM)."""
 _RECEIVE_BYTES = 65536
-
-
-class StaleServerError(LaunchError):
-    """The server's module was edited since it imported it: a new server must fork this run."""
 
 
 class Forked:

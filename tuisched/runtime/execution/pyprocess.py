@@ -26,7 +26,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from tuisched.domain.errors import LaunchError
+from tuisched.domain.errors import LaunchError, StaleServerError
 from tuisched.domain.model import PythonSpec
 from tuisched.domain.runs import Outcome, Result, RunState
 from tuisched.runtime.clock import Clock, SystemClock, Timer
@@ -45,7 +45,6 @@ from tuisched.runtime.execution.forking import (
     PER_RUN,
     Forked,
     ForkServer,
-    StaleServerError,
     fork_servers,
 )
 from tuisched.runtime.execution.output import OutputCapture
