@@ -5,6 +5,7 @@ scheduler's own user let in."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import shutil
@@ -29,6 +30,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.events import Event, RunFinished, RunStarted
 from tuisched.domain.views import ConfigEdit, Pause, PauseKind, SchedulerState
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import (
     LocalScheduler,
@@ -38,6 +40,8 @@ from tuisched.runtime.control import (
     socket_path,
 )
 from tuisched.runtime.control.protocol import raise_error
+from tuisched.runtime.control.remote import RECONNECT_SECONDS
+from tuisched.runtime.control.seam import SchedulerControl
 from tuisched.runtime.runtime import Runtime
 
 from .runtime_fixtures import write_config
@@ -136,6 +140,42 @@ async def test_a_reconnect_from_a_sequence_number_misses_nothing_and_repeats_not
     assert seqs == sorted(set(seqs))  # no repeats, in order
     assert seqs[0] == middle + 1  # nothing missed after `middle`
     assert seqs == list(range(middle + 1, seqs[-1] + 1))
+
+
+def test_every_query_and_command_of_the_seam_is_made_from_the_seam_s_own_method() -> None:
+    members = {name: getattr(SchedulerControl, name) for name in dir(SchedulerControl)}
+    seam = {name for name, member in members.items()
+            if not name.startswith("_") and inspect.iscoroutinefunction(member)}  # fmt: skip
+    assert len(seam) > 30
+    for name in seam:
+        assert getattr(RemoteControl, name).__wrapped__ is getattr(SchedulerControl, name), name
+
+
+async def test_a_dropped_event_stream_waits_on_the_clock_then_resumes(tmp_path: Path) -> None:
+    """Nobody listens at first: the follower waits RECONNECT_SECONDS on its clock (not
+    the wall's), then reads every event from where it was."""
+    path = write_config(tmp_path, JOBS)
+    clock = ManualClock()
+    follower = RemoteControl(socket_path(tmp_path / "state"), client="test", clock=clock)
+    waiting = clock.arming(RECONNECT_SECONDS)
+    seen: list[Event] = []
+    subscription = follower.subscribe(seen.append, after=0)
+    try:
+        async with asyncio.timeout(10):
+            await waiting  # the first read found no scheduler
+        async with serving(path) as (_, remote):
+            finished: list[Event] = []
+            watching = remote.subscribe(finished.append, after=0)
+            await remote.run_now("hello")
+            await _until_event(finished, RunFinished)
+            watching.unsubscribe()
+            assert seen == []  # still waiting on the clock
+            await clock.advance(RECONNECT_SECONDS)
+            await _until_event(seen, RunFinished)
+            assert [e.seq for e in seen] == [e.seq for e in finished][: len(seen)]
+    finally:
+        subscription.unsubscribe()
+        await follower.close()
 
 
 async def test_another_protocol_version_is_refused_naming_both(

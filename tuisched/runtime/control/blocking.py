@@ -24,21 +24,21 @@ same class, `SchedulerNotRunningError` when nobody listens on the socket,
 from __future__ import annotations
 
 import functools
-import inspect
 import json
 import socket
-import typing
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, Protocol, Self, TypeVar, cast
 
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError
-from tuisched.domain.wire import decode, encode
 from tuisched.runtime.control.exchange import AnswerError, exchange, request
 from tuisched.runtime.control.protocol import (
     CLIENT_HEADER,
     PROTOCOL,
+    SeamMethod,
+    call_answer,
+    call_body,
     not_running,
     other_configuration,
     protocol_mismatch,
@@ -55,9 +55,6 @@ R = TypeVar("R")
 
 CALL_TIMEOUT = 30.0
 """Seconds the scheduler may stay silent during one call (as `RemoteControl` allows)."""
-
-SeamMethod = Callable[..., Awaitable[Any]]
-"""A method of `SchedulerControl`, taken from the class (its first argument is `self`)."""
 
 
 class Calls(Protocol):
@@ -163,12 +160,6 @@ class BlockingControl:
 # --- over the control socket ------------------------------------------------------------
 
 
-@functools.cache
-def _shape(method: SeamMethod) -> tuple[inspect.Signature, Any]:
-    """What a call of the seam's `method` takes, and the type its answer decodes into."""
-    return inspect.signature(method), typing.get_type_hints(method)["return"]
-
-
 class SocketCalls:
     """Calls over the control socket at `path`, one connection each (a connection costs
     tens of microseconds here, and none is ever found closed by the server's idle timeout)."""
@@ -192,14 +183,8 @@ class SocketCalls:
         self.server = hello
 
     def call(self, method: SeamMethod, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        signature, result_type = _shape(method)
-        bound = signature.bind(None, *args, **kwargs)  # None: the seam's `self`
-        bound.apply_defaults()
-        given = list(bound.arguments.items())[1:]
-        body = {name: encode(value) for name, value in given}
-        answer = self._request("POST", f"/v1/{method.__name__}", body)
-        result = answer.get("result") if isinstance(answer, dict) else None
-        return decode(result_type, result, where=method.__name__)
+        body = call_body(method, args, kwargs)
+        return call_answer(method, self._request("POST", f"/v1/{method.__name__}", body))
 
     def close(self) -> None:
         """Nothing to let go of: every call closes its connection."""

@@ -14,10 +14,14 @@ does not use.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import os
 import socket
-from collections.abc import Iterator
+import typing
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from tuisched.domain import errors as error_classes
 from tuisched.domain.errors import (
@@ -29,7 +33,7 @@ from tuisched.domain.errors import (
     RunRefusedError,
     TuischedError,
 )
-from tuisched.domain.wire import decode, encode
+from tuisched.domain.wire import JSON, decode, encode
 from tuisched.runtime.configtext import state_dir_of
 
 PROTOCOL = 1
@@ -135,6 +139,34 @@ def same_file(one: Path, other: Path) -> bool:
         return one.samefile(other)
     except OSError:  # one of them is gone: compare what they name
         return one.absolute().resolve() == other.absolute().resolve()
+
+
+# --- calls as JSON -------------------------------------------------------------------
+
+SeamMethod = Callable[..., Awaitable[Any]]
+"""A method of `SchedulerControl`, taken from the class (its first argument is `self`)."""
+
+
+@functools.cache
+def _shape(method: SeamMethod) -> tuple[inspect.Signature, Any]:
+    """What a call of the seam's `method` takes, and the type its answer decodes into."""
+    return inspect.signature(method), typing.get_type_hints(method)["return"]
+
+
+def call_body(method: SeamMethod, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, JSON]:
+    """The JSON a call of the seam's `method` with `args` and `kwargs` sends: every
+    argument by its name, the seam's defaults filled in."""
+    bound = _shape(method)[0].bind(None, *args, **kwargs)  # None: the seam's `self`
+    bound.apply_defaults()
+    given = list(bound.arguments.items())[1:]
+    return {name: encode(value) for name, value in given}
+
+
+def call_answer(method: SeamMethod, answer: object) -> Any:
+    """The value a call of the seam's `method` answered with (`answer`: the JSON body),
+    decoded into the type the seam declares."""
+    result = answer.get("result") if isinstance(answer, dict) else None
+    return decode(_shape(method)[1], result, where=method.__name__)
 
 
 # --- errors as JSON ------------------------------------------------------------------

@@ -1,27 +1,33 @@
 """The control seam across the Unix socket: a front end in another process.
 
 `RemoteControl` implements `SchedulerControl` by calling the scheduler's
-`ControlServer` (see `server.py` for the protocol). Errors come back as the
-same `TuischedError` classes; a scheduler that is not there (no socket, or
-nobody listening) is `SchedulerNotRunningError`; one that speaks another
-protocol version is refused with a line naming both.
+`ControlServer` (see `server.py` for the protocol). Its queries and commands
+are made from the seam's own methods (`status = _remote(SchedulerControl.status)`,
+typed through a `ParamSpec`): each sends its arguments by name, the seam's
+defaults filled in, and decodes the answer into the type the seam declares,
+so nothing of a method's signature is written here, and mypy checks every
+call against the seam. Errors come back as the same `TuischedError` classes;
+a scheduler that is not there (no socket, or nobody listening) is
+`SchedulerNotRunningError`; one that speaks another protocol version is
+refused with a line naming both.
 
 Events: `subscribe(callback, after=seq)` follows `/v1/events` in a task of
 its own and calls `callback` on the caller's loop; when the connection
-drops it reconnects from the last sequence number it delivered, so nothing
-is missed and nothing comes twice.
+drops it waits `RECONNECT_SECONDS` on the injected `Clock` and reconnects
+from the last sequence number it delivered, so nothing is missed and
+nothing comes twice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
-from collections.abc import Callable, Collection, Mapping
-from datetime import datetime
+from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import aiohttp
 
@@ -32,48 +38,30 @@ from tuisched.domain.errors import (
     TuischedError,
 )
 from tuisched.domain.events import Event
-from tuisched.domain.runs import RunRecord
-from tuisched.domain.views import (
-    AuditChunk,
-    BackfillPlan,
-    ConfigChange,
-    ConfigEdit,
-    EditImpact,
-    GroupStatus,
-    HistoryQuery,
-    HistoryStats,
-    JobPlan,
-    JobStatus,
-    MissedChoice,
-    MissedSlots,
-    NodeView,
-    OutputChunk,
-    OutputMatch,
-    OutputPage,
-    Pause,
-    PendingEdit,
-    RunStatus,
-    SchedulerStatus,
-    Simulation,
-    StatsQuery,
-)
-from tuisched.domain.wire import decode, encode, event_from_json
+from tuisched.domain.wire import event_from_json
+from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.control.protocol import (
     CLIENT_HEADER,
     PROTOCOL,
+    call_answer,
+    call_body,
     not_running,
     other_configuration,
     protocol_mismatch,
     raise_error,
     reachable,
 )
-from tuisched.runtime.control.seam import AUDIT_LINES, OUTPUT_CHUNK_BYTES, PAGE_LINES
+from tuisched.runtime.control.seam import SchedulerControl
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 log = logging.getLogger(__name__)
 
 CALL_TIMEOUT = 30.0
 """Seconds one call may take (a shutdown's drain answers when it starts, not ends)."""
 RECONNECT_SECONDS = 0.5
+"""How long a dropped event stream waits before it reconnects."""
 
 
 class _Following:
@@ -101,7 +89,7 @@ class _Following:
                 return
             except (aiohttp.ClientError, OSError, TuischedError) as error:
                 log.debug("event stream dropped: %s; reconnecting", error)
-            await asyncio.sleep(RECONNECT_SECONDS)
+            await self._control.clock.sleep(RECONNECT_SECONDS)
 
     async def _read(self) -> None:
         params = {} if self._after is None else {"after": str(self._after)}
@@ -121,13 +109,33 @@ class _Following:
                 self._callback(event)
 
 
-class RemoteControl:
+def _remote(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[RemoteControl, P], Coroutine[Any, Any, R]]:
+    """A method of `RemoteControl` that makes the call of the seam's `method` over the
+    socket: its arguments by name, its answer decoded as the seam declares."""
+
+    async def call(self: RemoteControl, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        body = call_body(method, args, kwargs)
+        answer = await self._request("POST", f"/v1/{method.__name__}", body)
+        return cast("R", call_answer(method, answer))
+
+    functools.update_wrapper(call, method, assigned=("__name__", "__doc__"))  # and __wrapped__
+    call.__qualname__ = f"RemoteControl.{method.__name__}"
+    return call
+
+
+class RemoteControl(SchedulerControl):
     """`SchedulerControl` over the control socket at `path`."""
 
-    def __init__(self, path: Path, *, client: str, config: Path | None = None) -> None:
+    def __init__(
+        self, path: Path, *, client: str, config: Path | None = None, clock: Clock | None = None
+    ) -> None:
         """`client` says what and where this front end is (see `describe_client`);
-        `config`, the configuration file the scheduler must run (None: whichever)."""
+        `config`, the configuration file the scheduler must run (None: whichever);
+        `clock`, what the event stream's reconnections wait on."""
         self.path = path
+        self.clock: Clock = clock or SystemClock()
         self._config = config
         self._client = client
         self._session: aiohttp.ClientSession | None = None
@@ -178,155 +186,43 @@ class RemoteControl:
         except (OSError, aiohttp.ClientError, TimeoutError) as error:
             raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
 
-    async def _call(self, method: str, result: Any, /, **arguments: object) -> Any:
-        body = {key: encode(value) for key, value in arguments.items()}
-        data = await self._request("POST", f"/v1/{method}", body)
-        return decode(result, data["result"], where=method)
-
-    # --- queries --------------------------------------------------------------------
-
-    async def status(self) -> SchedulerStatus:
-        return await self._call("status", SchedulerStatus)  # type: ignore[no-any-return]
-
-    async def jobs(self, names: Collection[str] | None = None) -> tuple[JobStatus, ...]:
-        listed = None if names is None else list(names)
-        return await self._call("jobs", tuple[JobStatus, ...], names=listed)  # type: ignore[no-any-return]
-
-    async def groups(self) -> tuple[GroupStatus, ...]:
-        return await self._call("groups", tuple[GroupStatus, ...])  # type: ignore[no-any-return]
-
-    async def nodes(self) -> tuple[NodeView, ...]:
-        return await self._call("nodes", tuple[NodeView, ...])  # type: ignore[no-any-return]
-
-    async def runs(self) -> tuple[RunStatus, ...]:
-        return await self._call("runs", tuple[RunStatus, ...])  # type: ignore[no-any-return]
-
-    async def history(self, query: HistoryQuery) -> tuple[RunRecord, ...]:
-        return await self._call("history", tuple[RunRecord, ...], query=query)  # type: ignore[no-any-return]
-
-    async def failures_since(self, since: datetime) -> tuple[datetime, ...]:
-        return await self._call("failures_since", tuple[datetime, ...], since=since)  # type: ignore[no-any-return]
-
-    async def output(
-        self, run_id: str, *, offset: int | None = None, limit: int = OUTPUT_CHUNK_BYTES
-    ) -> OutputChunk:
-        return await self._call(  # type: ignore[no-any-return]
-            "output", OutputChunk, run_id=run_id, offset=offset, limit=limit
-        )
-
-    async def audit(self, *, offset: int | None = None, lines: int = AUDIT_LINES) -> AuditChunk:
-        return await self._call("audit", AuditChunk, offset=offset, lines=lines)  # type: ignore[no-any-return]
-
-    async def config_text(self) -> str:
-        return await self._call("config_text", str)  # type: ignore[no-any-return]
-
-    async def pending_edit(self) -> PendingEdit:
-        return await self._call("pending_edit", PendingEdit)  # type: ignore[no-any-return]
-
-    async def job_definition(self, name: str) -> Mapping[str, object] | None:
-        return await self._call(  # type: ignore[no-any-return]
-            "job_definition", Mapping[str, object] | None, name=name
-        )
-
-    async def plan(self, name: str, *, count: int = 10, after: datetime | None = None) -> JobPlan:
-        return await self._call("plan", JobPlan, name=name, count=count, after=after)  # type: ignore[no-any-return]
-
-    async def preview(self, edit: ConfigEdit) -> tuple[str, ...]:
-        return await self._call("preview", tuple[str, ...], edit=edit)  # type: ignore[no-any-return]
-
-    async def last_change(self) -> ConfigChange | None:
-        return await self._call("last_change", ConfigChange | None)  # type: ignore[no-any-return]
-
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> _Following:
         return _Following(self, callback, after)
 
-    # --- the downtime ledger (SPEC R25) ---
-
-    async def missed(self) -> tuple[MissedSlots, ...]:
-        return await self._call("missed", tuple[MissedSlots, ...])  # type: ignore[no-any-return]
-
+    # --- queries --------------------------------------------------------------------
+    status = _remote(SchedulerControl.status)
+    jobs = _remote(SchedulerControl.jobs)
+    groups = _remote(SchedulerControl.groups)
+    runs = _remote(SchedulerControl.runs)
+    nodes = _remote(SchedulerControl.nodes)
+    history = _remote(SchedulerControl.history)
+    failures_since = _remote(SchedulerControl.failures_since)
+    output = _remote(SchedulerControl.output)
+    audit = _remote(SchedulerControl.audit)
+    config_text = _remote(SchedulerControl.config_text)
+    pending_edit = _remote(SchedulerControl.pending_edit)
+    job_definition = _remote(SchedulerControl.job_definition)
+    plan = _remote(SchedulerControl.plan)
+    preview = _remote(SchedulerControl.preview)
+    last_change = _remote(SchedulerControl.last_change)
+    output_page = _remote(SchedulerControl.output_page)
+    search_output = _remote(SchedulerControl.search_output)
+    output_line_number = _remote(SchedulerControl.output_line_number)
+    missed = _remote(SchedulerControl.missed)
+    simulate = _remote(SchedulerControl.simulate)
+    impact = _remote(SchedulerControl.impact)
+    stats = _remote(SchedulerControl.stats)
     # --- commands -------------------------------------------------------------------
+    run_now = _remote(SchedulerControl.run_now)
+    stop_run = _remote(SchedulerControl.stop_run)
+    set_paused = _remote(SchedulerControl.set_paused)
+    edit = _remote(SchedulerControl.edit)
+    undo = _remote(SchedulerControl.undo)
+    reload = _remote(SchedulerControl.reload)
+    shutdown = _remote(SchedulerControl.shutdown)
+    hurry = _remote(SchedulerControl.hurry)
+    decide_missed = _remote(SchedulerControl.decide_missed)
 
-    async def run_now(self, job: str, *, key: str | None = None, queue: bool = False) -> RunRecord:
-        return await self._call("run_now", RunRecord, job=job, key=key, queue=queue)  # type: ignore[no-any-return]
-
-    async def stop_run(self, run_id: str, *, kill: bool = False) -> None:
-        await self._call("stop_run", type(None), run_id=run_id, kill=kill)
-
-    async def set_paused(self, pause: Pause, *, paused: bool) -> None:
-        await self._call("set_paused", type(None), pause=pause, paused=paused)
-
-    async def edit(self, edit: ConfigEdit) -> None:
-        await self._call("edit", type(None), edit=edit)
-
-    async def undo(self, *, change: int | None = None) -> None:
-        await self._call("undo", type(None), change=change)
-
-    async def reload(self) -> bool:
-        return await self._call("reload", bool)  # type: ignore[no-any-return]
-
-    async def shutdown(self, *, grace: float | None = None, reason: str = "shutdown") -> None:
-        await self._call("shutdown", type(None), grace=grace, reason=reason)
-
-    async def hurry(self) -> None:
-        await self._call("hurry", type(None))
-
-    # --- the output viewer ----------------------------------------------------------
-
-    async def output_page(
-        self, run_id: str, *, offset: int | None = None, before: bool = False,
-        lines: int = PAGE_LINES,
-    ) -> OutputPage:  # fmt: skip
-        return await self._call(  # type: ignore[no-any-return]
-            "output_page", OutputPage, run_id=run_id, offset=offset, before=before, lines=lines
-        )
-
-    async def search_output(
-        self, run_id: str, text: str, *, offset: int = 0, backward: bool = False
-    ) -> OutputMatch:
-        return await self._call(  # type: ignore[no-any-return]
-            "search_output", OutputMatch, run_id=run_id, text=text, offset=offset,
-            backward=backward,
-        )  # fmt: skip
-
-    async def output_line_number(self, run_id: str, offset: int) -> int | None:
-        return await self._call(  # type: ignore[no-any-return]
-            "output_line_number", int | None, run_id=run_id, offset=offset
-        )
-
-    # --- the downtime ledger (SPEC R25) ---
-
-    async def decide_missed(self, job: str | None, choice: MissedChoice) -> tuple[MissedSlots, ...]:
-        return await self._call(  # type: ignore[no-any-return]
-            "decide_missed", tuple[MissedSlots, ...], job=job, choice=choice
-        )
-
-    # --- seeing ahead (R25) ---------------------------------------------------------------
-
-    async def simulate(
-        self, start: datetime, end: datetime, *, jobs: tuple[str, ...] = (), limit: int = 10_000
-    ) -> Simulation:
-        return await self._call(  # type: ignore[no-any-return]
-            "simulate", Simulation, start=start, end=end, jobs=jobs, limit=limit
-        )
-
-    # --- the edit form's impact preview (SPEC R25) ---
-
-    async def impact(self, edit: ConfigEdit) -> EditImpact:
-        return await self._call("impact", EditImpact, edit=edit)  # type: ignore[no-any-return]
-
-    # --- backfill of a window (SPEC R24) ---
-
-    async def backfill(
-        self, job: str, start: datetime, end: datetime, *, dry_run: bool = False
-    ) -> BackfillPlan:
-        return await self._call(  # type: ignore[no-any-return]
-            "backfill", BackfillPlan, job=job, start=start, end=end, dry_run=dry_run
-        )
-
-    # --- history stats (issue 16) ---
-
-    async def stats(self, query: StatsQuery) -> HistoryStats:
-        return await self._call("stats", HistoryStats, query=query)  # type: ignore[no-any-return]
+    backfill = _remote(SchedulerControl.backfill)
