@@ -192,16 +192,19 @@ def test_cluster_mode_commands_that_do_not_read_the_cluster_still_work(
         assert done.returncode == 0, (verb, done.stderr)
 
 
+@pytest.mark.parametrize(
+    "argv", [["--no-ui"], ["history"], ["logs", "hello"], ["stats"], ["jobs"]],
+    ids=["no-ui", "history", "logs", "stats", "jobs"],
+)  # fmt: skip
 def test_a_postgresql_history_without_psycopg_says_what_to_install(
-    tmp_path: Path, nopg: NoPsycopg
+    tmp_path: Path, nopg: NoPsycopg, argv: list[str]
 ) -> None:
+    """Every reader of the history (one `offline_control` builds them all) says it alike."""
     config = write_config(tmp_path, JOB, settings="history: postgresql://tuisched@127.0.0.1:1/h")
-    done = nopg.run("--no-ui", "-c", str(config))
-    assert done.returncode == 78
+    done = nopg.run(*argv, "-c", str(config))
+    assert done.returncode == 78, done.stderr
     _the_line(config, done.stderr, setting="history", line=5)
-    done = nopg.run("history", "-c", str(config))
-    assert done.returncode == 78
-    _the_line(config, done.stderr, setting="history", line=5)
+    assert done.stdout == ""
 
 
 # --- what loads psycopg, and what declares it ----------------------------------------------

@@ -286,10 +286,10 @@ def _through_any_control(args: argparse.Namespace, verb: Verb) -> int:
 
 def _offline(args: argparse.Namespace) -> BlockingControl:
     """The seam over the files the scheduler left (its history and its runs' output)."""
-    from tuisched.runtime.control import OfflineControl, read_config  # noqa: PLC0415  (no scheduler runs)
+    from tuisched.runtime.control import offline_control, read_config  # noqa: PLC0415  (no scheduler runs)
 
     text, config = read_config(config_path(args))
-    return BlockingControl.over(OfflineControl(config, text, clock=lambda: datetime.now(UTC)))
+    return BlockingControl.over(offline_control(config, text))
 
 
 def _print_logs(control: BlockingControl, args: argparse.Namespace) -> int:

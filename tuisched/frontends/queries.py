@@ -52,15 +52,14 @@ def _load(args: argparse.Namespace) -> Config:
 def _offline(args: argparse.Namespace) -> tuple[Config, BlockingControl]:
     """The configuration, and the seam over what its scheduler left (no scheduler started)."""
     text, config = read_config(config_path(args))
-    require_driver(config, cluster=False)  # a postgresql:// history is read with psycopg
     return config, _left_by(config, text)
 
 
 def _left_by(config: Config, text: str) -> BlockingControl:
     """The seam over the files the scheduler of `config` left: its history, pauses, output."""
-    from tuisched.runtime.control import BlockingControl, OfflineControl  # noqa: PLC0415  (SQLAlchemy)
+    from tuisched.runtime.control import BlockingControl, offline_control  # noqa: PLC0415  (SQLAlchemy)
 
-    return BlockingControl.over(OfflineControl(config, text, clock=lambda: datetime.now(UTC)))
+    return BlockingControl.over(offline_control(config, text))
 
 
 def named_job(args: argparse.Namespace) -> Job:

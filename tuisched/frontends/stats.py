@@ -18,7 +18,7 @@ import json
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.config.values import nearest
@@ -32,6 +32,9 @@ from tuisched.frontends.exits import EX_USAGE
 from tuisched.frontends.history import run_as_json
 from tuisched.frontends.lookup import config_path
 from tuisched.runtime.control import read_config
+
+if TYPE_CHECKING:
+    from tuisched.runtime.control import OfflineControl
 
 SORTS: dict[str, Callable[[JobStats], Any]] = {
     "job": lambda s: s.job,
@@ -88,7 +91,7 @@ def stats_of_jobs(args: argparse.Namespace) -> int:
     query = StatsQuery(job=args.job, since=since, until=until, slowest=args.slowest)
     import asyncio  # noqa: PLC0415  (`history` shares this module's window, not its reader)
 
-    found = asyncio.run(_read(config, text, query))
+    found = asyncio.run(_read(config, _left_by(config, text), query))
     ordered = sorted(found.jobs, key=SORTS[args.sort])
     if args.json:
         json.dump(stats_json(found, ordered, tz), sys.stdout, indent=2)
@@ -98,12 +101,20 @@ def stats_of_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _read(config: Config, text: str, query: StatsQuery) -> HistoryStats:
-    from tuisched.runtime.control import OfflineControl, cluster_stats  # noqa: PLC0415  (`history` shares this module's window, not its reader)
+def _left_by(config: Config, text: str) -> OfflineControl | None:
+    """The seam over the history the scheduler left (None in cluster mode: the cluster's
+    database is read instead); a PostgreSQL history without its driver is exit 78."""
+    from tuisched.runtime.control import offline_control  # noqa: PLC0415  (`history` shares this module's window, not its reader)
 
-    if config.settings.cluster is not None:  # every node's runs, from the shared database
+    return None if config.settings.cluster is not None else offline_control(config, text)
+
+
+async def _read(config: Config, left: OfflineControl | None, query: StatsQuery) -> HistoryStats:
+    from tuisched.runtime.control import cluster_stats  # noqa: PLC0415  (`history` shares this module's window, not its reader)
+
+    if left is None:  # every node's runs, from the shared database
         return await cluster_stats(config, query)
-    return await OfflineControl(config, text, clock=lambda: datetime.now(UTC)).stats(query)
+    return await left.stats(query)
 
 
 def _seconds(value: timedelta | None) -> float | None:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from tuisched.runtime.control.files import read_config
     from tuisched.runtime.control.host import LocalScheduler
     from tuisched.runtime.control.local import LocalControl
-    from tuisched.runtime.control.offline import OfflineControl
+    from tuisched.runtime.control.offline import OfflineControl, offline_control
     from tuisched.runtime.control.protocol import (
         PROTOCOL,
         control_socket,
@@ -64,6 +64,7 @@ _HOMES = {
     "LocalControl": "tuisched.runtime.control.local",
     "LocalScheduler": "tuisched.runtime.control.host",
     "OfflineControl": "tuisched.runtime.control.offline",
+    "offline_control": "tuisched.runtime.control.offline",
     "RemoteControl": "tuisched.runtime.control.remote",
     "SchedulerControl": "tuisched.runtime.control.seam",
     "SchedulerNotRunningError": "tuisched.domain.errors",
@@ -101,6 +102,7 @@ __all__ = [
     "cluster_stats",
     "control_socket",
     "describe_client",
+    "offline_control",
     "python_job_problems",
     "read_config",
     "require_driver",

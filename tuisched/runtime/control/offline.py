@@ -4,6 +4,10 @@
 scheduler left (pauses, runs, output, the audit log) without starting one.
 Every command raises `SchedulerNotRunningError`. Reading never creates a
 history database that was never made.
+
+Every command line reader builds it through `offline_control`, which first
+checks that a `postgresql://` history can be read (PostgreSQL's driver is
+installed), so each says so the same way: one line, exit 78.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from tuisched.domain.views import (
     Simulation,
     StatsQuery,
 )
+from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.control.cluster import cluster_nodes
 from tuisched.runtime.control.reading import (
     audit_chunk,
@@ -65,6 +70,7 @@ from tuisched.runtime.control.seam import (
     PAGE_LINES,
     Subscription,
 )
+from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.store import HistoryStore
 from tuisched.runtime.store.history import has_history, open_history
 from tuisched.runtime.store.stats import read_stats
@@ -304,3 +310,17 @@ class OfflineControl(OfflineQueries):
                 found, start, end, now=now, runs=held, dry_run=True, max_workers=workers
             ),
         )  # fmt: skip
+
+
+def offline_control(config: Config, text: str, *, clock: Clock | None = None) -> OfflineControl:
+    """The seam over what the scheduler of `config` (read from `text`) left, once its
+    history is known to be readable.
+
+    Blocking (an import): call it before the event loop, or off it.
+
+    Raises:
+        DriverMissingError: the history is in PostgreSQL and its driver is not installed
+            (its one problem names the setting's line and what to install).
+    """
+    require_driver(config, cluster=False)  # a postgresql:// history is read with psycopg
+    return OfflineControl(config, text, clock=(clock or SystemClock()).now)
