@@ -2,14 +2,18 @@
 
 `RemoteControl` implements `SchedulerControl` by calling the scheduler's
 `ControlServer` (see `server.py` for the protocol). Its queries and commands
-are made from the seam's own methods (`status = _remote(SchedulerControl.status)`,
+are made from the seam's own methods (`status = _remote(SchedulerQueries.status)`,
 typed through a `ParamSpec`): each sends its arguments by name, the seam's
 defaults filled in, and decodes the answer into the type the seam declares,
 so nothing of a method's signature is written here, and mypy checks every
-call against the seam. Errors come back as the same `TuischedError` classes;
-a scheduler that is not there (no socket, or nobody listening) is
-`SchedulerNotRunningError`; one that speaks another protocol version is
-refused with a line naming both.
+call against the seam. They are split as the seam is, the queries (with the
+event stream) and the commands, over one connection (`_Socket`). Each class
+names the seam's protocol as its base, so a seam method not made here is
+abstract: mypy refuses every `RemoteControl(...)` until it is.
+
+Errors come back as the same `TuischedError` classes; a scheduler that is
+not there (no socket, or nobody listening) is `SchedulerNotRunningError`;
+one that speaks another protocol version is refused with a line naming both.
 
 Events: `subscribe(callback, after=seq)` follows `/v1/events` in a task of
 its own and calls `callback` on the caller's loop; when the connection
@@ -51,7 +55,7 @@ from tuisched.runtime.control.protocol import (
     raise_error,
     reachable,
 )
-from tuisched.runtime.control.seam import SchedulerControl
+from tuisched.runtime.control.seam import SchedulerCommands, SchedulerControl, SchedulerQueries
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -68,7 +72,7 @@ class _Following:
     """A subscription: a task that reads the event stream and reconnects."""
 
     def __init__(
-        self, control: RemoteControl, callback: Callable[[Event], object], after: int | None
+        self, control: _Socket, callback: Callable[[Event], object], after: int | None
     ) -> None:
         self._control = control
         self._callback = callback
@@ -111,11 +115,11 @@ class _Following:
 
 def _remote(
     method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[RemoteControl, P], Coroutine[Any, Any, R]]:
+) -> Callable[Concatenate[_Socket, P], Coroutine[Any, Any, R]]:
     """A method of `RemoteControl` that makes the call of the seam's `method` over the
     socket: its arguments by name, its answer decoded as the seam declares."""
 
-    async def call(self: RemoteControl, /, *args: P.args, **kwargs: P.kwargs) -> R:
+    async def call(self: _Socket, /, *args: P.args, **kwargs: P.kwargs) -> R:
         body = call_body(method, args, kwargs)
         answer = await self._request("POST", f"/v1/{method.__name__}", body)
         return cast("R", call_answer(method, answer))
@@ -125,8 +129,8 @@ def _remote(
     return call
 
 
-class RemoteControl(SchedulerControl):
-    """`SchedulerControl` over the control socket at `path`."""
+class _Socket:
+    """The connection to the control socket at `path`: hello, requests, close."""
 
     def __init__(
         self, path: Path, *, client: str, config: Path | None = None, clock: Clock | None = None
@@ -186,43 +190,54 @@ class RemoteControl(SchedulerControl):
         except (OSError, aiohttp.ClientError, TimeoutError) as error:
             raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
 
+
+class _RemoteQueries(_Socket, SchedulerQueries):
+    """The seam's queries over the socket, and its event stream."""
+
     def subscribe(
         self, callback: Callable[[Event], object], *, after: int | None = None
     ) -> _Following:
         return _Following(self, callback, after)
 
-    # --- queries --------------------------------------------------------------------
-    status = _remote(SchedulerControl.status)
-    jobs = _remote(SchedulerControl.jobs)
-    groups = _remote(SchedulerControl.groups)
-    runs = _remote(SchedulerControl.runs)
-    nodes = _remote(SchedulerControl.nodes)
-    history = _remote(SchedulerControl.history)
-    failures_since = _remote(SchedulerControl.failures_since)
-    output = _remote(SchedulerControl.output)
-    audit = _remote(SchedulerControl.audit)
-    config_text = _remote(SchedulerControl.config_text)
-    pending_edit = _remote(SchedulerControl.pending_edit)
-    job_definition = _remote(SchedulerControl.job_definition)
-    plan = _remote(SchedulerControl.plan)
-    preview = _remote(SchedulerControl.preview)
-    last_change = _remote(SchedulerControl.last_change)
-    output_page = _remote(SchedulerControl.output_page)
-    search_output = _remote(SchedulerControl.search_output)
-    output_line_number = _remote(SchedulerControl.output_line_number)
-    missed = _remote(SchedulerControl.missed)
-    simulate = _remote(SchedulerControl.simulate)
-    impact = _remote(SchedulerControl.impact)
-    stats = _remote(SchedulerControl.stats)
-    # --- commands -------------------------------------------------------------------
-    run_now = _remote(SchedulerControl.run_now)
-    stop_run = _remote(SchedulerControl.stop_run)
-    set_paused = _remote(SchedulerControl.set_paused)
-    edit = _remote(SchedulerControl.edit)
-    undo = _remote(SchedulerControl.undo)
-    reload = _remote(SchedulerControl.reload)
-    shutdown = _remote(SchedulerControl.shutdown)
-    hurry = _remote(SchedulerControl.hurry)
-    decide_missed = _remote(SchedulerControl.decide_missed)
+    status = _remote(SchedulerQueries.status)
+    jobs = _remote(SchedulerQueries.jobs)
+    groups = _remote(SchedulerQueries.groups)
+    runs = _remote(SchedulerQueries.runs)
+    nodes = _remote(SchedulerQueries.nodes)
+    history = _remote(SchedulerQueries.history)
+    failures_since = _remote(SchedulerQueries.failures_since)
+    output = _remote(SchedulerQueries.output)
+    audit = _remote(SchedulerQueries.audit)
+    config_text = _remote(SchedulerQueries.config_text)
+    pending_edit = _remote(SchedulerQueries.pending_edit)
+    job_definition = _remote(SchedulerQueries.job_definition)
+    plan = _remote(SchedulerQueries.plan)
+    preview = _remote(SchedulerQueries.preview)
+    last_change = _remote(SchedulerQueries.last_change)
+    output_page = _remote(SchedulerQueries.output_page)
+    search_output = _remote(SchedulerQueries.search_output)
+    output_line_number = _remote(SchedulerQueries.output_line_number)
+    missed = _remote(SchedulerQueries.missed)
+    simulate = _remote(SchedulerQueries.simulate)
+    impact = _remote(SchedulerQueries.impact)
+    stats = _remote(SchedulerQueries.stats)
 
-    backfill = _remote(SchedulerControl.backfill)
+
+class _RemoteCommands(_Socket, SchedulerCommands):
+    """The seam's commands over the socket."""
+
+    run_now = _remote(SchedulerCommands.run_now)
+    stop_run = _remote(SchedulerCommands.stop_run)
+    set_paused = _remote(SchedulerCommands.set_paused)
+    edit = _remote(SchedulerCommands.edit)
+    undo = _remote(SchedulerCommands.undo)
+    reload = _remote(SchedulerCommands.reload)
+    shutdown = _remote(SchedulerCommands.shutdown)
+
+    hurry = _remote(SchedulerCommands.hurry)
+    decide_missed = _remote(SchedulerCommands.decide_missed)
+    backfill = _remote(SchedulerCommands.backfill)
+
+
+class RemoteControl(_RemoteQueries, _RemoteCommands, SchedulerControl):
+    """`SchedulerControl` over the control socket at `path` (see the module)."""
