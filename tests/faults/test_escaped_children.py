@@ -96,9 +96,10 @@ def test_what_the_runs_left_is_stopped_after_a_kill_9_even_without_environment(
     too (the OOM killer, say), the next start does."""
     pids = tmp_path / "pids"
     command = ESCAPE.format(pids=pids) + "sleep 300"
-    # Far enough ahead that a slow start (a loaded machine) still finds the slot to come.
+    # Ahead of the start; a start slowed past it (a loaded machine) makes it up once.
     soon = (datetime.now(UTC) + timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%S")
-    path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: {{at: '{soon}'}}}}")
+    job = f"escape: {{command: '{command}', schedule: {{at: '{soon}'}}, misfire: once}}"
+    path = write_config(tmp_path, job)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     record = tmp_path / "state" / "processes.json"
 
