@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sqlite3
@@ -27,6 +28,7 @@ from tuisched.domain.errors import (
     TuischedError,
 )
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.store import (
     ABANDONED_REASON,
     AsyncHistory,
@@ -35,6 +37,7 @@ from tuisched.runtime.store import (
     UnknownRunError,
     prepare_state_dir,
 )
+from tuisched.runtime.store.writer import OUTAGE_PAUSES
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 5, 7, 12, 30, tzinfo=UTC)
@@ -627,6 +630,56 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
     stored = asyncio.run(main())
     assert stored is not None
     assert stored.run_id == "patient"
+
+
+def test_the_outage_pauses_and_its_length_are_on_the_clock(
+    db_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Held writes are tried again when the clock passes the pause, not before; the
+    line that ends the outage says how long it lasted on that clock."""
+    store = HistoryStore.open_sqlite(db_path)
+    land = store.land
+    tries: list[int] = []
+    down = True
+
+    def flaky(runs: Sequence[RunRecord]) -> None:
+        tries.append(len(runs))
+        if down:
+            raise HistoryUnavailableError("history database: database is locked")
+        land(runs)
+
+    store.land = flaky  # type: ignore[method-assign]
+    clock = ManualClock(T0)
+
+    async def main() -> RunRecord | None:
+        nonlocal down
+        history = AsyncHistory(store, clock=clock)
+        history.start()
+        history.insert_soon(make_run("held"))
+        await history.flush()
+        assert history.in_outage
+        assert tries == [1]
+        await history.flush()  # the first pause is not over: no try
+        assert tries == [1]
+        await clock.advance(OUTAGE_PAUSES[0])
+        await history.flush()
+        assert tries == [1, 1]
+        await clock.advance(OUTAGE_PAUSES[1] - 0.01)  # the second pause is longer
+        await history.flush()
+        assert tries == [1, 1]
+        down = False
+        await clock.advance(40)
+        await history.flush()
+        assert tries == [1, 1, 1]
+        assert not history.in_outage
+        stored = await history.call(lambda store: store.get("held"))
+        await history.close()
+        return stored
+
+    with caplog.at_level(logging.WARNING, logger="tuisched"):
+        stored = asyncio.run(main())
+    assert stored is not None
+    assert "writing works again after 41 s" in caplog.text
 
 
 def test_a_failing_query_does_not_kill_the_thread(db_path: Path) -> None:

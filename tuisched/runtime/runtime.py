@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tuisched.domain.bus import EventBus, Subscription
 from tuisched.domain.config.diff import ConfigDiff
@@ -103,7 +103,7 @@ HEARTBEAT_SECONDS = 10.0
 """How often the runtime records that it is alive (bounds what a crash leaves unclear)."""
 
 
-async def _cancelled(task: asyncio.Task[None] | None) -> None:
+async def _cancelled(task: asyncio.Future[Any] | None) -> None:
     """Cancel `task` (if any) and wait until it has ended."""
     if task is not None:
         task.cancel()
@@ -468,7 +468,7 @@ class Runtime:
         if kept:
             log.warning("history: the journal kept %s since the last run: they land first",
                         counted(len(kept), "write"))  # fmt: skip
-        self._history = AsyncHistory(store, journal=journal, kept=kept)
+        self._history = AsyncHistory(store, journal=journal, kept=kept, clock=self._clock)
         self._history.start()
         self.latest.merge(await self._history.call(lambda store: store.last_runs()))
 
@@ -605,12 +605,14 @@ class Runtime:
 
     async def _follow_processes(self) -> None:
         """Look for the processes of runs once a second, and soon after a run starts or
-        ends (real time: they are real)."""
+        ends (on the runtime's clock)."""
         changed = self._processes_changed
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FOLLOW_SECONDS - FOLLOW_GAP):
-                    await changed.wait()
+            asking = asyncio.ensure_future(changed.wait())
+            try:
+                await self._clock.wait({asking}, FOLLOW_SECONDS - FOLLOW_GAP)
+            finally:
+                await _cancelled(asking)
             asked = changed.is_set()
             changed.clear()
             if asked or self._descendants.watching:
@@ -618,7 +620,7 @@ class Runtime:
                     await in_thread(Lane.PROCESSES, self._descendants.scan)
                 except Exception:  # the runs go on; only their leftovers may be missed
                     log.exception("looking for the processes of runs failed")
-            await asyncio.sleep(FOLLOW_GAP)
+            await self._clock.sleep(FOLLOW_GAP)
 
     async def _stop_leftovers(self) -> None:
         """Stop what ended runs left running: SIGTERM, then SIGKILL after the kill grace."""
@@ -629,7 +631,7 @@ class Runtime:
         if stopped:
             log.warning("stopping %s that ended runs left running",
                         counted(stopped, "process", "processes"))  # fmt: skip
-            await asyncio.sleep(min(self._kill_grace, LEFTOVER_GRACE))
+            await self._clock.sleep(min(self._kill_grace, LEFTOVER_GRACE))
             await in_thread(Lane.PROCESSES, self._descendants.scan)
             await in_thread(Lane.PROCESSES, self._descendants.stop_all, signal.SIGKILL)
         await in_thread(Lane.PROCESSES, self._descendants.forget_record)

@@ -20,6 +20,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.runs import RunRecord
 from tuisched.domain.text import counted
+from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.store.database import (
     HistoryStore,
 )
@@ -38,23 +39,27 @@ CLOSE_TRIES_SECONDS = 1.0
 
 
 class _Outage:
-    """An episode of the database not taking writes: when it began, when to try next."""
+    """An episode of the database not taking writes: when it began, when to try next.
 
-    def __init__(self) -> None:
-        self._since = time.monotonic()
+    Timed on the clock's monotonic reading (safe from the writer's thread).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._since = clock.monotonic()
         self._tries = 0
         self._next = self._since
 
     def failed(self) -> None:
         pause = OUTAGE_PAUSES[min(self._tries, len(OUTAGE_PAUSES) - 1)]
         self._tries += 1
-        self._next = time.monotonic() + pause
+        self._next = self._clock.monotonic() + pause
 
     def pause_left(self) -> float:
-        return max(0.0, self._next - time.monotonic())
+        return max(0.0, self._next - self._clock.monotonic())
 
     def lasted(self) -> float:
-        return time.monotonic() - self._since
+        return self._clock.monotonic() - self._since
 
 
 @dataclass(slots=True)
@@ -158,10 +163,17 @@ class AsyncHistory:
     """
 
     def __init__(
-        self, store: HistoryStore, *, journal: Journal | None = None, kept: Sequence[Kept] = ()
+        self,
+        store: HistoryStore,
+        *,
+        journal: Journal | None = None,
+        kept: Sequence[Kept] = (),
+        clock: Clock | None = None,
     ) -> None:
-        """Wrap `store`; from now on only the writer thread may use it (and `journal`)."""
+        """Wrap `store`; from now on only the writer thread may use it (and `journal`).
+        `clock` times the outage pauses and the last tries at close."""
         self._store = store
+        self._clock: Clock = clock or SystemClock()
         self._pending: deque[_Op] = deque()
         self._tickets = 0
         """Operations ever enqueued (the ticket of the newest)."""
@@ -571,7 +583,7 @@ class AsyncHistory:
 
     def _outage_goes_on(self, error: HistoryUnavailableError) -> None:
         if self._outage is None:
-            self._outage = _Outage()
+            self._outage = _Outage(self._clock)
             with self._landed:
                 self._tell_landed()  # with no journal, what waits for a row waits no more
             kept = "in memory and in the journal" if self._journal is not None else "in memory"
@@ -643,10 +655,20 @@ class AsyncHistory:
             self._outage = None
 
     def _last_tries(self, settlements: list[_Settlement]) -> None:
-        """Before closing: try the held writes for a last moment, then report what is lost."""
-        ends = time.monotonic() + CLOSE_TRIES_SECONDS
-        while self._held and self._outage is not None and time.monotonic() < ends:
-            time.sleep(max(0.0, min(self._outage.pause_left(), ends - time.monotonic())))
+        """Before closing: try the held writes for a last moment, then report what is lost.
+
+        The moment is `CLOSE_TRIES_SECONDS` on the clock, and the pauses slept between
+        the tries (on this thread, the writer's own) add up to no more than that either:
+        a clock that stands still (a test's) does not keep the close waiting.
+        """
+        clock = self._clock
+        ends = clock.monotonic() + CLOSE_TRIES_SECONDS
+        slept = 0.0
+        while (self._held and self._outage is not None and clock.monotonic() < ends
+               and slept < CLOSE_TRIES_SECONDS):  # fmt: skip
+            pause = max(0.0, min(self._outage.pause_left(), ends - clock.monotonic()))
+            time.sleep(pause)
+            slept += pause or CLOSE_TRIES_SECONDS / 100  # tries with no pause count too
             self._commit([], settlements)
         self.left_unwritten = len(self._held)
         if not self._held:
