@@ -13,7 +13,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunRecord
@@ -32,7 +32,9 @@ from tuisched.runtime.handlers.actions import ActionLog, who
 from tuisched.runtime.privatefiles import WriteTrouble
 
 if TYPE_CHECKING:
-    from tuisched.runtime.runtime import Runtime
+    from tuisched.runtime.engine.backfill import Backfills
+    from tuisched.runtime.engine.engine import Engine
+    from tuisched.runtime.engine.ledger import Ledger
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +42,38 @@ IDEMPOTENCY_KEYS = 1000
 """Idempotency keys of manual runs remembered (the oldest are forgotten first)."""
 
 
+class ActionsHost(Protocol):
+    """What the actions need of the runtime they act on (`Runtime` is the real one)."""
+
+    @property
+    def source(self) -> ConfigSource | None:
+        """The configuration file in force (None before start)."""
+        ...
+
+    @property
+    def engine(self) -> Engine:
+        """The engine (only after start)."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger:
+        """The downtime ledger (only after start)."""
+        ...
+
+    @property
+    def backfills(self) -> Backfills:
+        """Backfills of a window (only after start)."""
+        ...
+
+    def now(self) -> datetime:
+        """The runtime's clock."""
+        ...
+
+
 class Actions:
     """The operator's actions on one runtime; `actor` is who they are recorded as by default."""
 
-    def __init__(self, runtime: Runtime, log_file: ActionLog) -> None:
+    def __init__(self, runtime: ActionsHost, log_file: ActionLog) -> None:
         self._runtime = runtime
         self._log = log_file
         self._trouble = WriteTrouble(log, f"the actions log {log_file.path}")

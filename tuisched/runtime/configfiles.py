@@ -17,7 +17,8 @@ import stat
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from tuisched.domain.config.config import ConfigHost, interpret_config
+from tuisched.domain.config.config import interpret_config
+from tuisched.domain.config.host import ConfigHost
 from tuisched.domain.errors import TemplateError
 from tuisched.domain.model import Config
 from tuisched.domain.templates.base import MAX_TEMPLATE_BYTES, Interrupt

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections.abc import Callable, Iterator, Mapping, Set
-from dataclasses import dataclass, replace
+from collections.abc import Iterator, Mapping, Set
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
-from zoneinfo import ZoneInfo
 
 from tuisched.domain.config import keys
 from tuisched.domain.config.crosschecks import check_alerts, check_dependencies
 from tuisched.domain.config.hints import top_key_hint
+from tuisched.domain.config.host import ConfigHost
 from tuisched.domain.config.jobs import JobReader, check_name
 from tuisched.domain.config.sections import SETTINGS_KEYS, Sections, WebhookSections
 from tuisched.domain.config.values import Values, nearest
@@ -29,38 +29,11 @@ from tuisched.domain.model import (
     Group,
     Job,
 )
-from tuisched.domain.templates import Interrupt, template_problems
-from tuisched.domain.templates.checks import RenderLimit, webhook_template_problems
+from tuisched.domain.templates import template_problems
+from tuisched.domain.templates.checks import webhook_template_problems
 
 SELF = keys.SELF
 """In `requires`, the job itself (see `tuisched.domain.config.keys`)."""
-
-
-def _no_render_limit() -> Interrupt | None:
-    return None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ConfigHost:
-    """What reading a configuration needs from the machine it runs on (the runtime's).
-
-    The domain reads no file and no environment itself: the zone and state
-    directory used when the file names none, and the sources of alert
-    templates, come from here (`tuisched.runtime.configfiles` makes the real one).
-    """
-
-    system_timezone: Callable[[], ZoneInfo]
-    """The zone when `settings.timezone` is absent (asked only then)."""
-    default_state_dir: Callable[[], Path]
-    """The state directory when `settings.state_dir` is absent (asked only then)."""
-    read_template: Callable[[Path], str]
-    """The source of an alert template file; raises TemplateError when it cannot."""
-    render_limit: RenderLimit = _no_render_limit
-    """The interrupt of each sample render of an alert template (the runtime's: a time budget)."""
-    node_name: Callable[[], str | None] = lambda: None
-    """In cluster mode, this node's name when the machine gives one (`TUISCHED_NODE_NAME`):
-    it replaces `settings.cluster.name`, and the node keeps its state in a folder of that
-    name under `state_dir`, so that several nodes of one file can run on one machine."""
 
 
 def interpret_config(text: str, path: Path, host: ConfigHost) -> Config:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
-from tuisched.domain.config.config import ConfigHost, collector_paused, owner_of
+from tuisched.domain.config.config import collector_paused, owner_of
 from tuisched.domain.config.crosschecks import (
     check_alerts,
     check_job_dependencies,
@@ -39,6 +39,7 @@ from tuisched.domain.config.crosschecks import (
     report_cycle,
 )
 from tuisched.domain.config.dependencies import find_cycle
+from tuisched.domain.config.host import ConfigHost
 from tuisched.domain.config.jobs import JobReader
 from tuisched.domain.config.sections import Sections
 from tuisched.domain.config.values import Values

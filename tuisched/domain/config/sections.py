@@ -33,7 +33,7 @@ from tuisched.domain.schedule.duration import format_duration
 from tuisched.domain.templates import syntax_problem
 
 if TYPE_CHECKING:
-    from tuisched.domain.config.config import ConfigHost
+    from tuisched.domain.config.host import ConfigHost
 
 SETTINGS_KEYS = frozenset(
     {"timezone", "max_workers", "shutdown_grace", "state_dir", "history", "cluster", "auto_reload",
