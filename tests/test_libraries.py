@@ -3,7 +3,10 @@
 Jinja2: the alert sandbox bounds loops and `~` through the parsed tree and
 Jinja's own code generator; the few undocumented hooks it still overrides are
 checked here, so that a Jinja release that drops one fails loudly instead of
-leaving a template unbounded.
+leaving a template unbounded. So are the private parts of APScheduler (the pass over
+due jobs, a job built from its pickled state), Textual (the key parser and the terminal
+driver the console extends) and argparse (the actions the completion walks) that the
+code relies on.
 
 The audit log's `AppendFile` reopens a moved file like
 `logging.handlers.WatchedFileHandler`, and keeps what that handler drops.
@@ -295,3 +298,92 @@ def test_the_burst_pass_hands_every_due_job_over_at_once_then_moves_them_on() ->
     assert wait is not None
     assert 0 < wait <= 3600  # until the first next run time (an hour at most)
     assert _due(store.lookup_job("often"), due) == (due, due)
+
+
+def test_a_job_built_from_its_state_is_the_job_apschedulers_add_job_builds() -> None:
+    """`built_job` (runtime/engine/firing.py) skips `add_job` for speed: it fills a job
+    through `__setstate__` with a state written out by hand, and sets the private
+    `_scheduler` and `_jobstore_alias`. A release that changes the state's version or
+    keys, or renames those attributes, fails here."""
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from apscheduler.job import Job as ApsJob
+    from apscheduler.schedulers.background import BackgroundScheduler
+
+    from tuisched.domain.model import EverySchedule, Unit
+    from tuisched.runtime.engine.firing import _NOOP, built_job
+    from tuisched.runtime.engine.trigger import SlotTrigger
+
+    first = datetime(2026, 5, 7, 9, 10, tzinfo=UTC)
+    schedule = EverySchedule(step=1, unit=Unit.HOUR, start=first, stop=None, tz=ZoneInfo("UTC"))
+    trigger = SlotTrigger(schedule, "hourly")
+    scheduler = BackgroundScheduler(timezone=UTC)
+    scheduler.start(paused=True)
+    try:
+        scheduler.add_job(
+            _NOOP, trigger=trigger, id="hourly", name="hourly", executor="default",
+            jobstore="default", misfire_grace_time=None, coalesce=False, max_instances=1,
+            next_run_time=first,
+        )  # fmt: skip
+        made = scheduler.get_job("hourly")
+        built = built_job(scheduler, "hourly", trigger, first)
+        for attribute in ApsJob.__slots__:
+            if attribute != "__weakref__":
+                assert getattr(built, attribute) == getattr(made, attribute), attribute
+        assert built.__getstate__() == made.__getstate__()
+        assert built_job(scheduler, "hourly", trigger, None).next_run_time is None
+        built._modify(next_run_time=first + timedelta(hours=1))  # what pause and resume do
+    finally:
+        scheduler.shutdown(wait=False)
+
+
+# --- Textual: the console's key parser and terminal driver --------------------------------
+
+
+def test_textuals_key_parser_keeps_what_the_consoles_parser_reaches_into() -> None:
+    """`KeyParser` (frontends/tui/typeahead.py) subclasses Textual's private
+    `XTermParser`, ends a waiting Esc through the private `_timeout_time` and `tick()`,
+    and reads the bracketed paste markers of that module."""
+    import inspect
+
+    from textual import _parser, _xterm_parser
+
+    assert _xterm_parser.BRACKETED_PASTE_START == "\x1b[200~"
+    assert _xterm_parser.BRACKETED_PASTE_END == "\x1b[201~"
+    assert issubclass(_xterm_parser.XTermParser, _parser.Parser)
+    parser_source = inspect.getsource(_parser.Parser)
+    assert "self._timeout_time" in parser_source
+    assert "def tick(self)" in parser_source
+    assert "def feed(self, data: str)" in parser_source
+
+
+def test_textuals_linux_driver_keeps_what_the_console_driver_overrides() -> None:
+    """`TerminalDriver` (frontends/tui/terminal.py) overrides the private methods below of
+    Textual's `LinuxDriver` and reads its private `_file`, `_debug` and `_app`."""
+    import inspect
+
+    from textual.drivers.linux_driver import LinuxDriver
+
+    for method in ("_sigtstp_application", "_sigcont_application", "_run_input_thread",
+                   "run_input_thread"):  # fmt: skip
+        assert method in vars(LinuxDriver), f"Textual's LinuxDriver no longer has {method}"
+    source = inspect.getsource(LinuxDriver)
+    assert "target=self._run_input_thread" in source  # the input thread runs the override
+    assert "signal.signal(signal.SIGTSTP, self._sigtstp_application)" in source
+    assert "signal.signal(signal.SIGCONT, self._sigcont_application)" in source
+    for attribute in ("self._file", "self._debug", "self._app", "self.fileno", "self.exit_event"):
+        assert attribute in source, f"Textual's LinuxDriver no longer uses {attribute}"
+
+
+def test_argparse_keeps_the_actions_the_completion_and_examples_walk() -> None:
+    """`completion.py` and `examples.py` walk a parser's private `_actions`, and the
+    subcommands' `_SubParsersAction` with its `_choices_actions`."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    commands = parser.add_subparsers(dest="command")
+    commands.add_parser("jobs", help="list the jobs")
+    (found,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(found.choices) == ["jobs"]
+    assert [choice.dest for choice in found._choices_actions] == ["jobs"]

@@ -161,6 +161,27 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
         return (job.id, also) if also else None
 
 
+def built_job(
+    scheduler: BackgroundScheduler | None, name: str, trigger: SlotTrigger, first: datetime | None
+) -> ApsJob:
+    """The APScheduler job called `name`, first due at `first` (None: paused), built the
+    way APScheduler's own job stores rebuild theirs (`__setstate__`): `add_job` checks
+    the function's signature and every option of each of 100,000 jobs, more than half
+    of loading them. It sets the job's private `_scheduler` and `_jobstore_alias` as
+    `add_job` does; tests/test_libraries.py checks that it is the job `add_job` builds.
+    """
+    built: ApsJob = ApsJob.__new__(ApsJob)
+    built.__setstate__({
+        "version": 1, "id": name, "func": _NOOP, "trigger": trigger,
+        "executor": "default", "args": (), "kwargs": {}, "name": name,
+        "misfire_grace_time": None, "coalesce": False, "max_instances": 1,
+        "next_run_time": first,
+    })  # fmt: skip
+    built._scheduler = scheduler
+    built._jobstore_alias = "default"
+    return built
+
+
 def _due(job: Any, fire: datetime) -> Due:
     """The slot of an APScheduler job's fire time, and the fire time."""
     trigger: SlotTrigger = job.trigger
@@ -282,19 +303,8 @@ class SlotFiring:
         return trigger, trigger.fire_at(first)
 
     def _job_for(self, name: str, trigger: SlotTrigger, first: datetime, *, paused: bool) -> ApsJob:
-        """The APScheduler job of `job`, built the way APScheduler's own job stores
-        rebuild theirs (`__setstate__`): `add_job` checks the function's signature and
-        every option of each of 100,000 jobs, more than half of loading them."""
-        built: ApsJob = ApsJob.__new__(ApsJob)
-        built.__setstate__({
-            "version": 1, "id": name, "func": _NOOP, "trigger": trigger,
-            "executor": "default", "args": (), "kwargs": {}, "name": name,
-            "misfire_grace_time": None, "coalesce": False, "max_instances": 1,
-            "next_run_time": None if paused else first,
-        })  # fmt: skip
-        built._scheduler = self._scheduler
-        built._jobstore_alias = "default"
-        return built
+        """The APScheduler job of `job` (see `built_job`)."""
+        return built_job(self._scheduler, name, trigger, None if paused else first)
 
     def unload(self, name: str) -> None:
         """Fire no more slots of the job called `name`."""
