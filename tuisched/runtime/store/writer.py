@@ -134,59 +134,25 @@ def _settle(settlements: list[_Settlement]) -> None:
             log.debug("history: %s dropped, their loop is closed", counted(len(batch), "result"))
 
 
-class AsyncHistory:
-    """A `HistoryStore` behind one writer thread, for the asyncio engine.
-
-    Operations are queued in call order; the thread takes every pending one at
-    once, commits the writes in one transaction and then settles the futures
-    on their loop (those committed before a call before the call runs: a run
-    waiting for its row never waits for a slow call queued after it). A write
-    that fails is logged and fails its own future (the batch is retried one
-    write at a time to find it); the thread carries on.
-    Cancelling a task that awaits a write does not cancel the write.
-
-    When the database cannot take writes for a passing reason (another
-    process holds its lock, the disk is full, the server is gone), the
-    writes are kept in memory, in order, and tried again with a growing
-    pause (`OUTAGE_PAUSES`); one warning opens the episode and one line ends
-    it. Queries go on meanwhile (they see the history without the writes
-    kept), and nothing waiting on the history blocks the scheduler for long.
-
-    With a `journal`, each write is appended to it and flushed to the disk
-    before it is tried in the database; a run's start waits for its row to be
-    in one of them (a kill -9 loses neither), and during an outage a write
-    that is waited for is done once the journal has it. The writes a journal
-    kept from before (`kept`) land before anything else. The journal is emptied
-    once every write in it has landed and a call comes (a call may write
-    rows too, which a later replay of older writes must not undo), or it is
-    half full.
+class _Lander:
+    """The writer thread's side of the history: it lands the writes of each batch (in
+    one transaction when it can), holds them through an outage and journals them, runs
+    the calls and closes the store; and it tells how far the writes have got (that part
+    is safe from any thread). See `AsyncHistory`.
     """
 
     def __init__(
-        self,
-        store: HistoryStore,
-        *,
-        journal: Journal | None = None,
-        kept: Sequence[Kept] = (),
-        clock: Clock | None = None,
+        self, store: HistoryStore, *, journal: Journal | None, kept: Sequence[Kept], clock: Clock
     ) -> None:
-        """Wrap `store`; from now on only the writer thread may use it (and `journal`).
-        `clock` times the outage pauses and the last tries at close."""
         self._store = store
-        self._clock: Clock = clock or SystemClock()
-        self._pending: deque[_Op] = deque()
-        self._tickets = 0
-        """Operations ever enqueued (the ticket of the newest)."""
+        self._clock = clock
         self._done = 0
         """Tickets up to this one have been processed (written, or failed and logged)."""
-        self._ready = threading.Condition()
         self._landed = threading.Condition(threading.Lock())
         """Notified each time `_done` or `_rows` moves on (what `wait_landed` waits for)."""
         self._rows = 0
         """The rows of the writes with tickets up to this one exist (the new rows of a batch
         land before the rest of it: see `_commit`)."""
-        self._thread: threading.Thread | None = None
-        self._closing: asyncio.Future[Any] | None = None
         self._held: list[_Write] = [_Write(k.kind, k.run, None) for k in kept]
         """Writes the database did not take yet, in order (writer thread only)."""
         self._journal = journal
@@ -199,11 +165,6 @@ class AsyncHistory:
         self.left_unwritten = 0
         """Writes that had not landed when the history closed (kept in the journal, or lost)."""
         self._outage: _Outage | None = None
-        self._wake_on: asyncio.AbstractEventLoop | None = None
-        """The loop at the end of whose turn a wake-up of the writer is due."""
-        self._released = 0
-        """Operations at the head of `_pending` the writer may take: those of ended
-        turns of the loop, and everything up to the newest one that is waited for."""
 
     @property
     def unwritten(self) -> int:
@@ -212,253 +173,62 @@ class AsyncHistory:
 
     @property
     def in_outage(self) -> bool:
-        """Whether the database refuses writes now (they are kept and tried again). Safe
-        from any thread: it reads one attribute the writer replaces."""
+        """Whether the database refuses writes now (it reads one attribute the writer
+        replaces)."""
         return self._outage is not None
 
     @property
     def journaled(self) -> bool:
-        """Whether writes go to a journal first (see `Journal`)."""
+        """Whether writes go to a journal first."""
         return self._journal is not None
 
     @property
     def undurable(self) -> bool:
-        """Whether writes held now are kept only in memory: the database refuses them
-        and no journal takes them. A run does not wait for its row then."""
+        """Whether writes held now are kept only in memory (see `AsyncHistory.undurable`)."""
         return self._outage is not None and (self._journal is None or self._undurable)
 
-    def start(self) -> None:
-        """Start the writer thread. Idempotent; operations queued before wait for it."""
-        with self._ready:
-            if self._thread is not None:
-                return
-            self._thread = threading.Thread(
-                target=self._serve, name="tuisched-history", daemon=True
-            )
-        self._thread.start()
-
-    async def insert(self, run: RunRecord) -> None:
-        """Add `run`; returns once committed (so its row exists before its process starts).
-
-        Raises:
-            HistoryError: the history is closed.
-            HistoryError: the database refused or failed the write.
-        """
-        await self._write("insert", run)
-
-    async def update(self, run: RunRecord) -> None:
-        """Replace the row of `run`; returns once committed.
-
-        Raises:
-            UnknownRunError: no such run.
-            HistoryError: the history is closed.
-        """
-        await self._write("update", run)
-
-    def insert_soon(self, run: RunRecord) -> int:
-        """Add `run` without waiting; ordered with every other operation.
-
-        Safe from any thread. A failure is only logged. Returns a ticket:
-        `committed(ticket)` tells when the row is in the database; await
-        `flush()` (or `update` of the same run) before anything depends on it.
-
-        Raises:
-            HistoryError: the history is closed.
-        """
-        return self._enqueue(_Write("insert", run, None), soon=True)
-
     def committed(self, ticket: int) -> bool:
-        """True once the operation that returned `ticket` has been written."""
+        """See `AsyncHistory.committed`."""
         return self._done >= ticket
 
     def landed(self, ticket: int) -> bool:
-        """True once the run that `insert_soon` or `update_soon` returned `ticket` for has its
-        row in the database (the insert committed, or the row it updates there, in a
-        state that may be older) or, while the database takes no writes, in the journal.
-        What a run's start waits for: a slot the history holds never runs again."""
+        """See `AsyncHistory.landed`."""
         return self._done >= ticket or self._rows >= ticket or self._journaled >= ticket
 
     def wait_landed(self, ticket: int, timeout: float) -> bool:
-        """Block until `landed(ticket)`, for `timeout` seconds at most (not at all while
-        held writes cannot be kept on disk); whether it landed. For threads other than
-        the loop's (a job thread starting the next run itself)."""
+        """See `AsyncHistory.wait_landed`."""
         if self.landed(ticket):
             return True
         with self._landed:
             self._landed.wait_for(lambda: self.landed(ticket) or self.undurable, timeout)
         return self.landed(ticket)
 
-    async def until_landed(self, ticket: int) -> None:
-        """Return once `landed(ticket)`, or once held writes cannot be kept on disk (see
-        `undurable`): what a run's start waits for on the loop. Bound it with a timeout."""
-        if self.landed(ticket):
-            return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    def tell_when_landed(self, ticket: int, future: asyncio.Future[None]) -> bool:
+        """Settle `future` once `landed(ticket)` or `undurable`; False when that is so
+        already (and `future` is left alone)."""
         with self._landed:
             if self.landed(ticket) or self.undurable:
-                return
+                return False
             self._awaiting.append((ticket, future))
-        await future
+        return True
 
-    def write_soon(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> int:
-        """Add `inserts` and replace the rows of `updates`, in that order, without waiting:
-        `insert_soon` and `update_soon` for many runs at one cost. Returns the ticket of
-        the last write (see `insert_soon`); the writes before it have the tickets before.
+    def pause_left(self) -> float | None:
+        """Seconds until the held writes are tried again (None: no outage)."""
+        return None if self._outage is None else self._outage.pause_left()
 
-        Raises:
-            HistoryError: the history is closed.
-        """
-        ops = [_Write("insert", run, None) for run in inserts]
-        ops += [_Write("update", run, None) for run in updates]
-        return self._enqueue_many(ops)
+    def serve(self, take: Callable[[Callable[[], float | None]], tuple[list[_Op], int]]) -> None:
+        """The writer thread: `take` every pending operation, process them, until stopped.
 
-    def update_soon(self, run: RunRecord) -> int:
-        """Replace the row of `run` without waiting; ordered with every other operation.
-
-        Safe from any thread. A failure is only logged. Returns a ticket (see
-        `insert_soon`).
-
-        Raises:
-            HistoryError: the history is closed.
-        """
-        return self._enqueue(_Write("update", run, None), soon=True)
-
-    async def call(self, fn: Callable[[HistoryStore], T]) -> T:
-        """The result of `fn(store)`, run on the writer thread after every pending write.
-
-        Raises:
-            HistoryError: the history is closed.
-            Exception: whatever `fn` raised.
-        """
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Call(fn, future))
-        return await future
-
-    async def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
-        """`HistoryStore.slots_since`, with the slots of the writes held (not landed yet,
-        kept in the journal): at start, a slot that ran is taken, whatever the database
-        took."""
-
-        def read(store: HistoryStore) -> set[tuple[str, datetime]]:
-            found = store.slots_since(since)
-            found.update((run.job, run.slot.astimezone(UTC)) for run in self._held_runs().values()
-                         if run.slot is not None and run.slot >= since)  # fmt: skip
-            return found
-
-        return await self.call(read)
-
-    async def latest_slots(self) -> dict[str, datetime]:
-        """`HistoryStore.latest_slots`, with the slots of the writes held."""
-
-        def read(store: HistoryStore) -> dict[str, datetime]:
-            found = store.latest_slots()
-            for run in self._held_runs().values():
-                if run.slot is not None:
-                    slot = run.slot.astimezone(UTC)
-                    found[run.job] = max(found.get(run.job, slot), slot)
-            return found
-
-        return await self.call(read)
-
-    async def held_runs(self) -> list[RunRecord]:
-        """The runs whose writes are held (not landed yet), each in its latest state."""
-        return await self.call(lambda _store: list(self._held_runs().values()))
-
-    async def flush(self) -> None:
-        """Return once everything queued before is committed (or has failed)."""
-        await self.call(_nothing)
-
-    async def close(self) -> None:
-        """Commit everything pending, close the store and end the thread. Idempotent.
-
-        Starts the thread first if it never was, so nothing queued is lost.
-        """
-        if self._closing is None:
-            self._closing = asyncio.get_running_loop().create_future()
-            self._enqueue(_Stop(self._closing))
-            self.start()
-        await asyncio.shield(self._closing)
-        if self._thread is not None:
-            self._thread.join()  # it settled our future as its last act: this is immediate
-
-    async def _write(self, kind: Literal["insert", "update"], run: RunRecord) -> None:
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._enqueue(_Write(kind, run, future))
-        await future
-
-    def _enqueue_many(self, ops: list[_Write]) -> int:
-        """Queue fire-and-forget writes, as `_enqueue(op, soon=True)` each would."""
-        with self._ready:
-            if self._closing is not None:
-                raise HistoryError("the run history is closed")
-            for op in ops:
-                self._tickets += 1
-                op.ticket = self._tickets
-            self._pending.extend(ops)
-            if ops and (self._wake_on is None or self._wake_on.is_closed()):
-                self._wake_at_turn_end()
-            return self._tickets
-
-    def _enqueue(self, op: _Op, *, soon: bool = False) -> int:
-        """Queue `op`. With `soon`, on an event loop, the writer is woken once at the
-        end of the loop's turn for everything queued in it: one transaction per turn,
-        not one wake-up (and a fight for the GIL) per write."""
-        with self._ready:
-            if self._closing is not None and not isinstance(op, _Stop):
-                raise HistoryError("the run history is closed")
-            self._pending.append(op)
-            self._tickets += 1
-            if isinstance(op, _Write):
-                op.ticket = self._tickets
-            if not soon:
-                self._release()
-            elif self._wake_on is None or self._wake_on.is_closed():
-                self._wake_at_turn_end()
-            return self._tickets
-
-    def _release(self) -> None:
-        """Let the writer take everything queued so far (the lock is held)."""
-        self._released = len(self._pending)
-        self._ready.notify()
-
-    def _wake_at_turn_end(self) -> None:
-        """Wake the writer when the running loop's turn ends (at once without a loop)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # another thread: nothing to batch with
-            self._release()
-            return
-        self._wake_on = loop
-        loop.call_soon(self._wake)
-
-    def _wake(self) -> None:
-        with self._ready:
-            self._wake_on = None
-            self._release()
-
-    # --- on the writer thread ---
-
-    def _serve(self) -> None:
-        """The writer thread: take every pending operation, process them, until stopped.
-
-        With writes held, it wakes for the next try even when nothing new comes.
+        With writes held, it takes (an empty batch, maybe) when the next try is due.
         """
         while True:
-            with self._ready:
-                while not self._released:
-                    if self._outage is None:
-                        self._ready.wait()
-                    elif not self._ready.wait(self._outage.pause_left()):
-                        break  # time to try the held writes again
-                batch = [self._pending.popleft() for _ in range(self._released)]
-                self._released = 0
-                through = self._tickets - len(self._pending)
+            batch, through = take(self.pause_left)
             stopped = self._process(batch, through - len(batch))
             self._mark_done(through)
             if stopped:
                 return
 
-    def _held_runs(self) -> dict[str, RunRecord]:
+    def held_runs(self) -> dict[str, RunRecord]:
         """Each run of the held writes, in its latest state (writer thread only)."""
         return {write.run.run_id: write.run for write in self._held}
 
@@ -717,3 +487,302 @@ class AsyncHistory:
             log.exception("history: closing the store failed")
             return stop.future, None, error
         return stop.future, None, None
+
+
+class AsyncHistory:
+    """A `HistoryStore` behind one writer thread, for the asyncio engine.
+
+    Operations are queued in call order; the thread takes every pending one at
+    once, commits the writes in one transaction and then settles the futures
+    on their loop (those committed before a call before the call runs: a run
+    waiting for its row never waits for a slow call queued after it). A write
+    that fails is logged and fails its own future (the batch is retried one
+    write at a time to find it); the thread carries on.
+    Cancelling a task that awaits a write does not cancel the write.
+
+    When the database cannot take writes for a passing reason (another
+    process holds its lock, the disk is full, the server is gone), the
+    writes are kept in memory, in order, and tried again with a growing
+    pause (`OUTAGE_PAUSES`); one warning opens the episode and one line ends
+    it. Queries go on meanwhile (they see the history without the writes
+    kept), and nothing waiting on the history blocks the scheduler for long.
+
+    With a `journal`, each write is appended to it and flushed to the disk
+    before it is tried in the database; a run's start waits for its row to be
+    in one of them (a kill -9 loses neither), and during an outage a write
+    that is waited for is done once the journal has it. The writes a journal
+    kept from before (`kept`) land before anything else. The journal is emptied
+    once every write in it has landed and a call comes (a call may write
+    rows too, which a later replay of older writes must not undo), or it is
+    half full.
+    """
+
+    def __init__(
+        self,
+        store: HistoryStore,
+        *,
+        journal: Journal | None = None,
+        kept: Sequence[Kept] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        """Wrap `store`; from now on only the writer thread may use it (and `journal`).
+        `clock` times the outage pauses and the last tries at close."""
+        self._lander = _Lander(store, journal=journal, kept=kept, clock=clock or SystemClock())
+        self._pending: deque[_Op] = deque()
+        self._tickets = 0
+        """Operations ever enqueued (the ticket of the newest)."""
+        self._ready = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._closing: asyncio.Future[Any] | None = None
+        self._wake_on: asyncio.AbstractEventLoop | None = None
+        """The loop at the end of whose turn a wake-up of the writer is due."""
+        self._released = 0
+        """Operations at the head of `_pending` the writer may take: those of ended
+        turns of the loop, and everything up to the newest one that is waited for."""
+
+    @property
+    def unwritten(self) -> int:
+        """Writes kept in memory because the database does not take them now."""
+        return self._lander.unwritten
+
+    @property
+    def in_outage(self) -> bool:
+        """Whether the database refuses writes now (they are kept and tried again). Safe
+        from any thread: it reads one attribute the writer replaces."""
+        return self._lander.in_outage
+
+    @property
+    def journaled(self) -> bool:
+        """Whether writes go to a journal first (see `Journal`)."""
+        return self._lander.journaled
+
+    @property
+    def undurable(self) -> bool:
+        """Whether writes held now are kept only in memory: the database refuses them
+        and no journal takes them. A run does not wait for its row then."""
+        return self._lander.undurable
+
+    @property
+    def left_unwritten(self) -> int:
+        """Writes that had not landed when the history closed (kept in the journal, or lost)."""
+        return self._lander.left_unwritten
+
+    def start(self) -> None:
+        """Start the writer thread. Idempotent; operations queued before wait for it."""
+        with self._ready:
+            if self._thread is not None:
+                return
+            self._thread = threading.Thread(
+                target=self._lander.serve,
+                args=(self._take,),
+                name="tuisched-history",
+                daemon=True,
+            )
+        self._thread.start()
+
+    async def insert(self, run: RunRecord) -> None:
+        """Add `run`; returns once committed (so its row exists before its process starts).
+
+        Raises:
+            HistoryError: the history is closed.
+            HistoryError: the database refused or failed the write.
+        """
+        await self._write("insert", run)
+
+    async def update(self, run: RunRecord) -> None:
+        """Replace the row of `run`; returns once committed.
+
+        Raises:
+            UnknownRunError: no such run.
+            HistoryError: the history is closed.
+        """
+        await self._write("update", run)
+
+    def insert_soon(self, run: RunRecord) -> int:
+        """Add `run` without waiting; ordered with every other operation.
+
+        Safe from any thread. A failure is only logged. Returns a ticket:
+        `committed(ticket)` tells when the row is in the database; await
+        `flush()` (or `update` of the same run) before anything depends on it.
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        return self._enqueue(_Write("insert", run, None), soon=True)
+
+    def committed(self, ticket: int) -> bool:
+        """True once the operation that returned `ticket` has been written."""
+        return self._lander.committed(ticket)
+
+    def landed(self, ticket: int) -> bool:
+        """True once the run that `insert_soon` or `update_soon` returned `ticket` for has its
+        row in the database (the insert committed, or the row it updates there, in a
+        state that may be older) or, while the database takes no writes, in the journal.
+        What a run's start waits for: a slot the history holds never runs again."""
+        return self._lander.landed(ticket)
+
+    def wait_landed(self, ticket: int, timeout: float) -> bool:
+        """Block until `landed(ticket)`, for `timeout` seconds at most (not at all while
+        held writes cannot be kept on disk); whether it landed. For threads other than
+        the loop's (a job thread starting the next run itself)."""
+        return self._lander.wait_landed(ticket, timeout)
+
+    async def until_landed(self, ticket: int) -> None:
+        """Return once `landed(ticket)`, or once held writes cannot be kept on disk (see
+        `undurable`): what a run's start waits for on the loop. Bound it with a timeout."""
+        if self.landed(ticket):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._lander.tell_when_landed(ticket, future):
+            await future
+
+    def write_soon(self, inserts: Sequence[RunRecord], updates: Sequence[RunRecord]) -> int:
+        """Add `inserts` and replace the rows of `updates`, in that order, without waiting:
+        `insert_soon` and `update_soon` for many runs at one cost. Returns the ticket of
+        the last write (see `insert_soon`); the writes before it have the tickets before.
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        ops = [_Write("insert", run, None) for run in inserts]
+        ops += [_Write("update", run, None) for run in updates]
+        return self._enqueue_many(ops)
+
+    def update_soon(self, run: RunRecord) -> int:
+        """Replace the row of `run` without waiting; ordered with every other operation.
+
+        Safe from any thread. A failure is only logged. Returns a ticket (see
+        `insert_soon`).
+
+        Raises:
+            HistoryError: the history is closed.
+        """
+        return self._enqueue(_Write("update", run, None), soon=True)
+
+    async def call(self, fn: Callable[[HistoryStore], T]) -> T:
+        """The result of `fn(store)`, run on the writer thread after every pending write.
+
+        Raises:
+            HistoryError: the history is closed.
+            Exception: whatever `fn` raised.
+        """
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Call(fn, future))
+        return await future
+
+    async def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
+        """`HistoryStore.slots_since`, with the slots of the writes held (not landed yet,
+        kept in the journal): at start, a slot that ran is taken, whatever the database
+        took."""
+
+        def read(store: HistoryStore) -> set[tuple[str, datetime]]:
+            found = store.slots_since(since)
+            held = self._lander.held_runs().values()
+            found.update((run.job, run.slot.astimezone(UTC)) for run in held
+                         if run.slot is not None and run.slot >= since)  # fmt: skip
+            return found
+
+        return await self.call(read)
+
+    async def latest_slots(self) -> dict[str, datetime]:
+        """`HistoryStore.latest_slots`, with the slots of the writes held."""
+
+        def read(store: HistoryStore) -> dict[str, datetime]:
+            found = store.latest_slots()
+            for run in self._lander.held_runs().values():
+                if run.slot is not None:
+                    slot = run.slot.astimezone(UTC)
+                    found[run.job] = max(found.get(run.job, slot), slot)
+            return found
+
+        return await self.call(read)
+
+    async def held_runs(self) -> list[RunRecord]:
+        """The runs whose writes are held (not landed yet), each in its latest state."""
+        return await self.call(lambda _store: list(self._lander.held_runs().values()))
+
+    async def flush(self) -> None:
+        """Return once everything queued before is committed (or has failed)."""
+        await self.call(_nothing)
+
+    async def close(self) -> None:
+        """Commit everything pending, close the store and end the thread. Idempotent.
+
+        Starts the thread first if it never was, so nothing queued is lost.
+        """
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().create_future()
+            self._enqueue(_Stop(self._closing))
+            self.start()
+        await asyncio.shield(self._closing)
+        if self._thread is not None:
+            self._thread.join()  # it settled our future as its last act: this is immediate
+
+    async def _write(self, kind: Literal["insert", "update"], run: RunRecord) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._enqueue(_Write(kind, run, future))
+        await future
+
+    def _enqueue_many(self, ops: list[_Write]) -> int:
+        """Queue fire-and-forget writes, as `_enqueue(op, soon=True)` each would."""
+        with self._ready:
+            if self._closing is not None:
+                raise HistoryError("the run history is closed")
+            for op in ops:
+                self._tickets += 1
+                op.ticket = self._tickets
+            self._pending.extend(ops)
+            if ops and (self._wake_on is None or self._wake_on.is_closed()):
+                self._wake_at_turn_end()
+            return self._tickets
+
+    def _enqueue(self, op: _Op, *, soon: bool = False) -> int:
+        """Queue `op`. With `soon`, on an event loop, the writer is woken once at the
+        end of the loop's turn for everything queued in it: one transaction per turn,
+        not one wake-up (and a fight for the GIL) per write."""
+        with self._ready:
+            if self._closing is not None and not isinstance(op, _Stop):
+                raise HistoryError("the run history is closed")
+            self._pending.append(op)
+            self._tickets += 1
+            if isinstance(op, _Write):
+                op.ticket = self._tickets
+            if not soon:
+                self._release()
+            elif self._wake_on is None or self._wake_on.is_closed():
+                self._wake_at_turn_end()
+            return self._tickets
+
+    def _release(self) -> None:
+        """Let the writer take everything queued so far (the lock is held)."""
+        self._released = len(self._pending)
+        self._ready.notify()
+
+    def _wake_at_turn_end(self) -> None:
+        """Wake the writer when the running loop's turn ends (at once without a loop)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # another thread: nothing to batch with
+            self._release()
+            return
+        self._wake_on = loop
+        loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        with self._ready:
+            self._wake_on = None
+            self._release()
+
+    def _take(self, pause: Callable[[], float | None]) -> tuple[list[_Op], int]:
+        """For the writer thread: wait until operations are released, or the `pause` of
+        an outage (None: none) is over, and take them; with the newest ticket taken."""
+        with self._ready:
+            while not self._released:
+                wait = pause()
+                if wait is None:
+                    self._ready.wait()
+                elif not self._ready.wait(wait):
+                    break  # time to try the held writes again
+            batch = [self._pending.popleft() for _ in range(self._released)]
+            self._released = 0
+            return batch, self._tickets - len(self._pending)
