@@ -37,8 +37,8 @@ from tuisched.domain.model import Config, Job, Overlap, PythonSpec
 from tuisched.domain.reasons import PauseNote
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger, new_run_id
 from tuisched.runtime.clock import Clock, SystemClock
-from tuisched.runtime.engine.catchup import record_missed, record_paused
-from tuisched.runtime.engine.dispatch import Active, Dispatcher
+from tuisched.runtime.engine.catchup import Submit, record_missed, record_paused
+from tuisched.runtime.engine.dispatch import Dispatcher
 from tuisched.runtime.engine.firing import LOADS_PER_STEP, SlotFiring
 from tuisched.runtime.engine.lane import Lane
 from tuisched.runtime.engine.outcomes import Outcomes
@@ -115,7 +115,8 @@ class Engine:
         queue = RunQueue()
         self._dispatcher = dispatcher = Dispatcher(
             config=current, history=history, outcomes=outcomes, clock=clock,
-            accepting=lambda: self._accepting, start=self._start_run, queue=queue,
+            accepting=lambda: self._accepting, queue=queue,
+            start=lambda active: self._workers.start(active),  # noqa: PLW0108  (made below)
         )  # fmt: skip
         self._workers = Workers(
             config=current, dispatcher=dispatcher, retries=self._retries,
@@ -127,13 +128,12 @@ class Engine:
             ),
         )  # fmt: skip
         self.waiting_room = WaitingRoom(
-            history=history, bus=bus, config=current, admit=self._admit,
-            give_up=self._gave_up, clock=clock,
+            history=history, bus=bus, config=current, admit=self._admit, clock=clock,
+            give_up=lambda run, reason: outcomes.not_started(
+                run, Result.DEPENDENCY, reason, recorded=True
+            ),
             unmet=cluster.unmet if cluster is not None else None,
         )  # fmt: skip
-
-    def _start_run(self, active: Active) -> None:
-        self._workers.start(active)
 
     # --- life cycle ------------------------------------------------------------
 
@@ -151,12 +151,17 @@ class Engine:
         if not fire:
             return
         self.waiting_room.start()
-        await self._take_back_waiting()
+        rows = await self._history.call(lambda store: store.unfinished(self.node))
+        await _take_back_waiting(rows, self.config, self.waiting_room, self._outcomes)
         now = self._clock.now()
         if self.cluster is not None:
             self.cluster.start(_ClusterHost(self, self._pauses))
             if down_since is not None:  # once the database answers: what the cluster ran
-                self._spawn(self._record_missed_in_cluster(down_since, now))
+                self._spawn(_record_missed_in_cluster(
+                    self.cluster, self.config, since=down_since, now=now,
+                    history=self._history, outcomes=self._outcomes,
+                    submit=lambda job, slot, trigger: self.submit(job, slot=slot, trigger=trigger),
+                ))  # fmt: skip
         elif down_since is not None:
             await record_missed(
                 self.config, since=down_since, now=now, history=self._history,
@@ -167,34 +172,8 @@ class Engine:
         jobs = [(job, self._pauses.holds(job)) for job in self.config.jobs.values()]
         held = await self._history.latest_slots()
         await self._firing.start(jobs, now, held)
-        self._import_functions(self.config)
+        _import_functions(self.config)
         _keep_out_of_collection()
-
-    async def _record_missed_in_cluster(self, since: datetime, now: datetime) -> None:
-        """Slots since this node was last alive that no node of the cluster ran, up to the
-        database's clock: a node whose clock is ahead must not record the slots still to
-        come as missed (their rows would keep every node from running them)."""
-        assert self.cluster is not None  # noqa: S101  (cluster mode only)
-        now = min(now, await self.cluster.database_now())
-        recorded = await self.cluster.slots_since(since)  # read after: it holds every row to now
-        await record_missed(
-            self.config, since=since, now=now, history=self._history, outcomes=self._outcomes,
-            submit=lambda job, slot, trigger: self.submit(job, slot=slot, trigger=trigger),
-            recorded=recorded,
-        )  # fmt: skip
-
-    async def _take_back_waiting(self) -> None:
-        """WAITING runs of a previous instance go on waiting (R9 survives a restart)."""
-        rows = await self._history.call(lambda store: store.unfinished(self.node))
-        for run in rows:
-            job = self.config.jobs.get(run.job)
-            if run.state is not RunState.WAITING:
-                continue
-            if job is None or not job.enabled:
-                reason = "its job was deleted or disabled"
-                self._outcomes.not_started(run, Result.STOPPED, reason, recorded=True)
-            else:
-                await self.waiting_room.enter(run, job, recorded=True)
 
     def stop_firing(self) -> None:
         """Start no more runs (slots, dependants, waiting runs); runs in progress go on."""
@@ -282,7 +261,7 @@ class Engine:
         # max_workers may have shrunk (job threads then give workers back) or grown.
         self._workers.lane.shrink(len(self._dispatcher.active) - config.settings.max_workers)
         self._dispatcher.dispatch()
-        self._import_functions(config)
+        _import_functions(config)
         _keep_out_of_collection()
 
     # --- runs ---------------------------------------------------------------------
@@ -470,29 +449,11 @@ class Engine:
             for run in self.waiting_room.runs_of(job.name):
                 self._spawn(self.waiting_room.enter(run, job, recorded=True))
 
-    def _gave_up(self, run: RunRecord, reason: str) -> None:
-        self._outcomes.not_started(run, Result.DEPENDENCY, reason, recorded=True)
-
     def _cancel_job(self, reason: str, name: str) -> None:
         """Close the queued, backlogged and waiting runs of a deleted or disabled job."""
         for waiting in self.waiting_room.runs_of(name):
             self._outcomes.not_started(waiting, Result.STOPPED, reason, recorded=True)
         self._dispatcher.cancel(reason, job=name)
-
-    @staticmethod
-    def _import_functions(config: Config) -> None:
-        """Import the modules of python jobs on threads now, in a job thread, and have a job
-        thread per worker waiting: the first runs then start on a job thread by themselves,
-        as the next ones do (a burst of 10,000 new jobs would otherwise start its first
-        runs through imports, and wait for threads to start)."""
-        targets = [
-            job.kind.target
-            for job in config.jobs.values()
-            if job.enabled and isinstance(job.kind, PythonSpec) and job.kind.in_thread
-        ]
-        if targets:
-            import_soon(targets)
-            keep_job_threads(config.settings.max_workers)
 
     def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -508,6 +469,52 @@ class Engine:
     def pause_note(self, pause: Pause) -> PauseNote | None:
         """Who set `pause` and when, if this scheduler knows."""
         return self._pauses.notes.get(pause)
+
+
+def _import_functions(config: Config) -> None:
+    """Import the modules of python jobs on threads now, in a job thread, and have a job
+    thread per worker waiting: the first runs then start on a job thread by themselves,
+    as the next ones do (a burst of 10,000 new jobs would otherwise start its first
+    runs through imports, and wait for threads to start)."""
+    targets = [
+        job.kind.target
+        for job in config.jobs.values()
+        if job.enabled and isinstance(job.kind, PythonSpec) and job.kind.in_thread
+    ]
+    if targets:
+        import_soon(targets)
+        keep_job_threads(config.settings.max_workers)
+
+
+async def _record_missed_in_cluster(
+    cluster: ClusterLink, config: Config, *, since: datetime, now: datetime,
+    history: AsyncHistory, outcomes: Outcomes, submit: Submit,
+) -> None:  # fmt: skip
+    """Slots since this node was last alive that no node of the cluster ran, up to the
+    database's clock: a node whose clock is ahead must not record the slots still to
+    come as missed (their rows would keep every node from running them)."""
+    now = min(now, await cluster.database_now())
+    recorded = await cluster.slots_since(since)  # read after: it holds every row to now
+    await record_missed(
+        config, since=since, now=now, history=history, outcomes=outcomes, submit=submit,
+        recorded=recorded,
+    )  # fmt: skip
+
+
+async def _take_back_waiting(
+    rows: list[RunRecord], config: Config, room: WaitingRoom, outcomes: Outcomes
+) -> None:
+    """WAITING runs of a previous instance (among `rows`) go on waiting (R9 survives a
+    restart)."""
+    for run in rows:
+        job = config.jobs.get(run.job)
+        if run.state is not RunState.WAITING:
+            continue
+        if job is None or not job.enabled:
+            reason = "its job was deleted or disabled"
+            outcomes.not_started(run, Result.STOPPED, reason, recorded=True)
+        else:
+            await room.enter(run, job, recorded=True)
 
 
 SWITCH_SECONDS = 0.001

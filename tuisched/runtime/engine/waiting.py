@@ -104,7 +104,7 @@ class WaitingRoom:
     config: Callable[[], Config]
     admit: Callable[[RunRecord, Job], None]
     """Called when a run may go to the run queue."""
-    give_up: Callable[[RunRecord, str], None]
+    give_up: Callable[[RunRecord, str], object]
     """Called with the reason when a run stops waiting without its requirements."""
     clock: Clock
     unmet: Callable[[list[Requirement]], Awaitable[list[Requirement]]] | None = None
