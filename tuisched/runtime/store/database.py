@@ -274,7 +274,7 @@ class HistoryStore:
             raise HistoryError("cannot open the history: malformed database URL") from error
         if password is not None:
             parsed = parsed.set(password=password)
-        return cls._open(parsed)
+        return cls(_ready_engine(parsed))
 
     @classmethod
     def open_sqlite(cls, path: Path, *, busy_ms: int = BUSY_TIMEOUT_MS) -> HistoryStore:
@@ -293,29 +293,7 @@ class HistoryStore:
             create_private_file(path)
         except OSError as error:
             raise HistoryError(f"cannot create the history {path}: {error.strerror}") from error
-        return cls._open(URL.create("sqlite", database=str(path)), busy_ms=busy_ms)
-
-    @classmethod
-    def _open(cls, url: URL, *, busy_ms: int = BUSY_TIMEOUT_MS) -> HistoryStore:
-        where = url._replace(password=None).render_as_string()  # as configured: no password
-        try:
-            engine = _create_engine(url, busy_ms)
-        except (SQLAlchemyError, ImportError) as error:
-            raise _cannot_open(where, error) from error
-        try:
-            if url.get_backend_name() == "sqlite":
-                _quick_check(engine, where)
-            _create_schema(engine, where)
-        except HistoryDamagedError:
-            engine.dispose()
-            raise
-        except SQLAlchemyError as error:
-            engine.dispose()
-            raise _cannot_open(where, error) from error
-        except BaseException:
-            engine.dispose()
-            raise
-        return cls(engine)
+        return cls(_ready_engine(URL.create("sqlite", database=str(path)), busy_ms=busy_ms))
 
     def __enter__(self) -> Self:
         return self
@@ -568,7 +546,7 @@ class HistoryStore:
             The closed records, oldest first, as they are now stored.
         """
         with self._begin() as connection:
-            closed = self._abandonable(connection, node, now)
+            closed = _abandonable(connection, node, now)
             if closed:
                 self._apply_updates(connection, closed)
         return closed
@@ -577,13 +555,7 @@ class HistoryStore:
         """The runs `close_abandoned` would close, closed, without writing them (a read:
         for a database that takes no writes now)."""
         with self._begin() as connection:
-            return self._abandonable(connection, node, now)
-
-    def _abandonable(self, connection: Connection, node: str, now: datetime) -> list[RunRecord]:
-        ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
-        query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
-        rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
-        return [abandoned(_record(row), now) for row in rows]
+            return _abandonable(connection, node, now)
 
     def runs_of(self, node: str, run_ids: Sequence[str]) -> set[str]:
         """Which of `run_ids` are runs of `node` (its cluster claims included), whatever
@@ -651,7 +623,7 @@ class HistoryStore:
         the database works out each duration, and the end only of failures."""
         failed = runs.c.state != RunState.SUCCESS.value
         columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result,
-                   self._seconds().label("took"),
+                   _seconds(self._engine.dialect.name).label("took"),
                    case((failed, runs.c.ended_at), else_=None).label("ended"))  # fmt: skip
         select_rows = _in_window(select(*columns), query).where(runs.c.state.in_(_COUNTED))
         with self._begin() as connection:
@@ -660,17 +632,11 @@ class HistoryStore:
                 for job, run_id, state, result, took, ended in connection.execute(select_rows)
             ]
 
-    def _seconds(self) -> Any:
-        """How long a run took, in seconds (None until it ended), as the database says it."""
-        if self._engine.dialect.name == "sqlite":
-            return (func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)) * 86_400.0
-        return func.extract("epoch", runs.c.ended_at - runs.c.started_at)
-
     def slowest(self, query: StatsQuery) -> list[RunRecord]:
         """The `query.slowest` longest counted runs of the window, longest first."""
         if query.slowest < 1:
             return []
-        took = self._seconds()
+        took = _seconds(self._engine.dialect.name)
         select_runs = (
             _in_window(select(runs), query)
             .where(runs.c.state.in_(_COUNTED), runs.c.started_at.is_not(None),
@@ -697,54 +663,19 @@ class HistoryStore:
         with self._begin() as connection:
             if retention.days is not None:
                 cutoff = now - timedelta(days=retention.days)
-                found += self._doomed(connection, runs.c.queued_at < cutoff, batch)
+                found += _doomed(connection, runs.c.queued_at < cutoff, batch)
             if retention.runs_per_job is not None:
-                for job in self._crowded(connection, retention.runs_per_job):
+                for job in _crowded(connection, retention.runs_per_job):
                     if len(found) >= batch:
                         break
-                    older = self._beyond(connection, job, retention.runs_per_job)
+                    older = _beyond(connection, job, retention.runs_per_job)
                     if older is not None:
-                        found += self._doomed(connection, older, batch - len(found))
+                        found += _doomed(connection, older, batch - len(found))
             found = list(dict.fromkeys(found))[:batch]
             if found:
                 gone = [run_id for _, run_id in found]
                 connection.execute(runs.delete().where(runs.c.run_id.in_(gone)))
         return found
-
-    def _doomed(self, connection: Connection, where: Any, limit: int) -> list[tuple[str, str]]:
-        """Up to `limit` (job, run_id) matching `where` that retention may forget, oldest first."""
-        if limit < 1:
-            return []
-        query = (
-            select(runs.c.job, runs.c.run_id)
-            .where(where, ~_KEPT_ALWAYS)
-            .order_by(runs.c.queued_at, runs.c.run_id)
-            .limit(limit)
-        )
-        return [(job, run_id) for job, run_id in connection.execute(query)]
-
-    def _crowded(self, connection: Connection, keep: int) -> list[str]:
-        """The jobs with more than `keep` runs (counted on the job index)."""
-        query = select(runs.c.job).group_by(runs.c.job).having(func.count() > keep)
-        return list(connection.scalars(query))
-
-    def _beyond(self, connection: Connection, job: str, keep: int) -> Any:
-        """The condition "a run of `job` older than its newest `keep`", or None."""
-        newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
-        last_kept = connection.execute(
-            select(runs.c.queued_at, runs.c.run_id)
-            .where(runs.c.job == job)
-            .order_by(*newest_first)
-            .offset(keep - 1)
-            .limit(1)
-        ).first()
-        if last_kept is None:
-            return None
-        queued, run_id = last_kept
-        older = (runs.c.queued_at < queued) | (
-            (runs.c.queued_at == queued) & (runs.c.run_id < run_id)
-        )
-        return (runs.c.job == job) & older
 
 
 def abandoned(run: RunRecord, now: datetime) -> RunRecord:
@@ -761,6 +692,79 @@ def abandoned(run: RunRecord, now: datetime) -> RunRecord:
 # --- history stats and retention (issue 16) -------------------------------------------------
 
 _COUNTED = tuple(state.value for state in COUNTED)
+
+
+def _doomed(connection: Connection, where: Any, limit: int) -> list[tuple[str, str]]:
+    """Up to `limit` (job, run_id) matching `where` that retention may forget, oldest first."""
+    if limit < 1:
+        return []
+    query = (
+        select(runs.c.job, runs.c.run_id)
+        .where(where, ~_KEPT_ALWAYS)
+        .order_by(runs.c.queued_at, runs.c.run_id)
+        .limit(limit)
+    )
+    return [(job, run_id) for job, run_id in connection.execute(query)]
+
+
+def _crowded(connection: Connection, keep: int) -> list[str]:
+    """The jobs with more than `keep` runs (counted on the job index)."""
+    query = select(runs.c.job).group_by(runs.c.job).having(func.count() > keep)
+    return list(connection.scalars(query))
+
+
+def _beyond(connection: Connection, job: str, keep: int) -> Any:
+    """The condition "a run of `job` older than its newest `keep`", or None."""
+    newest_first = (runs.c.queued_at.desc(), runs.c.run_id.desc())
+    last_kept = connection.execute(
+        select(runs.c.queued_at, runs.c.run_id)
+        .where(runs.c.job == job)
+        .order_by(*newest_first)
+        .offset(keep - 1)
+        .limit(1)
+    ).first()
+    if last_kept is None:
+        return None
+    queued, run_id = last_kept
+    older = (runs.c.queued_at < queued) | ((runs.c.queued_at == queued) & (runs.c.run_id < run_id))
+    return (runs.c.job == job) & older
+
+
+def _abandonable(connection: Connection, node: str, now: datetime) -> list[RunRecord]:
+    ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
+    query = select(runs).where(ours, runs.c.state.in_(_ABANDONABLE))
+    rows = connection.execute(query.order_by(runs.c.queued_at, runs.c.run_id)).mappings()
+    return [abandoned(_record(row), now) for row in rows]
+
+
+def _seconds(dialect: str) -> Any:
+    """How long a run took, in seconds (None until it ended), as the database says it."""
+    if dialect == "sqlite":
+        return (func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)) * 86_400.0
+    return func.extract("epoch", runs.c.ended_at - runs.c.started_at)
+
+
+def _ready_engine(url: URL, *, busy_ms: int = BUSY_TIMEOUT_MS) -> Engine:
+    """An engine on `url` whose file passed its quick check and whose schema is ready."""
+    where = url._replace(password=None).render_as_string()  # as configured: no password
+    try:
+        engine = _create_engine(url, busy_ms)
+    except (SQLAlchemyError, ImportError) as error:
+        raise _cannot_open(where, error) from error
+    try:
+        if url.get_backend_name() == "sqlite":
+            _quick_check(engine, where)
+        _create_schema(engine, where)
+    except HistoryDamagedError:
+        engine.dispose()
+        raise
+    except SQLAlchemyError as error:
+        engine.dispose()
+        raise _cannot_open(where, error) from error
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
 
 
 def _in_window(query: Select[Any], stats: StatsQuery) -> Select[Any]:
