@@ -17,7 +17,6 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
-    case,
     create_engine,
     event,
     func,
@@ -39,8 +38,7 @@ from tuisched.domain.errors import (
 )
 from tuisched.domain.model import Retention
 from tuisched.domain.runs import Result, RunRecord, RunState
-from tuisched.domain.stats import COUNTED, StatRow
-from tuisched.domain.views import HistoryQuery, StatsQuery
+from tuisched.domain.views import HistoryQuery
 from tuisched.runtime.pgdriver import POSTGRES_EXTRA
 from tuisched.runtime.pgerrors import CONNECT_SECONDS, explain
 from tuisched.runtime.store.schema import (
@@ -239,6 +237,8 @@ class HistoryStore:
         """Wrap an engine whose schema is ready; use `open` or `open_sqlite` instead."""
         self._engine = engine
         self._where = engine.url.render_as_string(hide_password=True)
+        self.dialect = engine.dialect.name
+        """The database's kind (`sqlite`, `postgresql`), for SQL that differs by it."""
         self._host = socket.gethostname()
         self._closed = False
         self._damage: HistoryDamagedError | None = None
@@ -307,7 +307,7 @@ class HistoryStore:
         self.close()
 
     @contextlib.contextmanager
-    def _begin(self) -> Iterator[Connection]:
+    def transaction(self) -> Iterator[Connection]:
         """A transaction, committed when its block ends without an exception.
 
         The database's errors leave the store translated (the cause chained):
@@ -371,7 +371,7 @@ class HistoryStore:
             DuplicateRunError: an insert reuses a run_id.
             HistoryUnavailableError: the database is locked or unreachable (retry).
         """
-        with self._begin() as connection:
+        with self.transaction() as connection:
             if inserts:
                 self._insert.execute(connection, inserts)
             if updates:
@@ -385,7 +385,7 @@ class HistoryStore:
         Raises:
             HistoryUnavailableError: the database is locked or unreachable (retry).
         """
-        with self._begin() as connection:
+        with self.transaction() as connection:
             self._landing.execute(connection, runs)
 
     def _apply_updates(self, connection: Connection, updates: Sequence[RunRecord]) -> None:
@@ -398,12 +398,12 @@ class HistoryStore:
 
     def delete(self, run_id: str) -> None:
         """Forget a run (in cluster mode, a WAITING run handed to the cluster's table)."""
-        with self._begin() as connection:
+        with self.transaction() as connection:
             connection.execute(runs.delete().where(runs.c.run_id == run_id))
 
     def get(self, run_id: str) -> RunRecord | None:
         """The run with that id, or None."""
-        with self._begin() as connection:
+        with self.transaction() as connection:
             row = connection.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
         return None if row is None else _record(row)
 
@@ -415,7 +415,7 @@ class HistoryStore:
         query = select(runs).order_by(runs.c.queued_at.desc(), runs.c.run_id.desc()).limit(limit)
         if job is not None:
             query = query.where(runs.c.job == job)
-        return self._records(query)
+        return self.records(query)
 
     def page(self, query: HistoryQuery) -> list[RunRecord]:
         """One page of runs matching `query`, newest first (as `recent`)."""
@@ -435,17 +435,18 @@ class HistoryStore:
             select_runs = select_runs.where(runs.c.queued_at >= query.since)
         if query.until is not None:
             select_runs = select_runs.where(runs.c.queued_at < query.until)
-        return self._records(select_runs)
+        return self.records(select_runs)
 
     def unfinished(self, node: str | None = None) -> list[RunRecord]:
         """Runs QUEUED, WAITING or RUNNING (on `node`, or anywhere), oldest first."""
         query = select(runs).where(runs.c.state.in_(_UNFINISHED))
         if node is not None:
             query = query.where(runs.c.node == node)
-        return self._records(query.order_by(runs.c.queued_at, runs.c.run_id))
+        return self.records(query.order_by(runs.c.queued_at, runs.c.run_id))
 
-    def _records(self, query: Select[Any]) -> list[RunRecord]:
-        with self._begin() as connection:
+    def records(self, query: Select[Any]) -> list[RunRecord]:
+        """The runs `query` (a select of the runs table) finds, in its order."""
+        with self.transaction() as connection:
             return [_record(row) for row in connection.execute(query).mappings()]
 
     def slots_since(self, since: datetime) -> set[tuple[str, datetime]]:
@@ -455,7 +456,7 @@ class HistoryStore:
         `slot.astimezone(UTC)`. Manual runs (no slot) are not included.
         """
         query = select(runs.c.job, runs.c.slot).where(runs.c.slot >= since)
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return {(job, slot) for job, slot in connection.execute(query)}
 
     def latest_slots(self) -> dict[str, datetime]:
@@ -465,7 +466,7 @@ class HistoryStore:
             .where(runs.c.slot.is_not(None))
             .group_by(runs.c.job)
         )
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return {job: slot for job, slot in connection.execute(query)}  # noqa: C416  (rows)
 
     def has_success(self, job: str, slot: datetime) -> bool:
@@ -481,13 +482,13 @@ class HistoryStore:
             .where(runs.c.job == job, runs.c.state == RunState.SUCCESS.value, by_slot | by_hand)
             .limit(1)
         )
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return connection.scalar(query) is not None
 
     def has_run_for(self, job: str, slot: datetime) -> bool:
         """Whether `job` has any run recorded (in any state) for exactly `slot`."""
         query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot == slot).limit(1)
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return connection.scalar(query) is not None
 
     def last_runs(self) -> dict[str, RunRecord]:
@@ -501,7 +502,7 @@ class HistoryStore:
         query = select(runs).join(
             newest, (runs.c.job == newest.c.job) & (runs.c.ended_at == newest.c.ended)
         )
-        return {run.job: run for run in self._records(query)}
+        return {run.job: run for run in self.records(query)}
 
     def failures_since(self, since: datetime) -> list[datetime]:
         """When the runs that failed at or after `since` ended (oldest first).
@@ -517,19 +518,19 @@ class HistoryStore:
             .where(failed | unlaunched, runs.c.ended_at >= since)
             .order_by(runs.c.ended_at)
         )
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return [ended for (ended,) in connection.execute(query)]
 
     def pauses(self) -> set[tuple[str, str]]:
         """Every pause in force, as (kind, name); kind is `job`, `group` or `all`."""
-        with self._begin() as connection:
+        with self.transaction() as connection:
             rows = connection.execute(select(pauses.c.kind, pauses.c.name))
             return {(kind, name) for kind, name in rows}
 
     def set_pause(self, kind: str, name: str, *, paused: bool, at: datetime) -> None:
         """Record (or lift) a pause of `name` (a job, a group, or "" for all)."""
         where = (pauses.c.kind == kind) & (pauses.c.name == name)
-        with self._begin() as connection:
+        with self.transaction() as connection:
             connection.execute(pauses.delete().where(where))
             if paused:
                 connection.execute(pauses.insert().values(kind=kind, name=name, since=at))
@@ -545,7 +546,7 @@ class HistoryStore:
         Returns:
             The closed records, oldest first, as they are now stored.
         """
-        with self._begin() as connection:
+        with self.transaction() as connection:
             closed = _abandonable(connection, node, now)
             if closed:
                 self._apply_updates(connection, closed)
@@ -554,7 +555,7 @@ class HistoryStore:
     def abandonable(self, node: str, now: datetime) -> list[RunRecord]:
         """The runs `close_abandoned` would close, closed, without writing them (a read:
         for a database that takes no writes now)."""
-        with self._begin() as connection:
+        with self.transaction() as connection:
             return _abandonable(connection, node, now)
 
     def runs_of(self, node: str, run_ids: Sequence[str]) -> set[str]:
@@ -565,7 +566,7 @@ class HistoryStore:
         ours = or_(runs.c.node == node, runs.c.node.like(f"{node}:%:%"))
         wanted = sorted(set(run_ids))
         found: set[str] = set()
-        with self._begin() as connection:
+        with self.transaction() as connection:
             for at in range(0, len(wanted), _IDS_PER_QUERY):
                 chunk = wanted[at : at + _IDS_PER_QUERY]
                 query = select(runs.c.run_id).where(ours, runs.c.run_id.in_(chunk))
@@ -579,7 +580,7 @@ class HistoryStore:
         node's `started_at`. Read `last_alive` before the first call: after it,
         the previous instance's heartbeat is gone.
         """
-        with self._begin() as connection:
+        with self.transaction() as connection:
             row = connection.execute(select(nodes).where(nodes.c.name == node)).mappings().first()
             if row is None:
                 values = {"pid": pid, "host": self._host, "started_at": at, "last_alive": at}
@@ -592,7 +593,7 @@ class HistoryStore:
 
     def last_alive(self, node: str) -> datetime | None:
         """When `node` last said it was alive (UTC), or None if it never did."""
-        with self._begin() as connection:
+        with self.transaction() as connection:
             found: datetime | None = connection.scalar(
                 select(nodes.c.last_alive).where(nodes.c.name == node)
             )
@@ -614,37 +615,9 @@ class HistoryStore:
             runs.c.job == job, runs.c.slot >= start, runs.c.slot < end,
             runs.c.state.in_([state.value for state in states]),
         )  # fmt: skip
-        return self._records(query.order_by(runs.c.slot, runs.c.run_id))
+        return self.records(query.order_by(runs.c.slot, runs.c.run_id))
 
-    # --- history stats and retention (issue 16) -----------------------------------------
-
-    def stat_rows(self, query: StatsQuery) -> list[StatRow]:
-        """The counted runs (see `JobStats`) queued in the query's window, narrow rows only:
-        the database works out each duration, and the end only of failures."""
-        failed = runs.c.state != RunState.SUCCESS.value
-        columns = (runs.c.job, runs.c.run_id, runs.c.state, runs.c.result,
-                   _seconds(self._engine.dialect.name).label("took"),
-                   case((failed, runs.c.ended_at), else_=None).label("ended"))  # fmt: skip
-        select_rows = _in_window(select(*columns), query).where(runs.c.state.in_(_COUNTED))
-        with self._begin() as connection:
-            return [
-                StatRow(job, run_id, RunState(state), result, _seconds_of(took), ended)
-                for job, run_id, state, result, took, ended in connection.execute(select_rows)
-            ]
-
-    def slowest(self, query: StatsQuery) -> list[RunRecord]:
-        """The `query.slowest` longest counted runs of the window, longest first."""
-        if query.slowest < 1:
-            return []
-        took = _seconds(self._engine.dialect.name)
-        select_runs = (
-            _in_window(select(runs), query)
-            .where(runs.c.state.in_(_COUNTED), runs.c.started_at.is_not(None),
-                   runs.c.ended_at.is_not(None))
-            .order_by(took.desc(), runs.c.run_id)
-            .limit(query.slowest)
-        )  # fmt: skip
-        return self._records(select_runs)
+    # --- retention (issue 16) ---------------------------------------------------------
 
     def prune(self, now: datetime, retention: Retention, *, batch: int) -> list[tuple[str, str]]:
         """Forget at most `batch` runs that `retention` no longer keeps, in one transaction.
@@ -660,7 +633,7 @@ class HistoryStore:
             (job, run_id) of each run forgotten, oldest first within a job.
         """
         found: list[tuple[str, str]] = []
-        with self._begin() as connection:
+        with self.transaction() as connection:
             if retention.days is not None:
                 cutoff = now - timedelta(days=retention.days)
                 found += _doomed(connection, runs.c.queued_at < cutoff, batch)
@@ -689,9 +662,7 @@ def abandoned(run: RunRecord, now: datetime) -> RunRecord:
     )
 
 
-# --- history stats and retention (issue 16) -------------------------------------------------
-
-_COUNTED = tuple(state.value for state in COUNTED)
+# --- retention (issue 16) -------------------------------------------------------------------
 
 
 def _doomed(connection: Connection, where: Any, limit: int) -> list[tuple[str, str]]:
@@ -737,13 +708,6 @@ def _abandonable(connection: Connection, node: str, now: datetime) -> list[RunRe
     return [abandoned(_record(row), now) for row in rows]
 
 
-def _seconds(dialect: str) -> Any:
-    """How long a run took, in seconds (None until it ended), as the database says it."""
-    if dialect == "sqlite":
-        return (func.julianday(runs.c.ended_at) - func.julianday(runs.c.started_at)) * 86_400.0
-    return func.extract("epoch", runs.c.ended_at - runs.c.started_at)
-
-
 def _ready_engine(url: URL, *, busy_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     """An engine on `url` whose file passed its quick check and whose schema is ready."""
     where = url._replace(password=None).render_as_string()  # as configured: no password
@@ -767,26 +731,7 @@ def _ready_engine(url: URL, *, busy_ms: int = BUSY_TIMEOUT_MS) -> Engine:
     return engine
 
 
-def _in_window(query: Select[Any], stats: StatsQuery) -> Select[Any]:
-    """`query` limited to the runs of `stats.job` queued in [since, until)."""
-    if stats.job is not None:
-        query = query.where(runs.c.job == stats.job)
-    if stats.since is not None:
-        query = query.where(runs.c.queued_at >= stats.since)
-    if stats.until is not None:
-        query = query.where(runs.c.queued_at < stats.until)
-    return query
-
-
 _KEPT_ALWAYS = runs.c.state.in_(_UNFINISHED) | (
     (runs.c.state == RunState.MISSED.value) & (runs.c.status == "")
 )
 """Runs retention never forgets: not finished, or a missed slot waiting for a decision."""
-
-
-def _seconds_of(took: object) -> timedelta | None:
-    """A duration the database gave in seconds (never negative: clocks were set back)."""
-    if took is None:
-        return None
-    # SQLite's julianday keeps about a millisecond: round it away.
-    return timedelta(seconds=max(0.0, round(float(took), 3)))  # type: ignore[arg-type]
