@@ -16,7 +16,7 @@ from tuisched.domain.text import counted
 from tuisched.runtime.execution import kill_left_behind
 from tuisched.runtime.execution.leftovers import carried_run_ids
 from tuisched.runtime.store import AsyncHistory
-from tuisched.runtime.store.database import abandoned
+from tuisched.runtime.store.database import abandonable, abandoned
 from tuisched.runtime.threads import Lane, in_thread
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ class Leftovers:
         except HistoryUnavailableError:
             if not history.journaled:
                 raise
-            found = await history.call(lambda store: store.abandonable(node, now))
+            found = await history.call(lambda store: abandonable(store, node, now))
             closed = [run for run in found if run.run_id not in kept]  # judged by what is kept
             history.write_soon([], closed)
         seen = {run.run_id for run in closed}

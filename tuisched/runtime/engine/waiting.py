@@ -34,6 +34,7 @@ from tuisched.domain.runs import RunRecord, RunState, Trigger
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.runtime.clock import Clock, Timer
 from tuisched.runtime.store import AsyncHistory, HistoryStore
+from tuisched.runtime.store.slots import has_run_for, has_success
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,9 @@ def requirements_of(config: Config, job: Job, slot: datetime) -> list[Requiremen
 
 def holds(store: HistoryStore, requirement: Requirement) -> bool:
     """Whether the history satisfies `requirement` (runs on the history's thread)."""
-    if store.has_success(requirement.job, requirement.slot):
+    if has_success(store, requirement.job, requirement.slot):
         return True
-    return requirement.own and not store.has_run_for(requirement.job, requirement.slot)
+    return requirement.own and not has_run_for(store, requirement.job, requirement.slot)
 
 
 def _unmet(needed: list[Requirement]) -> Callable[[HistoryStore], list[Requirement]]:

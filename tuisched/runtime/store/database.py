@@ -459,38 +459,6 @@ class HistoryStore:
         with self.transaction() as connection:
             return {(job, slot) for job, slot in connection.execute(query)}
 
-    def latest_slots(self) -> dict[str, datetime]:
-        """The newest slot the history holds for each job, whatever its run's state (UTC)."""
-        query = (
-            select(runs.c.job, func.max(runs.c.slot))
-            .where(runs.c.slot.is_not(None))
-            .group_by(runs.c.job)
-        )
-        with self.transaction() as connection:
-            return {job: slot for job, slot in connection.execute(query)}  # noqa: C416  (rows)
-
-    def has_success(self, job: str, slot: datetime) -> bool:
-        """Whether `job` succeeded for `slot` or a later slot (R9).
-
-        A run started by hand counts when it began at or after `slot`: an
-        operator can satisfy a requirement by running the upstream job.
-        """
-        by_slot = runs.c.slot >= slot
-        by_hand = runs.c.slot.is_(None) & (runs.c.started_at >= slot)
-        query = (
-            select(runs.c.run_id)
-            .where(runs.c.job == job, runs.c.state == RunState.SUCCESS.value, by_slot | by_hand)
-            .limit(1)
-        )
-        with self.transaction() as connection:
-            return connection.scalar(query) is not None
-
-    def has_run_for(self, job: str, slot: datetime) -> bool:
-        """Whether `job` has any run recorded (in any state) for exactly `slot`."""
-        query = select(runs.c.run_id).where(runs.c.job == job, runs.c.slot == slot).limit(1)
-        with self.transaction() as connection:
-            return connection.scalar(query) is not None
-
     def last_runs(self) -> dict[str, RunRecord]:
         """The newest finished run of every job (by when it ended)."""
         newest = (
@@ -552,12 +520,6 @@ class HistoryStore:
                 self._apply_updates(connection, closed)
         return closed
 
-    def abandonable(self, node: str, now: datetime) -> list[RunRecord]:
-        """The runs `close_abandoned` would close, closed, without writing them (a read:
-        for a database that takes no writes now)."""
-        with self.transaction() as connection:
-            return _abandonable(connection, node, now)
-
     def runs_of(self, node: str, run_ids: Sequence[str]) -> set[str]:
         """Which of `run_ids` are runs of `node` (its cluster claims included), whatever
         their state: at a start, a process still carrying one of them in its environment
@@ -599,14 +561,6 @@ class HistoryStore:
             )
         return found
 
-    def close(self) -> None:
-        """Close every connection. Idempotent; the store cannot be used afterwards."""
-        if not self._closed:
-            self._closed = True
-            self._engine.dispose()
-
-    # --- backfill of a window (SPEC R24) ---
-
     def runs_of_slots(self, job: str, start: datetime, end: datetime) -> list[RunRecord]:
         """The runs of `job` whose slot lies from `start` (included) to `end` (excluded)
         and that succeeded or are in progress (a backfill leaves their slots out)."""
@@ -616,6 +570,12 @@ class HistoryStore:
             runs.c.state.in_([state.value for state in states]),
         )  # fmt: skip
         return self.records(query.order_by(runs.c.slot, runs.c.run_id))
+
+    def close(self) -> None:
+        """Close every connection. Idempotent; the store cannot be used afterwards."""
+        if not self._closed:
+            self._closed = True
+            self._engine.dispose()
 
     # --- retention (issue 16) ---------------------------------------------------------
 
@@ -660,6 +620,13 @@ def abandoned(run: RunRecord, now: datetime) -> RunRecord:
         ended_at=now,
         reason=ABANDONED_REASON,
     )
+
+
+def abandonable(store: HistoryStore, node: str, now: datetime) -> list[RunRecord]:
+    """The runs `close_abandoned` would close, closed, without writing them (a read:
+    for a database that takes no writes now)."""
+    with store.transaction() as connection:
+        return _abandonable(connection, node, now)
 
 
 # --- retention (issue 16) -------------------------------------------------------------------

@@ -29,6 +29,7 @@ from tuisched.runtime.store.schema import (
     T,
     log,
 )
+from tuisched.runtime.store.slots import latest_slots
 
 # --- the writer thread ------------------------------------------------------------------
 
@@ -688,7 +689,7 @@ class AsyncHistory:
         """`HistoryStore.latest_slots`, with the slots of the writes held."""
 
         def read(store: HistoryStore) -> dict[str, datetime]:
-            found = store.latest_slots()
+            found = latest_slots(store)
             for run in self._lander.held_runs().values():
                 if run.slot is not None:
                     slot = run.slot.astimezone(UTC)
