@@ -20,6 +20,7 @@ import functools
 import logging
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -40,20 +41,25 @@ _PROGRESS_STEPS = 10_000
 _DAMAGE_WORDS = ("malformed", "not a database", "corrupt")
 
 
-def check_sqlite_file(path: Path, budget: float = CHECK_BUDGET_SECONDS) -> str | None:
+def check_sqlite_file(
+    path: Path,
+    budget: float = CHECK_BUDGET_SECONDS,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> str | None:
     """What is wrong with the SQLite file at `path`, or None when nothing was found
-    (healthy, locked, gone, or not checked through within `budget` seconds).
+    (healthy, locked, gone, or not checked through within `budget` seconds, read on
+    `monotonic`: the runtime's clock, safe from the lane's thread).
 
     Blocking: call it in a lane. The file is opened read-only and never changed.
     """
-    ends = time.monotonic() + budget
+    ends = monotonic() + budget
     uri = f"file:{quote(str(path))}?mode=ro"
     try:
         connection = sqlite3.connect(uri, uri=True, timeout=budget, check_same_thread=False)
     except sqlite3.Error:
         return None  # not there, or not readable now: the writer says so if it matters
     try:
-        connection.set_progress_handler(lambda: time.monotonic() > ends, _PROGRESS_STEPS)
+        connection.set_progress_handler(lambda: monotonic() > ends, _PROGRESS_STEPS)
         found = [str(row[0]) for row in connection.execute("PRAGMA quick_check(5)")]
     except sqlite3.OperationalError:  # locked, or cut short: nothing known
         return None
@@ -74,7 +80,9 @@ async def keep_checking(history: AsyncHistory, path: Path, clock: Clock) -> None
     while True:
         await clock.sleep(CHECK_EVERY_SECONDS)
         try:
-            said = await in_thread(Lane.FILES, check_sqlite_file, path)
+            said = await in_thread(
+                Lane.FILES, check_sqlite_file, path, CHECK_BUDGET_SECONDS, clock.monotonic
+            )
             if said is not None:
                 await history.call(functools.partial(HistoryStore.mark_damaged, said=said))
                 return
