@@ -16,10 +16,6 @@ import tuisched
 
 MOST_METHODS = 30
 SPLIT_ELSEWHERE = {
-    "tuisched/runtime/runtime.py:Runtime": "split on another branch",
-    "tuisched/runtime/engine/engine.py:Engine": "split on another branch",
-    "tuisched/runtime/store/writer.py:AsyncHistory": "split on another branch",
-    "tuisched/runtime/store/database.py:HistoryStore": "split on another branch",
     "tuisched/runtime/cluster/link.py:ClusterLink": "split on another branch",
     "tuisched/runtime/cluster/store.py:ClusterStore": "split on another branch",
 }

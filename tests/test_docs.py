@@ -17,9 +17,9 @@ import tuisched.runtime.runtime as runtime_module
 from tuisched.domain import errors
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.runs import RunState
+from tuisched.runtime.cluster.link import ClusterLink
 from tuisched.runtime.control import server
 from tuisched.runtime.control.seam import SchedulerCommands, SchedulerControl, SchedulerQueries
-from tuisched.runtime.runtime import Runtime
 
 from .conftest import REPO
 from .runtime_fixtures import running, write_config
@@ -138,21 +138,21 @@ STOPS = {
     "Runtime._stop_metrics": "metrics",
     "Runtime._close_at_stop": "closers",
     "ActionLog.close": "actions log",
-    "Runtime._close_audit": "audit log",
+    "AuditLog.close": "audit log",
     "Runtime._told_stopped": "stopped said",
-    "Runtime._close_history": "history",
-    "Runtime._stop_history_checks": "history checks",
-    "Runtime._close_outbox": "kept alerts",
+    "Historian.close": "history",
+    "Historian.stop_checks": "history checks",
+    "Alerting.close_outbox": "kept alerts",
     "Runtime._drain_alerts_left": "alerts",
-    "Runtime._stop_keeper": "keeper",
-    "Runtime._stop_leftovers": "processes of runs",
+    "RunProcesses.stop_keeper": "keeper",
+    "RunProcesses.stop_leftovers": "processes of runs",
     "close_fork_servers": "fork servers",
-    "Runtime._leave_cluster": "cluster",
-    "Runtime._drain_engine": "engine",
+    "ClusterLink.stop": "cluster",
+    "Engine.drain": "engine",
     "DependencyTrigger.stop": "dependency triggers",
     "ConfigWatcher.stop": "config watcher",
-    "Runtime._stop_heartbeat": "heartbeat",
-    "Runtime._stop_retention": "retention",
+    "Historian.stop_heartbeat": "heartbeat",
+    "Historian.stop_retention": "retention",
 }
 """How each part's stop, as the start pushes it, is named in the doc's start order."""
 ONLY_IN_CLUSTER_MODE = {"cluster"}
@@ -197,7 +197,7 @@ async def test_the_doc_gives_the_order_in_which_the_runtime_starts_its_parts(
     documented = _documented_start_order()
     assert started == [part for part in documented if part not in ONLY_IN_CLUSTER_MODE]
     assert set(documented) == set(STOPS.values())
-    assert hasattr(Runtime, "_leave_cluster")  # what cluster mode pushes, where the doc says
+    assert ClusterLink.stop.__qualname__ in STOPS  # what cluster mode pushes, where the doc says
 
 
 # --- a run's life ------------------------------------------------------------------------------

@@ -24,18 +24,7 @@ import pytest
 
 PACKAGE = "tuisched"
 
-OPENED_ELSEWHERE: tuple[frozenset[str], ...] = (
-    # opened on another branch (the configuration's reader and its sections)
-    frozenset(
-        {
-            "tuisched.domain.config.config",
-            "tuisched.domain.config.jobs",
-            "tuisched.domain.config.sections",
-        }
-    ),
-    # opened on another branch (the runtime's wiring and the operator's actions)
-    frozenset({"tuisched.runtime.runtime", "tuisched.runtime.actions"}),
-)
+OPENED_ELSEWHERE: tuple[frozenset[str], ...] = ()
 """Circles through `if TYPE_CHECKING:` imports that another branch opens."""
 
 

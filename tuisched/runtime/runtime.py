@@ -387,7 +387,7 @@ class Runtime:
                 clock=self._clock, keeper=self._processes.keeper,
             )  # fmt: skip
             # the runs' ends, fenced, then leave
-            parts.push_async_callback(lambda: cluster.stop(self._grace))
+            parts.push_async_callback(_given_the_grace, self, cluster.stop)
         await self._start_engine(parts, down_since=down_since)
         self.source = ConfigSource(
             path=self.config.path, text=self._text, config=self.config,
@@ -437,7 +437,7 @@ class Runtime:
             keeper=self._processes.keeper,
             cluster=self.cluster,
         )  # fmt: skip
-        parts.push_async_callback(lambda: engine.drain(self._grace))
+        parts.push_async_callback(_given_the_grace, self, engine.drain)
         if self.role.follows_runs:
             self._triggers = DependencyTrigger(engine, lambda: self.config, self._clock)
             self._triggers.subscribe(self.bus)
@@ -582,3 +582,8 @@ class Runtime:
             )  # fmt: skip
             self._backfills = (engine, made)
         return self._backfills[1]
+
+
+async def _given_the_grace(runtime: Runtime, stop: Callable[[float], Awaitable[object]]) -> None:
+    """`stop(grace)` with the grace the scheduler's stop was given (known only then)."""
+    await stop(runtime._grace)
