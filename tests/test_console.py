@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.widgets import Button, Input
@@ -20,7 +21,9 @@ from tuisched.frontends.tui.widgets.banner import Banner
 from tuisched.frontends.tui.widgets.jobs import JobsTable
 from tuisched.frontends.tui.widgets.running import RunningTable
 from tuisched.runtime.configfiles import load_config
+from tuisched.runtime.historian import Historian
 from tuisched.runtime.runtime import Runtime
+from tuisched.runtime.store.writer import AsyncHistory
 
 from . import engine_jobs
 from .console_fixtures import hosted, make_app, on_lane, until
@@ -545,13 +548,13 @@ class _Gate:
 def held_start(monkeypatch: pytest.MonkeyPatch) -> _Gate:
     """A gate the scheduler's start waits at (when it opens its history) until set."""
     gate = _Gate()
-    opening = Runtime._open_history
+    opening = Historian.open
 
-    async def held(runtime: Runtime) -> None:
+    async def held(historian: Historian, **how: Any) -> AsyncHistory:
         await gate.wait()
-        await opening(runtime)
+        return await opening(historian, **how)
 
-    monkeypatch.setattr(Runtime, "_open_history", held)
+    monkeypatch.setattr(Historian, "open", held)
     return gate
 
 
