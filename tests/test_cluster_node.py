@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from tuisched.domain.model import ClusterSettings
+from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import ClusterNode, NodeState, Timing
 from tuisched.runtime.cluster.store import ClusterStore
@@ -162,3 +163,61 @@ def test_the_timing_is_the_configuration_s() -> None:
     )  # fmt: skip
     assert timing.fence_after == 8.0  # lease - 2 x heartbeat
     assert Timing.of(ClusterSettings(database="postgresql://x@db/x")) == Timing()
+
+
+class _Beats:
+    """The membership part of `ClusterStore`, in memory: each heartbeat takes `delay`
+    seconds of the test's clock to be answered (the leases are renewed at once)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self.delay = 0.0
+        self.renewed: list[float] = []
+        """When (on the clock's monotonic) the database renewed the leases."""
+
+    async def register(self, node_id: str, **_: object) -> None:
+        self.renewed.append(self._clock.monotonic())
+
+    async def heartbeat(self, node_id: str, **_: object) -> bool:
+        self.renewed.append(self._clock.monotonic())
+        if self.delay:
+            await self._clock.sleep(self.delay)
+        return True
+
+    async def reap(self, **_: object) -> list[object]:
+        return []
+
+    async def leave(self, node_id: str) -> None:
+        return None
+
+
+SLOW = Timing(heartbeat=timedelta(seconds=1), lease=timedelta(seconds=4),
+              dead_after=timedelta(seconds=2), reap_every=timedelta(seconds=1))  # fmt: skip
+
+
+async def test_the_fence_counts_from_when_the_heartbeat_was_sent_however_late_its_answer() -> None:
+    clock = ManualClock()
+    store = _Beats(clock)
+    fences: list[tuple[float, float | None]] = []
+    node = ClusterNode(
+        store, name="n", capacity=1, config_hash="h", job_hashes={}, timing=SLOW,  # type: ignore[arg-type]
+        clock=clock, fence=lambda seconds, grace: fences.append((clock.monotonic(), seconds)),
+    )  # fmt: skip
+    await node.start()
+    try:
+        await clock.advance(0)
+        assert fences == [(0.0, SLOW.fence_after)]
+        store.delay = 0.9  # a busy machine: the next answer comes 0.9 s after the renewal
+        await clock.advance(1.0)  # the heartbeat is sent, and renews the leases
+        await clock.advance(0.9)  # its answer comes
+        told_at, seconds = fences[-1]
+        assert seconds is not None
+        assert told_at + seconds == store.renewed[-1] + SLOW.fence_after  # not 0.9 s later
+        store.delay = 60.0  # the database falls silent
+        await clock.advance(told_at + seconds - clock.monotonic())
+        assert node.may_claim
+        await clock.advance(0.01)
+        assert not node.may_claim  # the keeper ends the runs now, 2 heartbeats before the
+        assert clock.monotonic() < store.renewed[-1] + SLOW.lease.total_seconds()  # lease
+    finally:
+        await node.stop()

@@ -17,7 +17,7 @@ import asyncio
 import heapq
 import itertools
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Awaitable, Callable, Collection
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
@@ -258,3 +258,27 @@ class Deadline:
         elif now > self._ends:
             return f"took longer than {self._seconds:g} s"
         return None
+
+
+async def within(clock: Clock, seconds: float, work: Awaitable[T]) -> T:
+    """What `work` returns, if it is done within `seconds` on `clock`; else it is cancelled.
+
+    `asyncio.timeout` on the injected clock: a database call, a connection, a leave.
+
+    Raises:
+        TimeoutError: `work` took longer (it was cancelled, and has ended).
+    """
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await clock.wait({task}, seconds)
+    except asyncio.CancelledError:  # cancelled itself: the work ends first, as it would inside
+        task.cancel()
+        await asyncio.wait({task})
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task})
+        if not task.cancelled():
+            return task.result()  # it was done meanwhile, or refused to end: as it said
+        raise TimeoutError
+    return task.result()

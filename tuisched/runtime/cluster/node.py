@@ -10,7 +10,12 @@ Self-fencing: when no heartbeat has succeeded for `lease - 2 x heartbeat`
 (by this process's monotonic clock), the node may no longer claim, since
 others may soon take its runs; it stays fenced until the database answers
 again, and then rejoins under a new id if the reapers declared the old one
-dead meanwhile.
+dead meanwhile. The fence counts from when a good heartbeat was *sent*, not
+from when its answer came: the database renewed the leases in between, so a
+slow answer (a busy machine, a blocked loop) must not move the fence later
+than the leases it protects.
+
+Time and timers come from the injected `Clock`.
 """
 
 from __future__ import annotations
@@ -19,13 +24,13 @@ import asyncio
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
 from tuisched.domain.model import ClusterSettings
+from tuisched.runtime.clock import Clock, SystemClock, within
 from tuisched.runtime.cluster.store import ClusterStore, new_node_id
 
 log = logging.getLogger(__name__)
@@ -73,7 +78,7 @@ class ClusterNode:
         job_hashes: dict[str, str], timing: Timing | None = None,
         running: Callable[[], Collection[str]] = tuple,
         recover: Callable[[], Collection[str]] = tuple,
-        monotonic: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
         fence: Callable[[float | None, float], None] | None = None,
     ) -> None:  # fmt: skip
         """`running` gives the ids of the runs this node holds (claimed, not finished in
@@ -87,13 +92,14 @@ class ClusterNode:
         self.timing = timing or Timing()
         self._running = running
         self._recover = recover
-        self._monotonic = monotonic
+        self._clock: Clock = clock or SystemClock()
+        self._monotonic = self._clock.monotonic
         self._fence = fence or (lambda seconds, grace: None)
         self.node_id = new_node_id(os.getpid())
         self._state = NodeState.JOINING
         self.trouble: str | None = None
         """What the database last failed with (None while it answers)."""
-        self._last_good = monotonic()
+        self._last_good = self._monotonic()
         self._deadline: float | None = None
         """When this node's claims lapse without another good heartbeat (its monotonic)."""
         self.epoch = 0
@@ -133,27 +139,29 @@ class ClusterNode:
                 await task
         if self.state is not NodeState.JOINING:
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
-                    await self._store.leave(self.node_id)
+                await within(self._clock, self.timing.heartbeat.total_seconds(),
+                             self._store.leave(self.node_id))  # fmt: skip
         self._state = NodeState.LEFT
         self._fence(None, 0.0)
 
     async def _beat(self) -> None:
         backoff = self.timing.heartbeat.total_seconds()
         while True:
-            ok = await self._attempt(self._beat_once)
+            sent = self._monotonic()  # the leases are renewed after this, whenever it answers
+            ok = await self._attempt(self._beat_once(sent))
             if ok:
                 backoff = self.timing.heartbeat.total_seconds()
             else:
                 self._fence_if_stale()
                 backoff = min(backoff * 2, MAX_BACKOFF, self.timing.lease.total_seconds() / 3)
-            await asyncio.sleep(self.timing.heartbeat.total_seconds() if ok else backoff)
+            await self._clock.sleep(self.timing.heartbeat.total_seconds() if ok else backoff)
 
-    async def _beat_once(self) -> None:
+    async def _beat_once(self, sent: float) -> None:
+        """One heartbeat (or a join) sent at `sent` on this node's monotonic clock."""
         if self._state is NodeState.JOINING or (
             self._state is NodeState.FENCED and self.trouble == "declared dead"
         ):
-            await self._join()
+            await self._join(sent)
             return
         hashes = (self._config_hash, self._job_hashes) if self._hashes_changed else None
         renewed = await self._store.heartbeat(
@@ -161,16 +169,16 @@ class ClusterNode:
         )
         self._hashes_changed = self._hashes_changed and not renewed
         if renewed:
-            self._good()
+            self._good(sent)
             return
         log.warning("cluster: node %s was declared dead by the others: its runs end, and "
                     "it claims nothing until it rejoins under a new id", self.node_id)  # fmt: skip
         self._state, self.trouble = NodeState.FENCED, "declared dead"
         self._lapse()
         self._fence(0.0, self.fence_grace)  # its claims may be taken: they end now
-        await self._join()
+        await self._join(sent)
 
-    async def _join(self) -> None:
+    async def _join(self, sent: float) -> None:
         if self._state is not NodeState.JOINING:
             self.node_id = new_node_id(os.getpid())
         await self._store.register(
@@ -178,16 +186,22 @@ class ClusterNode:
             config_hash=self._config_hash, job_hashes=self._job_hashes,
         )  # fmt: skip
         log.info("cluster: joined as node %s", self.node_id)
-        self._good()
+        self._good(sent)
 
-    def _good(self) -> None:
+    def _good(self, sent: float) -> None:
+        """A heartbeat sent at `sent` succeeded: the node's claims hold until `sent` plus
+        the fence (the leases were renewed after `sent`, by the database's clock)."""
         if self.state is NodeState.FENCED:
             log.info("cluster: the database answers again; node %s claims again", self.node_id)
         self.claims_epoch()  # the claims held since the last good beat may have lapsed
         self._state, self.trouble = NodeState.ALIVE, None
-        self._last_good = self._monotonic()
-        self._deadline = self._last_good + self.timing.fence_after
-        self._fence(self.timing.fence_after, self.fence_grace)
+        self._last_good = sent
+        self._deadline = sent + self.timing.fence_after
+        left = self._deadline - self._monotonic()
+        if left <= 0:
+            log.warning("cluster: a heartbeat of node %s was answered %.1f s late, past its "
+                        "fence: the runs it holds end", self.node_id, -left)  # fmt: skip
+        self._fence(left, self.fence_grace)
 
     def claims_epoch(self) -> int:
         """The epoch of this node's claims. It moves on once their fence has passed with no
@@ -206,8 +220,9 @@ class ClusterNode:
     def fence_grace(self) -> float:
         """Seconds between SIGTERM and SIGKILL for the runs this node must end when fenced:
         under one heartbeat, so they are gone before their lease can expire elsewhere
-        (fenced at `lease - 2 x heartbeat` after a good beat, which came at most a
-        heartbeat after the lease was renewed)."""
+        (fenced at `lease - 2 x heartbeat` after a good beat was sent, which is before
+        the database renewed the lease: two heartbeats less the grace are left for the
+        keeper to act and for the reapers' clock)."""
         return self.timing.heartbeat.total_seconds() / 2
 
     def _fence_if_stale(self) -> None:
@@ -217,11 +232,10 @@ class ClusterNode:
                         silent, self.trouble, self.node_id)  # fmt: skip
             self._state = NodeState.FENCED
 
-    async def _attempt(self, call: Callable[[], Awaitable[None]]) -> bool:
-        """Run the database call `call`, bounded by one heartbeat; False if it failed."""
+    async def _attempt(self, call: Awaitable[None]) -> bool:
+        """Await the database call `call`, bounded by one heartbeat; False if it failed."""
         try:
-            async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
-                await call()
+            await within(self._clock, self.timing.heartbeat.total_seconds(), call)
         except TimeoutError:
             self.trouble = "the database did not answer"
         except Exception as error:  # an outage is a state, never a crash
@@ -234,14 +248,14 @@ class ClusterNode:
 
     async def _reap(self) -> None:
         while True:
-            await asyncio.sleep(self.timing.reap_every.total_seconds())
+            await self._clock.sleep(self.timing.reap_every.total_seconds())
             if self.state is not NodeState.ALIVE:
                 continue  # a fenced node judges nobody
             try:
-                async with asyncio.timeout(self.timing.heartbeat.total_seconds()):
-                    abandoned = await self._store.reap(
-                        dead_after=self.timing.dead_after, recover=self._recover()
-                    )
+                abandoned = await within(
+                    self._clock, self.timing.heartbeat.total_seconds(),
+                    self._store.reap(dead_after=self.timing.dead_after, recover=self._recover()),
+                )  # fmt: skip
             except Exception as error:  # the next pass tries again
                 log.debug("cluster: reaping failed: %s", error)
                 continue
