@@ -7,6 +7,7 @@ by the test to judge (its clock says when a run started).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -17,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -154,12 +156,40 @@ def _manual(name: str, command: str, extra: str = "") -> str:
     return f"  {name}:\n    command: [/bin/sh, -c, '{command}']\n    schedule: manual\n{extra}"
 
 
+_EXECUTION = """\
+log=$1
+started=$(date +%s.%N)
+trap 'echo "end $TUISCHED_RUN_ID $(date +%s.%N) $node $me alive=" >> "$log"; exit 143' TERM
+sleep 60 &
+child=$!
+since() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1,20; }
+me="$$:$(since $$ | cut -d' ' -f2) $child:$(since $child | cut -d' ' -f2)"
+node=${TUISCHED_NODE:-none}
+alive=""
+if [ -f "$log" ]; then
+  for proc in $(awk '$1 == "start" {print $5; print $6}' "$log"); do
+    now=$(since "${proc%%:*}")
+    case "$now" in
+      ""|"Z "*|"X "*) ;;
+      *) [ "${now#* }" = "${proc#*:}" ] && alive="$alive,$proc" ;;
+    esac
+  done
+fi
+echo "start $TUISCHED_RUN_ID $started $node $me alive=${alive#,}" >> "$log"
+wait
+"""
+
+
 def _logged(name: str, log: Path, extra: str = "    recover: true\n") -> str:
-    """A manual job that records each of its executions itself in `log`: `start` and (on
-    SIGTERM) `end` lines with its run id, pid and the machine's time."""
-    stamp = f"$TUISCHED_RUN_ID $$ $(date +%s.%N) >> {log}"
-    command = f"echo start {stamp}; trap ''echo end {stamp}; exit 143'' TERM; sleep 60 & wait"
-    return _manual(name, command, extra)
+    """A manual job that records each of its executions itself in `log`: a `start` line
+    (taken as it starts) and, on SIGTERM, an `end` line, each with its run id, the
+    machine's time, its node, and its shell's and child's pid and start time. A start
+    line also names the processes of earlier executions still running as it began: an
+    execution SIGKILLed before its trap wrote `end` leaves no end line, and what the
+    next one saw is then what tells whether they overlapped."""
+    script = log.parent / "execution.sh"
+    script.write_text(_EXECUTION, encoding="utf-8")
+    return _manual(name, f"exec /bin/sh {script} {log}", extra)
 
 
 def _ticking(name: str, seconds: float, log: Path, extra: str = "") -> str:
@@ -195,24 +225,48 @@ def _each_slot_ran_once(log: Path, rows: list[tuple[Any, ...]]) -> None:
     assert succeeded == set(ran), (sorted(succeeded ^ set(ran)), "history and record differ")
 
 
-def _executions(log: Path) -> dict[str, tuple[float, float | None]]:
-    """What the job recorded: run id -> (when it started, when it ended or None)."""
-    runs: dict[str, tuple[float, float | None]] = {}
+@dataclass(frozen=True)
+class _Execution:
+    """One execution of a `_logged` job, by its own record."""
+
+    run_id: str
+    started: float
+    node: str
+    processes: frozenset[str]
+    """Its shell's and its child's `pid:start-time`."""
+    alive: frozenset[str]
+    """The processes of earlier executions that were running as it began."""
+    ended: float | None = None
+    """When its trap wrote `end` (None: it did not, SIGKILLed or still running)."""
+
+
+def _executions(log: Path) -> dict[str, _Execution]:
+    """What the job recorded, by run id, in the order the executions began."""
+    runs: dict[str, _Execution] = {}
     for line in log.read_text().splitlines():
-        word, run_id, _, at = line.split()
+        word, run_id, at, node, shell, child, alive = line.split()
         if word == "start":
-            runs[run_id] = (float(at), None)
+            seen = frozenset(filter(None, alive.removeprefix("alive=").split(",")))
+            runs[run_id] = _Execution(run_id, float(at), node, frozenset({shell, child}), seen)
         else:
-            runs[run_id] = (runs[run_id][0], float(at))
+            runs[run_id] = dataclasses.replace(runs[run_id], ended=float(at))
     return runs
 
 
-def _one_at_a_time(executions: dict[str, tuple[float, float | None]]) -> None:
-    """Fail if two executions overlapped (one still going counts as going on forever)."""
-    spans = sorted((start, end if end is not None else float("inf"))
-                   for start, end in executions.values())  # fmt: skip
-    for (_, end), (start, _) in itertools.pairwise(spans):
-        assert end <= start, f"two executions at once: {executions}"
+def _ended_before(first: _Execution, then: _Execution) -> bool:
+    """Whether `first` had ended when `then` began: its end was written before, or it
+    wrote none and none of its processes ran as `then` began (SIGKILLed in time)."""
+    if first.ended is not None:
+        return first.ended <= then.started
+    return not first.processes & then.alive
+
+
+def _one_at_a_time(executions: dict[str, _Execution]) -> None:
+    """Fail if two executions overlapped."""
+    ordered = sorted(executions.values(), key=lambda execution: execution.started)
+    for index, then in enumerate(ordered):
+        for first in ordered[:index]:
+            assert _ended_before(first, then), f"two executions at once: {first} and {then}"
 
 
 # --- the race ------------------------------------------------------------------------
@@ -289,8 +343,6 @@ def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_o
     assert int(recovered[0][0].split(":")[1]) == survivor.pid
     # The killed node's keeper ended its run before the recovery began (the job says so).
     wait_until(lambda: len(_executions(log)) == 2)
-    first_run, _ = sorted(_executions(log).values())
-    assert first_run[1] is not None, "the killed node's run never ended"
     _one_at_a_time(_executions(log))
     # The ticks went on on the survivor, one per slot, with at most a short gap.
     time.sleep(2)
@@ -357,8 +409,6 @@ def test_a_stopped_node_s_run_ends_at_its_fence_before_its_recovery_starts_elsew
         wait_until(lambda: len(_executions(log)) == 2)
     finally:
         zombie.process.send_signal(signal.SIGCONT)
-    first, _ = sorted(_executions(log).values())
-    assert first[1] is not None, "the stopped node's run never ended"
     _one_at_a_time(_executions(log))
     wait_until(lambda: zombie.text().count("joined as node") == 2, within=30)
     assert (
