@@ -275,7 +275,9 @@ def test_the_burst_pass_hands_every_due_job_over_at_once_then_moves_them_on() ->
     due = now - timedelta(seconds=1)
     handed: list[list[str]] = []
     store = HeapJobStore()
-    scheduler = _BurstScheduler(store, lambda batch: handed.append([job for job, _ in batch]))
+    scheduler = _BurstScheduler(
+        store, lambda batch: handed.append([job for job, _ in batch]), now=lambda: now
+    )
     schedules = {
         "once": AtSchedule(at=due, tz=utc),
         "often": EverySchedule(step=1, unit=Unit.HOUR, start=due, stop=None, tz=utc),

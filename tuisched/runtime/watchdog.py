@@ -6,18 +6,19 @@ the loop thread's stack, so the warning can say which code was running
 (`tuisched/runtime/x.py:42 in parse`). One warning per episode, when the loop
 beats again, with how long it was blocked; a loop blocked for more than
 STILL_BLOCKED seconds is reported at once, in case it never comes back.
-Real time (the monotonic clock), whatever the runtime's injected clock says.
+Real time (a `SystemClock`, unless one is given), whatever the runtime's
+injected clock says: what it measures is how long the loop really stood still.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sys
 import threading
-import time
 import traceback
 from dataclasses import dataclass
+
+from tuisched.runtime.clock import Clock, SystemClock, Timer
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,13 @@ class LagReport:
 class LoopWatchdog:
     """Beats on the loop, watches from a thread; `report()` says what it saw."""
 
-    def __init__(self) -> None:
-        self._beat = time.monotonic()
+    def __init__(self, clock: Clock | None = None) -> None:
+        """`clock`: real time by default (a test may drive the beats with a ManualClock)."""
+        self._clock: Clock = clock or SystemClock()
+        self._monotonic = self._clock.monotonic
+        self._beat = self._monotonic()
         self._loop_thread = 0
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: Timer | None = None
         self._stop = threading.Event()
         self._sample = ""
         """What the loop thread was running when the current episode was noticed."""
@@ -63,8 +67,8 @@ class LoopWatchdog:
     def start(self) -> None:
         """Start beating on the running loop and watching from a thread."""
         self._loop_thread = threading.get_ident()
-        self._beat = time.monotonic()
-        self._timer = asyncio.get_running_loop().call_later(INTERVAL, self._tick)
+        self._beat = self._monotonic()
+        self._timer = self._clock.call_later(INTERVAL, self._tick)
         self._stop.clear()
         thread = threading.Thread(target=self._watch, name="tuisched-watchdog", daemon=True)
         thread.start()
@@ -78,7 +82,7 @@ class LoopWatchdog:
     def report(self) -> LagReport:
         """The episodes so far."""
         lag, ended = self._last
-        recent = lag if ended and time.monotonic() - ended < RECENT else 0.0
+        recent = lag if ended and self._monotonic() - ended < RECENT else 0.0
         return LagReport(episodes=self._episodes, recent=recent, worst=self._worst)
 
     def lateness(self) -> float:
@@ -88,15 +92,15 @@ class LoopWatchdog:
         """
         if self._stop.is_set() or self._timer is None:
             return 0.0
-        return max(time.monotonic() - self._beat - INTERVAL, 0.0)
+        return max(self._monotonic() - self._beat - INTERVAL, 0.0)
 
     def _tick(self) -> None:
-        now = time.monotonic()
+        now = self._monotonic()
         lag = now - self._beat - INTERVAL
         if lag > THRESHOLD:
             self._episode_over(lag, now)
         self._beat = now
-        self._timer = asyncio.get_running_loop().call_later(INTERVAL, self._tick)
+        self._timer = self._clock.call_later(INTERVAL, self._tick)
 
     def _episode_over(self, lag: float, now: float) -> None:
         self._episodes += 1
@@ -108,7 +112,7 @@ class LoopWatchdog:
 
     def _watch(self) -> None:
         while not self._stop.wait(INTERVAL / 2):
-            late = time.monotonic() - self._beat - INTERVAL
+            late = self._monotonic() - self._beat - INTERVAL
             if late > THRESHOLD and not self._sample:
                 self._sample = self._loop_stack()
             if late > STILL_BLOCKED and not self._told:

@@ -16,7 +16,8 @@ slot whichever nodes insert it), and the node runs only what it *claims*:
 
 Every call to the database is bounded in time and made from tasks: the
 event loop (and the console on it) never waits on PostgreSQL. A database
-that is away is a state (`DatabaseState`), tried again with backoff.
+that is away is a state (`DatabaseState`), tried again with backoff. Time,
+pauses and bounds come from the injected `Clock`.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tuisched.domain.model import ClusterSettings, Config, Job, Overlap
 from tuisched.domain.runs import Result, RunRecord, RunState, Trigger
 from tuisched.domain.text import counted
 from tuisched.domain.views import HistoryQuery, NodeView
+from tuisched.runtime.clock import Clock, SystemClock, within
 from tuisched.runtime.cluster.database import ClusterDatabase
 from tuisched.runtime.cluster.node import MAX_BACKOFF, ClusterNode, NodeState, Timing
 from tuisched.runtime.cluster.rules import (
@@ -129,16 +131,18 @@ class ClusterLink:
 
     def __init__(
         self, settings: ClusterSettings, config: Config, *, password: str | None,
-        node_name: str, now: Callable[[], datetime],
+        node_name: str, clock: Clock | None = None, now: Callable[[], datetime] | None = None,
         fence: Callable[[float | None, float], None] | None = None,
     ) -> None:  # fmt: skip
-        """`fence(seconds, grace)` is told, after each good heartbeat, how long this node's
-        claims hold without another (None: no limit; 0: they are lost now), and
-        `grace` the time between SIGTERM and SIGKILL for runs that must end then
-        (`Keeper.fence`)."""
+        """`clock`: the runtime's (`now`, when given alone, is its `now`: the system's
+        clock keeps the timers then). `fence(seconds, grace)` is told, after each good
+        heartbeat, how long this node's claims hold without another (None: no limit; 0:
+        they are lost now), and `grace` the time between SIGTERM and SIGKILL for runs
+        that must end then (`Keeper.fence`)."""
         self.settings = settings
         self._fence = fence
-        self._now = now
+        self._clock: Clock = clock or SystemClock()
+        self._now = now or self._clock.now
         self._name = settings.name or node_name
         # Named so that `pg_stat_activity` tells the nodes apart.
         self._db = ClusterDatabase(settings.database, password=password, node=self._name)
@@ -148,7 +152,7 @@ class ClusterLink:
         self._host: Host | None = None
         self._node: ClusterNode | None = None
         self._state = DatabaseState.CONNECTING
-        self._since = now()
+        self._since = self._now()
         self._trouble: str | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._wake = asyncio.Event()
@@ -232,7 +236,7 @@ class ClusterLink:
             config_hash=digest, job_hashes=jobs, timing=Timing.of(self.settings),
             running=self._held,
             recover=lambda: [n for n, job in self._config.jobs.items() if job.recover],
-            fence=self._fence,
+            fence=self._fence, clock=self._clock,
         )  # fmt: skip
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._run()), loop.create_task(self._listen())]
@@ -246,8 +250,7 @@ class ClusterLink:
                 await task
         if self._state is DatabaseState.CONNECTED:
             with contextlib.suppress(Exception):
-                async with asyncio.timeout(max(grace, 1.0)):
-                    await self._flush_finishes()
+                await within(self._clock, max(grace, 1.0), self._flush_finishes())
         if self._finishes:
             log.warning("cluster: the end of %s could not be written: the reapers will "
                         "close them ABANDONED", counted(len(self._finishes), "run"))  # fmt: skip
@@ -288,7 +291,7 @@ class ClusterLink:
                     return await self._call(self.store.slots_since(since))
                 except ClusterDatabaseError as error:
                     log.debug("cluster: missed slots not counted yet: %s", error)
-            await asyncio.sleep(self.settings.poll.total_seconds())
+            await self._clock.sleep(self.settings.poll.total_seconds())
 
     async def database_now(self) -> datetime:
         """The database's clock, once the database answers: the clock that judges slots in
@@ -299,7 +302,7 @@ class ClusterLink:
                     return await self._call(self._db.now())
                 except ClusterDatabaseError as error:
                     log.debug("cluster: the database's clock not read yet: %s", error)
-            await asyncio.sleep(self.settings.poll.total_seconds())
+            await self._clock.sleep(self.settings.poll.total_seconds())
 
     async def set_paused(self, kind: str, name: str, *, paused: bool, jobs: list[str]) -> None:
         """Pause or resume for the whole cluster (a row first; the others read it).
@@ -350,8 +353,7 @@ class ClusterLink:
 
     async def _call(self, work: Awaitable[T]) -> T:
         try:
-            async with asyncio.timeout(CALL_SECONDS):
-                return await work
+            return await within(self._clock, CALL_SECONDS, work)
         except TimeoutError:
             raise ClusterDatabaseError(
                 f"the database at {self._db.shown} did not answer within {CALL_SECONDS:.0f} s"
@@ -387,7 +389,7 @@ class ClusterLink:
         node_started = False
         last_beat = last_full = -self._beat_seconds
         poll = self.settings.poll.total_seconds()
-        loop = asyncio.get_running_loop()
+        monotonic = self._clock.monotonic
         while True:
             self._end_lapsed()
             if self._state is not DatabaseState.CONNECTED:
@@ -399,19 +401,18 @@ class ClusterLink:
             if not node_started and self._node is not None:
                 await self._node.start()
                 node_started = True
-            beat = loop.time() - last_beat >= self._beat_seconds
-            full = self._notified or loop.time() - last_full >= poll
+            beat = monotonic() - last_beat >= self._beat_seconds
+            full = self._notified or monotonic() - last_full >= poll
             self._notified = False
             try:
-                async with asyncio.timeout(CALL_SECONDS):
-                    await self._pass(beat=beat, full=full)
+                await within(self._clock, CALL_SECONDS, self._pass(beat=beat, full=full))
             except Exception as error:  # an outage is a state; the next pass tries again
                 self._lost(error)
                 continue
             if beat:
-                last_beat = loop.time()
+                last_beat = monotonic()
             if full:
-                last_full = loop.time()
+                last_full = monotonic()
             await self._sleep(poll)
 
     async def _listen(self) -> None:
@@ -421,11 +422,10 @@ class ClusterLink:
         backoff = self.settings.poll.total_seconds()
         while True:
             try:
-                async with asyncio.timeout(CALL_SECONDS):
-                    connection = await self._db.listen(CHANNEL)
+                connection = await within(self._clock, CALL_SECONDS, self._db.listen(CHANNEL))
             except Exception as error:  # down: the poll goes on; try again later
                 log.debug("cluster: LISTEN failed: %s", error)
-                await asyncio.sleep(backoff)
+                await self._clock.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF)
                 continue
             backoff = self.settings.poll.total_seconds()
@@ -434,11 +434,11 @@ class ClusterLink:
             self._wake.set()
             try:
                 while True:  # a heartbeat's worth of wake-ups, then a check that it lives
+                    # (psycopg's own timeout: the socket's wait, in real time)
                     async for _ in connection.notifies(timeout=self._beat_seconds):
                         self._notified = True
                         self._wake.set()
-                    async with asyncio.timeout(CALL_SECONDS):
-                        await connection.execute("SELECT 1")
+                    await within(self._clock, CALL_SECONDS, connection.execute("SELECT 1"))
             except Exception as error:  # lost, or silent: LISTEN again on a new connection
                 said = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
                 log.info("cluster: the wake-up connection was lost (%s): listening again", said)
@@ -453,8 +453,7 @@ class ClusterLink:
 
     async def _sleep(self, seconds: float) -> None:
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(seconds):
-                await self._wake.wait()
+            await within(self._clock, seconds, self._wake.wait())
         self._wake.clear()
 
     async def _pass(self, *, beat: bool, full: bool) -> None:
@@ -639,12 +638,7 @@ class ClusterLink:
 
     async def _reconnect(self) -> bool:
         try:
-            async with asyncio.timeout(CALL_SECONDS * 3):
-                if not self._db.is_open:
-                    await self._db.open()
-                elif self._state is DatabaseState.READ_ONLY:
-                    await self._db.recycle()  # sessions begun read-only stay so: new ones
-                read_only = await self._db.read_only()
+            read_only = await within(self._clock, CALL_SECONDS * 3, self._open_again())
         except Exception as error:
             self._trouble = str(error).strip().splitlines()[0] if str(error).strip() else (
                 type(error).__name__)  # fmt: skip
@@ -655,6 +649,14 @@ class ClusterLink:
         log.info("cluster: the database at %s answers again", self._db.shown)
         self._connected()
         return True
+
+    async def _open_again(self) -> bool:
+        """Open the database (new sessions, if it was read-only); whether it still is."""
+        if not self._db.is_open:
+            await self._db.open()
+        elif self._state is DatabaseState.READ_ONLY:
+            await self._db.recycle()  # sessions begun read-only stay so: new ones
+        return await self._db.read_only()
 
     def _connected(self) -> None:
         self._state, self._since, self._trouble = DatabaseState.CONNECTED, self._now(), None

@@ -16,7 +16,7 @@ import hashlib
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -167,7 +167,9 @@ def run_of_row(row: dict[str, object]) -> RunRecord:
         return value if isinstance(value, datetime) else None
 
     result = str(row["result"] or "")
-    queued = when("due_at") or when("created_at") or datetime.now(UTC)
+    queued = when("due_at") or when("created_at")
+    if queued is None:  # both are NOT NULL in the schema: a row from elsewhere
+        raise TypeError(f"run {row['run_id']} has no due_at or created_at timestamp")
     return RunRecord(
         run_id=str(row["run_id"]), job=str(row["job"]), slot=when("slot"),
         trigger=Trigger(str(row["trigger"])),
@@ -212,11 +214,13 @@ def elsewhere_run(row: tuple[object, ...], names: Mapping[str, str]) -> RunRecor
     due_at, started_at) as the running pane shows it: its node by name (`names`, by
     node id), or by id when the node is not known yet."""
     run_id, job, slot, trigger, attempt, state, owner, fence, due_at, started_at = row
+    if not isinstance(due_at, datetime):  # NOT NULL in the schema: a row from elsewhere
+        raise TypeError(f"run {run_id} has no due_at timestamp: {due_at!r}")
     return RunRecord(
         run_id=str(run_id), job=str(job), slot=slot if isinstance(slot, datetime) else None,
         trigger=Trigger(str(trigger)),
         state=RunState.RUNNING if state == "running" else RunState.QUEUED,
-        queued_at=due_at if isinstance(due_at, datetime) else datetime.now(UTC),
+        queued_at=due_at,
         started_at=started_at if isinstance(started_at, datetime) else None,
         node=names.get(str(owner), str(owner)) if owner else "", attempt=int(str(attempt)),
         fence=int(str(fence)) if fence is not None else None,

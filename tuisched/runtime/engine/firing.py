@@ -33,7 +33,7 @@ from tuisched.domain.model import Config, Job, ManualSchedule
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.schedule.slots import next_slot
 from tuisched.domain.text import counted
-from tuisched.runtime.clock import Clock
+from tuisched.runtime.clock import Clock, SystemClock
 from tuisched.runtime.engine.catchup import MAX_MISSED_RECORDED
 from tuisched.runtime.engine.jobstore import HeapJobStore
 from tuisched.runtime.engine.outcomes import Outcomes
@@ -109,7 +109,10 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
     still calls the method this way.
     """
 
-    def __init__(self, store: HeapJobStore, deliver: Deliver) -> None:
+    def __init__(
+        self, store: HeapJobStore, deliver: Deliver, *, now: Callable[[], datetime]
+    ) -> None:
+        """`now`: the wall clock that says which slots are due (see `SlotFiring`)."""
         super().__init__(
             timezone=UTC,
             jobstores={"default": store},
@@ -118,11 +121,12 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
         )
         self._store = store
         self._deliver = deliver
+        self._now = now
 
     def _process_jobs(self) -> float | None:
         if self.state == STATE_PAUSED:
             return None
-        now = datetime.now(UTC)
+        now = self._now()
         with self._jobstores_lock:
             due: list[Any] = []
             while chunk := self._store.take_due(now, HANDOVER):
@@ -134,7 +138,7 @@ class _BurstScheduler(BackgroundScheduler):  # type: ignore[misc]  # APScheduler
             upcoming: datetime | None = self._store.get_next_run_time()
         if upcoming is None or self.state == STATE_PAUSED:
             return None
-        wait = upcoming.timestamp() - datetime.now(UTC).timestamp()
+        wait = upcoming.timestamp() - self._now().timestamp()
         return float(min(max(wait, 0.0), TIMEOUT_MAX))
 
     def _advance(self, job: Any, now: datetime) -> tuple[str, list[Due]] | None:
@@ -261,7 +265,9 @@ class SlotFiring:
         self._fired = dict(held)
         self._inbox = _Inbox(asyncio.get_running_loop(), self._take)
         store = HeapJobStore()
-        self._scheduler = _BurstScheduler(store, self._inbox.put)
+        # APScheduler's thread fires slots as the system's wall clock reaches them, whatever
+        # the injected clock says (see `tuisched.runtime.clock`): tests drive runs by hand.
+        self._scheduler = _BurstScheduler(store, self._inbox.put, now=SystemClock().now)
         for chunk in range(0, len(jobs), LOADS_PER_STEP):
             with collector_paused():  # 100,000 APScheduler jobs: no cycles, many objects
                 for job, paused in jobs[chunk : chunk + LOADS_PER_STEP]:

@@ -49,11 +49,11 @@ import logging
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tuisched.runtime.clock import SystemClock
 from tuisched.runtime.privatefiles import open_private
 
 log = logging.getLogger(__name__)
@@ -161,11 +161,14 @@ class Descendants:
     """
 
     def __init__(
-        self, record: Path | None = None, *, changed: Callable[[], None] | None = None
-    ) -> None:
+        self, record: Path | None = None, *, changed: Callable[[], None] | None = None,
+        monotonic: Callable[[], float] | None = None,
+    ) -> None:  # fmt: skip
         """`record`: where the known processes are written after each scan that changes
         them. `changed`: called (on the caller's thread) when a run starts or ends, so
-        that a scan comes soon."""
+        that a scan comes soon. `monotonic`: the clock that ages adopted zombies (the
+        system's by default: they age in real time)."""
+        self._monotonic = monotonic or SystemClock().monotonic
         self._record = record
         self._changed = changed
         self._lock = threading.Lock()
@@ -288,7 +291,7 @@ class Descendants:
         is an orphan we adopted, never one asyncio waits for (scans come more
         often than that after runs start or end: time, not their count, decides).
         """
-        me, now = os.getpid(), time.monotonic()
+        me, now = os.getpid(), self._monotonic()
         zombies = {pid for pid, row in table.items() if row.ppid == me and row.zombie}
         zombies -= roots | _helpers()
         self._zombies = {pid: self._zombies.get(pid, now) for pid in zombies}

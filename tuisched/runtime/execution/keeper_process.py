@@ -40,6 +40,7 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 _READ = 65536
 
@@ -116,7 +117,10 @@ def _say(text: str) -> None:
 class Keeper:
     """The keeper's state: the groups it holds and the limit on its scheduler's claims."""
 
-    def __init__(self, grace: float) -> None:
+    def __init__(self, grace: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """`monotonic`: CLOCK_MONOTONIC, the clock the scheduler's fence lines speak
+        (a test may give another)."""
+        self.monotonic = monotonic
         self.grace = grace
         self.held: dict[int, int | None] = {}
         """Group leader pid -> its start time when the hold came (None: gone already)."""
@@ -181,7 +185,7 @@ class Keeper:
         self.strays.update(members)
         self.held.clear()
         # The grace counts from the SIGTERM, after the look in /proc (slow on a busy host).
-        now = max(now, time.monotonic())
+        now = max(now, self.monotonic())
         self.kill_at = now + grace if self.kill_at is None else min(self.kill_at, now + grace)
 
     @staticmethod
@@ -202,14 +206,18 @@ class Keeper:
         return _kill(self.strays, 0)
 
 
-def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
+def serve(
+    keeper: Keeper, fd: int = 0, record: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:  # fmt: skip
     """Serve the scheduler on `fd` until it closes; then end what is held, and the
-    processes that `record` names, and return."""
+    processes that `record` names, and return. Time is `keeper.monotonic`; the waits
+    on the pipe are `select`'s, and those after the scheduler's death `sleep`."""
     pending = b""
+    monotonic = keeper.monotonic
     while True:
-        now = time.monotonic()
-        keeper.act(now)
-        ready, _, _ = select.select([fd], [], [], keeper.timeout(time.monotonic()))
+        keeper.act(monotonic())
+        ready, _, _ = select.select([fd], [], [], keeper.timeout(monotonic()))
         if not ready:
             continue
         try:
@@ -232,11 +240,11 @@ def serve(keeper: Keeper, fd: int = 0, record: str | None = None) -> None:
         _say(f"ending {len(strays)} process(es) that left their runs "
              f"(pid {', '.join(map(str, sorted(strays)))})")  # fmt: skip
     if keeper.held or strays:
-        keeper.terminate(time.monotonic(), keeper.grace, strays)
-    ends = time.monotonic() + keeper.grace
-    while time.monotonic() < ends and keeper.alive():
-        time.sleep(0.05)  # wait out the grace, or until all have ended
-        keeper.act(time.monotonic())
+        keeper.terminate(monotonic(), keeper.grace, strays)
+    ends = monotonic() + keeper.grace
+    while monotonic() < ends and keeper.alive():
+        sleep(0.05)  # wait out the grace, or until all have ended
+        keeper.act(monotonic())
     keeper.act(max(ends, keeper.kill_at or 0.0))
 
 
