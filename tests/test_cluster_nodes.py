@@ -269,6 +269,13 @@ def _one_at_a_time(executions: dict[str, _Execution]) -> None:
             assert _ended_before(first, then), f"two executions at once: {first} and {then}"
 
 
+def _at_least(cluster: Cluster, count: int, statement: str, *params: object,
+              within: float = 30) -> None:  # fmt: skip
+    """Wait until `statement` (a `SELECT count(...)`) says `count` or more: time passing,
+    measured by the slots the nodes went through, so a busy machine waits longer."""
+    wait_until(lambda: int(cluster.rows(statement, *params)[0][0]) >= count, within=within)
+
+
 # --- the race ------------------------------------------------------------------------
 
 
@@ -278,7 +285,10 @@ def test_three_nodes_run_every_slot_once_never_early_and_share_the_work(
     jobs = "".join(_every(f"j{i:03d}", 2, "true") for i in range(150))
     nodes = [cluster.node(jobs, name=f"n{i}") for i in range(3)]
     cluster.alive(3)
-    time.sleep(11)
+    began = cluster.rows("SELECT now()")[0][0]
+    # Six slots after all three joined, every run of them ended: a window of three or more.
+    _at_least(cluster, 6, "SELECT count(DISTINCT slot) FROM tuisched_runs WHERE slot > %s "
+              "AND job = 'j149' AND state = 'success'", began, within=60)  # fmt: skip
     for node in nodes:
         assert node.stop() == 0, node.text()[-2000:]
     rows = cluster.rows(
@@ -345,7 +355,8 @@ def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_o
     wait_until(lambda: len(_executions(log)) == 2)
     _one_at_a_time(_executions(log))
     # The ticks went on on the survivor, one per slot, with at most a short gap.
-    time.sleep(2)
+    _at_least(cluster, 3, "SELECT count(*) FROM tuisched_runs WHERE job = 'tick' AND slot > %s",
+              killed_at, within=15)  # fmt: skip
     ticks = cluster.rows(
         "SELECT slot, state FROM tuisched_runs WHERE job = 'tick' AND slot > %s ORDER BY slot",
         killed_at,
@@ -361,7 +372,8 @@ def test_a_killed_node_s_run_is_abandoned_and_recovered_elsewhere_and_slots_go_o
 def test_a_stopped_node_past_its_lease_comes_back_and_its_late_result_changes_nothing(
     cluster: Cluster,
 ) -> None:
-    jobs = _manual("work", "sleep 6")
+    # Long enough to outlast the other node's start on a busy machine: its keeper ends it.
+    jobs = _manual("work", "sleep 60")
     zombie = cluster.node(jobs, name="z")
     cluster.alive(1)
     assert zombie.cli("trigger", "work").returncode == 0
@@ -450,7 +462,8 @@ def test_a_node_stopped_past_its_fence_but_not_its_lease_ends_its_run_and_it_is_
 
 
 def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster) -> None:
-    jobs = _every("tick", 1, "true") + _manual("manual", "sleep 30")
+    # tock goes on while tick is paused: what says that slots went by meanwhile.
+    jobs = _every("tick", 1, "true") + _manual("manual", "sleep 30") + _every("tock", 1, "true")
     a, b, c = (cluster.node(jobs, name=name) for name in "abc")
     cluster.alive(3)
     assert a.cli("pause", "tick").returncode == 0
@@ -458,18 +471,23 @@ def test_pause_trigger_and_stop_from_one_node_reach_the_others(cluster: Cluster)
 
     def paused_everywhere() -> bool:
         return all(
-            json.loads(node.cli("jobs", "--json").stdout)[0]["state"] == "paused" for node in (b, c)
-        )
+            {job["name"]: job["state"] for job in json.loads(node.cli("jobs", "--json").stdout)}
+            ["tick"] == "paused" for node in (b, c)
+        )  # fmt: skip
 
-    wait_until(paused_everywhere, within=3)
-    time.sleep(1.5)
+    # (within the nodes' poll, 1 s, plus what two command lines take to start on a busy
+    # machine: the wake-up's own speed is the next tests')
+    wait_until(paused_everywhere, within=15)
+    seen = cluster.rows("SELECT now()")[0][0]
+    _at_least(cluster, 2, "SELECT count(*) FROM tuisched_runs WHERE job = 'tock' "
+              "AND state = 'success' AND slot > %s", seen, within=15)  # fmt: skip
     late = cluster.rows(
         "SELECT count(*) FROM tuisched_runs WHERE job = 'tick' AND started_at > %s + '0.5 s'",
         paused_at,
     )[0][0]
     assert late == 0, "a paused job kept running on another node"
     assert c.cli("resume", "tick").returncode == 0
-    wait_until(lambda: not paused_everywhere(), within=3)
+    wait_until(lambda: not paused_everywhere(), within=15)
 
     done = b.cli("trigger", "manual", "--json")
     assert done.returncode == 0, done.stderr
@@ -539,10 +557,15 @@ def test_pauses_and_resumes_across_busy_nodes_leave_every_slot_a_row_and_run_non
     for round_ in range(4):
         pauser, resumer = (a, b) if round_ % 2 == 0 else (b, a)
         assert pauser.cli("pause", "tick").returncode == 0
-        time.sleep(1.3 + 0.4 * round_)  # paused across one slot or more
+        paused = cluster.rows("SELECT now()")[0][0]
+        # paused across one slot or more (by the load jobs' slots, which go on)
+        _at_least(cluster, 1 + round_ % 2, "SELECT count(DISTINCT slot) FROM tuisched_runs "
+                  "WHERE job = 'load00' AND slot > %s", paused)  # fmt: skip
         assert resumer.cli("resume", "tick").returncode == 0
-        time.sleep(1.1)  # running again
-    time.sleep(2)
+        ran = len(_ran(log))
+        wait_until(lambda ran=ran: len(_ran(log)) > ran, within=30)  # running again
+    ran = len(_ran(log))
+    wait_until(lambda: len(_ran(log)) >= ran + 2, within=30)
     for node in (a, b):
         assert node.stop() == 0
     rows = cluster.rows("SELECT slot, state FROM tuisched_runs WHERE job = 'tick'")
@@ -570,20 +593,22 @@ def test_a_pause_wakes_the_other_nodes_at_once_and_a_killed_listener_listens_aga
         return cluster.rows("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
                             "AND application_name LIKE 'tuisched-listen %%'")  # fmt: skip
 
+    # Well under the 30 s poll, on a busy machine too (each look is a command line).
+    soon = 15
     wait_until(lambda: len(listeners()) == 2, within=10)
     time.sleep(1)  # past the first pass after joining, which reads everything anyway
     asked = time.monotonic()
     assert a.cli("pause", "tick").returncode == 0
-    wait_until(paused_on_b, within=5)
-    assert time.monotonic() - asked < 5, "the pause waited for the poll"
+    wait_until(paused_on_b, within=soon)
+    assert time.monotonic() - asked < soon, "the pause waited for the poll"
     for (pid,) in listeners():  # kill only the wake-up connections
         cluster.rows("SELECT pg_terminate_backend(%s)", pid)
     wait_until(lambda: len(listeners()) == 2, within=10)
-    time.sleep(1)
+    time.sleep(1)  # past the pass that reads what was missed while not listening
     asked = time.monotonic()
     assert a.cli("resume", "tick").returncode == 0
-    wait_until(lambda: not paused_on_b(), within=5)
-    assert time.monotonic() - asked < 5
+    wait_until(lambda: not paused_on_b(), within=soon)
+    assert time.monotonic() - asked < soon
     assert "the wake-up connection was lost" in b.text()
     for node in (a, b):
         assert node.stop() == 0
@@ -618,7 +643,11 @@ def test_an_after_dependant_runs_once_per_upstream_run_whichever_node_ran_it(
     )
     nodes = [cluster.node(jobs, name=f"d{i}") for i in range(2)]
     cluster.alive(2)
-    time.sleep(5)
+    # Upstream runs on both nodes, and dependants after them.
+    _at_least(cluster, 2, "SELECT count(DISTINCT owner) FROM tuisched_runs WHERE job = 'up' "
+              "AND state = 'success'")  # fmt: skip
+    _at_least(cluster, 4, "SELECT count(*) FROM tuisched_runs WHERE job = 'report' "
+              "AND state = 'success'")  # fmt: skip
     for node in nodes:
         assert node.stop() == 0
     ups = dict(
@@ -667,7 +696,9 @@ def test_a_job_defined_differently_on_one_node_is_flagged_and_not_run_there(
         )
     )
     since = cluster.rows("SELECT now() - '1 s'::interval")[0][0]
-    time.sleep(3)  # slots of both schedules come and go
+    # slots of both schedules come and go
+    _at_least(cluster, 3, "SELECT count(*) FROM tuisched_runs WHERE job = 'x' "
+              "AND state = 'success' AND started_at > %s", since)  # fmt: skip
     # Nothing due or running before the newest success: the slots are through.
     wait_until(lambda: cluster.rows(
         "SELECT 1 FROM tuisched_runs AS done WHERE job = 'x' AND state = 'success' "
@@ -847,13 +878,22 @@ async def test_resets_and_latency_between_a_node_and_its_database_lose_no_slot(
         node = cluster.node(_every("tick", 1, "true"), name="far", url=url)
         await asyncio.to_thread(cluster.alive, 1)
         began = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
+
+        async def ticks_after(count: int) -> None:
+            """Until `count` ticks started after now ran (by the database's clock)."""
+            now = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
+            await asyncio.to_thread(
+                _at_least, cluster, count, "SELECT count(*) FROM tuisched_runs WHERE "
+                "job = 'tick' AND state = 'success' AND started_at > %s", now,
+            )  # fmt: skip
+
         for _ in range(3):  # every connection reset at once, three times
             proxy.reset()
-            await asyncio.sleep(1.5)
+            await ticks_after(1)
         proxy.latency = 0.05  # 100 ms a round trip
-        await asyncio.sleep(4)
+        await ticks_after(4)
         proxy.latency = 0.0
-        await asyncio.sleep(2)
+        await ticks_after(2)
         ended = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
         assert await asyncio.to_thread(node.stop) == 0
         slots = [row[0] for row in await asyncio.to_thread(
@@ -1036,14 +1076,21 @@ def test_a_node_with_a_skewed_clock_never_starts_a_slot_early(
     cluster.alive(2)
     said = skewed.cli("status", "--json")
     assert said.returncode == 0, said.stderr
+
+    def runs_after(count: int) -> None:
+        """Until `count` runs started after now (by the database's clock)."""
+        now = cluster.rows("SELECT now()")[0][0]
+        _at_least(cluster, count, "SELECT count(*) FROM tuisched_runs WHERE started_at > %s",
+                  now)  # fmt: skip
+
     if offset == "jumps":
-        time.sleep(2)
+        runs_after(2)
         clock.write_text("+45s", encoding="utf-8")  # forward...
-        time.sleep(2)
+        runs_after(2)
         clock.write_text("-20s", encoding="utf-8")  # ...and back past the true time
-        time.sleep(3)
+        runs_after(3)
     else:
-        time.sleep(5)
+        runs_after(5)
     for node in (honest, skewed):
         assert node.stop() == 0, node.text()[-1500:]
     # Every run that started, whatever its end: a run of the skewed node may be ended when
@@ -1078,7 +1125,9 @@ def test_a_node_restarted_with_its_clock_ahead_records_no_slot_to_come_as_missed
     wait_until(lambda: "missed slots" in again.text() or cluster.rows(
         "SELECT 1 FROM tuisched_runs WHERE owner LIKE %s AND started_at > %s",
         f"%:{again.pid}:%", back), within=20)  # fmt: skip
-    time.sleep(3)  # slots go on for a few seconds after the restart
+    # slots go on for a few seconds after the restart (four or more, run)
+    _at_least(cluster, 4, "SELECT count(*) FROM tuisched_runs WHERE job = 'tick' "
+              "AND state = 'success' AND slot > %s", back)  # fmt: skip
     for node in (honest, again):
         assert node.stop() == 0, node.text()[-1500:]
     missed = cluster.rows("SELECT slot FROM tuisched_runs WHERE state = 'missed'")
