@@ -558,8 +558,8 @@ def test_pauses_and_resumes_across_busy_nodes_leave_every_slot_a_row_and_run_non
         pauser, resumer = (a, b) if round_ % 2 == 0 else (b, a)
         assert pauser.cli("pause", "tick").returncode == 0
         paused = cluster.rows("SELECT now()")[0][0]
-        # paused across one slot or more (by the load jobs' slots, which go on)
-        _at_least(cluster, 1 + round_ % 2, "SELECT count(DISTINCT slot) FROM tuisched_runs "
+        # paused across one slot or more (two to five slots of the load jobs, which go on)
+        _at_least(cluster, 2 + round_, "SELECT count(DISTINCT slot) FROM tuisched_runs "
                   "WHERE job = 'load00' AND slot > %s", paused)  # fmt: skip
         assert resumer.cli("resume", "tick").returncode == 0
         ran = len(_ran(log))
@@ -575,7 +575,11 @@ def test_pauses_and_resumes_across_busy_nodes_leave_every_slot_a_row_and_run_non
     gaps = [(x, y) for x, y in itertools.pairwise(slots) if (y - x).total_seconds() != 1]
     assert not gaps, f"slots with no row at all between: {gaps}"
     # A due row a pause closed is NOT_STARTED (the job was paused): a row all the same.
-    assert {state for _, state in rows} <= {"success", "missed", "not_started"}, rows
+    # After the newest run, a slot may be left due by the stop (on a busy machine).
+    newest = max(slot for slot, state in rows if state == "success")
+    assert {state for slot, state in rows if slot <= newest} <= {
+        "success", "missed", "not_started"}, rows  # fmt: skip
+    assert {state for slot, state in rows if slot > newest} <= {"due", "missed"}, rows
 
 
 def test_a_pause_wakes_the_other_nodes_at_once_and_a_killed_listener_listens_again(
