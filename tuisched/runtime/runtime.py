@@ -100,7 +100,7 @@ async def _join_cluster(
 
     password = await in_thread(Lane.FILES, read_password, settings, dict(secrets))
     link = ClusterLink(settings, config, password=password, node_name=node,
-                       now=clock.now, fence=keeper.fence if keeper else None)  # fmt: skip
+                       clock=clock, fence=keeper.fence if keeper else None)  # fmt: skip
     await link.open()
     return link
 
