@@ -132,7 +132,9 @@ def _server_user() -> str | None:
     try:
         pwd.getpwnam(SERVER_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", SERVER_USER], check=True)
+        # Parallel workers may add it at the same moment: whoever loses finds it made.
+        subprocess.run(["useradd", "--system", "--no-create-home", SERVER_USER], check=False)
+        pwd.getpwnam(SERVER_USER)
     return SERVER_USER
 
 
@@ -171,9 +173,19 @@ def start_server(base: Path) -> PostgresServer | None:
          "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password}"],
         capture_output=True, text=True, timeout=120, check=True, user=user,
     )  # fmt: skip
-    server = PostgresServer(binaries, data, sockets, _free_port(), user)
-    server.start()
-    return server
+    tries = 3
+    while True:
+        server = PostgresServer(binaries, data, sockets, _free_port(), user)
+        try:
+            server.start()
+        except subprocess.CalledProcessError:
+            # Another worker's server (or any process) took the port between the probe
+            # and the start: try another one.
+            tries -= 1
+            if tries == 0:
+                raise
+        else:
+            return server
 
 
 @pytest.fixture(scope="session")

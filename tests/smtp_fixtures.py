@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import email
+import errno
 import socket
 import ssl
 from collections.abc import Iterator
@@ -186,15 +187,34 @@ def smtp_server(
         auth: require AUTH with these credentials (only over TLS).
     """
     handler = handler or Recording()
-    port = free_port()
     options: dict[str, Any] = {}
     if starttls is not None:
         options.update(tls_context=starttls, require_starttls=True)
     if auth is not None:
         options.update(authenticator=auth, auth_required=True, auth_require_tls=True)
-    controller = Controller(handler, hostname=HOST, port=port, ssl_context=tls, **options)
-    controller.start()
+    controller, port = _started(handler, tls, options)
     try:
         yield Server(HOST, port, handler)
     finally:
         controller.stop()
+
+
+def _started(
+    handler: Recording, tls: ssl.SSLContext | None, options: dict[str, Any]
+) -> tuple[Controller, int]:
+    """A started controller on a free port, and the port.
+
+    The port is free when probed, but a parallel test worker may bind it before the
+    controller does: then another one is tried."""
+    tries = 3
+    while True:
+        port = free_port()
+        controller = Controller(handler, hostname=HOST, port=port, ssl_context=tls, **options)
+        try:
+            controller.start()
+        except OSError as error:
+            tries -= 1
+            if error.errno != errno.EADDRINUSE or tries == 0:
+                raise
+        else:
+            return controller, port
