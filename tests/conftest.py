@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +13,14 @@ from .pg_fixtures import nodes, postgres  # noqa: F401  (one PostgreSQL server f
 from .runtime_fixtures import REPO, schedulers  # noqa: F401  (headless processes, stopped at the end)
 
 SAMPLE = REPO / "sample_config" / "tuisched.yaml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Compile the package once, before any worker starts: the tests start hundreds of
+    interpreters (schedulers, commands), and without bytecode on disk (a fresh clone, or
+    PYTHONDONTWRITEBYTECODE set) each of them would compile it again."""
+    if not hasattr(config, "workerinput"):  # the controller, or a run without workers
+        compileall.compile_dir(REPO / "tuisched", quiet=1)
 
 
 @pytest.fixture
