@@ -211,7 +211,7 @@ def test_transitions_are_real() -> None:
             ).utcoffset()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(text=expressions(), start=st.datetimes(datetime(2020, 1, 1), datetime(2040, 12, 31)))
 def test_naive_matches_agree_with_cronsim(text: str, start: datetime) -> None:
     expr = _parsed(text)
@@ -235,7 +235,7 @@ def _walk(expr: CronExpr, wall: datetime, n: int) -> list[datetime]:
     return found
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(data=st.data(), text=expressions(six=False), tz=st.sampled_from(ZONES))
 def test_aware_slots_agree_with_cronsim(data: st.DataObject, text: str, tz: ZoneInfo) -> None:
     expr = _parsed(text)

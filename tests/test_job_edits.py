@@ -267,7 +267,7 @@ def _whole_step(text: str, path: Path, name: str, definition: Mapping[str, objec
     return parse_config(document.text(), path)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(
         st.tuples(

@@ -86,7 +86,7 @@ def _apply(index: JobIndex, operation: str, value: object) -> None:
         index.set_filter(str(value))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(operations, max_size=25))
 def test_the_index_shows_what_a_plain_sort_and_filter_would(
     steps: list[tuple[str, object]],
