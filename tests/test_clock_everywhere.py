@@ -18,6 +18,10 @@ CLOCK = "runtime/clock.py"
 """The one module that reads the system's time and arms the loop's timers."""
 
 OTHER_BRANCH = "moved to the Clock on another branch"
+REAL_WAIT = (
+    "bounds real work on another thread, process or socket, in real time: a test's clock "
+    "advanced by an hour must not cut it short"
+)
 ALLOWED: dict[tuple[str, str], str] = {
     ("runtime/store/writer.py", "time.sleep()"): (
         "the writer's own thread waits out an outage's pause, which the Clock measures"
@@ -31,6 +35,23 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("runtime/execution/pyjob.py", "time.sleep()"): (
         "runs in the job's own process, apart from the runtime and its loop"
+    ),
+    ("runtime/mail.py", "asyncio.wait_for()"): f"an SMTP exchange on the mail lane: {REAL_WAIT}",
+    ("runtime/engine/running.py", "asyncio.timeout()"): (
+        f"a run's row landed by the history's writer thread: {REAL_WAIT}"
+    ),
+    ("runtime/control/server.py", "asyncio.wait(timeout=)"): (
+        f"the keepalive of a client's event stream: {REAL_WAIT}"
+    ),
+    (
+        "runtime/cluster/database.py",
+        "asyncio.timeout()",
+    ): f"a connection to PostgreSQL: {REAL_WAIT}",
+    ("runtime/execution/base.py", "asyncio.wait(timeout=)"): (
+        f"a pipe's end after its process exited: {REAL_WAIT}"
+    ),
+    ("runtime/execution/keeper.py", "asyncio.wait(timeout=)"): (
+        f"the keeper process's exit: {REAL_WAIT}"
     ),
 }
 """(module, call) -> why it may bypass the Clock."""
@@ -75,6 +96,16 @@ def _bypass(call: ast.Call) -> str | None:
         return f"datetime.{func.attr}()"
     if func.attr == "time" and not call.args and _looks_like_a_loop(func.value):
         return "loop.time()"
+    if func.attr in ("call_later", "call_at") and _looks_like_a_loop(func.value):
+        return f"loop.{func.attr}()"
+    if owner == "asyncio" and func.attr in ("timeout", "timeout_at", "wait_for"):
+        return f"asyncio.{func.attr}()"
+    if (
+        owner == "asyncio"
+        and func.attr == "wait"
+        and any(keyword.arg == "timeout" for keyword in call.keywords)
+    ):
+        return "asyncio.wait(timeout=)"
     return None
 
 
@@ -154,6 +185,19 @@ def test_every_exception_is_still_needed_and_has_a_reason() -> None:
         ("import asyncio\nt = asyncio.get_running_loop().time()\n", "loop.time()"),
         ("def f(loop):\n    return loop.time()\n", "loop.time()"),
         ("class A:\n    def f(self):\n        return self._loop.time()\n", "loop.time()"),
+        ("def f(loop, g):\n    loop.call_later(1, g)\n", "loop.call_later()"),
+        (
+            "import asyncio\nasync def f():\n    async with asyncio.timeout(1):\n        pass\n",
+            "asyncio.timeout()",
+        ),
+        (
+            "import asyncio\nasync def f(g):\n    await asyncio.wait_for(g(), 1)\n",
+            "asyncio.wait_for()",
+        ),
+        (
+            "import asyncio\nasync def f(g):\n    await asyncio.wait({g}, timeout=1)\n",
+            "asyncio.wait(timeout=)",
+        ),
     ],
 )
 def test_the_scan_finds_each_call_that_bypasses_the_clock(snippet: str, expected: str) -> None:

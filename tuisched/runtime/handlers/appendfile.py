@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tuisched.domain.errors import StateError
 from tuisched.domain.text import counted
+from tuisched.runtime.clock import Clock, SystemClock, Timer
 from tuisched.runtime.privatefiles import WriteTrouble, open_private
 from tuisched.runtime.threads import Lane, in_thread
 
@@ -53,8 +54,9 @@ def _identity(path: Path) -> tuple[int, int] | None:
 class AppendFile:
     """Appends lines to one file, off the loop, keeping what the disk does not take."""
 
-    def __init__(self, path: Path, what: str) -> None:
-        """Open (or create, 0600) `path` for appending; `what` names it in warnings.
+    def __init__(self, path: Path, what: str, *, clock: Clock | None = None) -> None:
+        """Open (or create, 0600) `path` for appending; `what` names it in warnings;
+        `clock` times the tries again after a failed write (the system's by default).
 
         Raises:
             StateError: the file cannot be opened (a link, a folder...).
@@ -74,7 +76,8 @@ class AppendFile:
         self._dropped = 0
         self._trouble = WriteTrouble(log, what)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._retry: asyncio.TimerHandle | None = None
+        self._clock: Clock = clock or SystemClock()
+        self._retry: Timer | None = None
 
     @property
     def unwritten(self) -> int:
@@ -113,7 +116,7 @@ class AppendFile:
         if not task.cancelled() and task.exception() is not None:
             log.error("writing %s failed", self._what, exc_info=task.exception())
         if self._unwritten and self._retry is None and self._loop is not None:
-            self._retry = self._loop.call_later(RETRY_SECONDS, self._retry_now)
+            self._retry = self._clock.call_later(RETRY_SECONDS, self._retry_now)
 
     def _retry_now(self) -> None:
         self._retry = None
