@@ -23,6 +23,23 @@ def pytest_configure(config: pytest.Config) -> None:
         compileall.compile_dir(REPO / "tuisched", quiet=1)
 
 
+SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
+
+
+def slow_tests() -> list[str]:
+    """The node ids (without parameters) of the longest tests, longest first."""
+    lines = SLOW_TESTS.read_text(encoding="utf-8").splitlines()
+    return [line for line in lines if line.strip() and not line.startswith("#")]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (`slow_tests.txt`), the rest in their order: the workers
+    take tests as they free up, so the long ones spread over them and no worker is
+    left running one alone at the end."""
+    rank = {name: place for place, name in enumerate(slow_tests())}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("[", 1)[0], len(rank)))
+
+
 @pytest.fixture
 def write_config(tmp_path: Path) -> Callable[[str], Path]:
     """Write a dedented YAML text to `tmp_path/tuisched.yaml` and return its path."""

@@ -4,12 +4,13 @@ until someone moves its pin."""
 
 from __future__ import annotations
 
+import ast
 import re
 import tomllib
 
 from packaging.requirements import Requirement
 
-from .conftest import REPO
+from .conftest import REPO, slow_tests
 
 CONSTRAINTS = REPO / "constraints" / "dev.txt"
 TOOLS = {"ruff", "mypy", "types-pyyaml", "import-linter", "hypothesis", "pytest"}
@@ -51,3 +52,18 @@ def test_every_pin_is_within_the_test_extra_s_range() -> None:
         if name in extra:
             (version,) = (spec.version for spec in pin.specifier)
             assert extra[name].specifier.contains(version), (name, version, extra[name])
+
+
+def test_every_test_named_slow_is_still_a_test() -> None:
+    """tests/slow_tests.txt orders the run; a renamed or deleted test must leave it."""
+    gone = []
+    for name in slow_tests():
+        path, function = name.split("::")
+        source = REPO / path
+        defined = source.exists() and any(
+            isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == function
+            for node in ast.walk(ast.parse(source.read_text(encoding="utf-8")))
+        )
+        if not defined:
+            gone.append(name)
+    assert not gone, f"no longer tests, take them out of tests/slow_tests.txt: {gone}"
