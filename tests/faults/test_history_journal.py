@@ -407,7 +407,6 @@ def test_a_restart_while_the_history_is_still_locked_judges_slots_from_the_journ
     slots that ran are not missed, the run left going is closed as abandoned, and one
     that ended during the lock keeps its end (its database row still says RUNNING)."""
     out, slow, mid = tmp_path / EXECUTIONS, tmp_path / "slow.txt", tmp_path / "mid.txt"
-    # `misfire: once` below: a start slowed past a slot (a loaded machine) makes it up once.
     soon = datetime.now(UTC) + timedelta(seconds=2)
     slow_job = f"""
 slow:
@@ -417,7 +416,6 @@ slow:
 mid:
   command: echo started >> {mid}; sleep 1.5; echo ended >> {mid}
   schedule: {{every: 1h, start: "{soon.strftime("%Y-%m-%dT%H:%M:%S")}"}}
-  misfire: once
 """
     config = write_config(tmp_path, JOB.format(out=out) + slow_job)
     db = tmp_path / "state" / "history.db"
@@ -463,13 +461,11 @@ def test_a_run_closed_as_abandoned_stays_closed_through_the_next_kill(
     """The journal is emptied once its writes landed and a start closed what they left
     open: the next kill's start does not bring the old RUNNING back to close it again."""
     out, slow = tmp_path / EXECUTIONS, tmp_path / "slow.txt"
-    # `misfire: once`: a start slowed past the slot (a loaded machine) makes it up once.
     begins = (datetime.now(UTC) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
     slow_job = f"""
 slow:
   command: echo "$TUISCHED_RUN_ID" >> {slow}; sleep 60
   schedule: {{every: 1h, start: "{begins}"}}
-  misfire: once
 """
     config = write_config(tmp_path, JOB.format(out=out) + slow_job)
     db = tmp_path / "state" / "history.db"

@@ -193,10 +193,9 @@ def test_what_an_ended_run_left_running_is_stopped_after_a_kill_9(
     pids = tmp_path / "pids"
     script = tmp_path / "escape.sh"
     script.write_text(ESCAPES)
-    # Ahead of the start; a start slowed past it (a loaded machine) makes it up once.
+    # Far enough ahead that a slow start (a loaded machine) still finds the slot to come.
     soon = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
-    command = f"[sh, '{script}', '{pids}']"
-    job = f"escape: {{command: {command}, schedule: {{at: '{soon}'}}, misfire: once}}"
+    job = f"escape: {{command: [sh, '{script}', '{pids}'], schedule: {{at: '{soon}'}}}}"
     path = write_config(tmp_path, job)
     db = tmp_path / "state" / "history.db"
     written = tmp_path / "state" / "processes.json"
