@@ -41,6 +41,8 @@ from tuisched.runtime.store.journal import JOURNAL_BYTES, Journal, Kept
 from ..runtime_fixtures import Scheduler, write_config
 
 EXECUTIONS = "executions.txt"
+START_MARGIN = timedelta(seconds=8)
+"""How far ahead of a scheduler's start a test puts a slot it must not miss."""
 DISK_SIZE = "32m"
 JOB = """
 tick:
@@ -407,7 +409,9 @@ def test_a_restart_while_the_history_is_still_locked_judges_slots_from_the_journ
     slots that ran are not missed, the run left going is closed as abandoned, and one
     that ended during the lock keeps its end (its database row still says RUNNING)."""
     out, slow, mid = tmp_path / EXECUTIONS, tmp_path / "slow.txt", tmp_path / "mid.txt"
-    soon = datetime.now(UTC) + timedelta(seconds=2)
+    # Far enough ahead that a slow start (parallel workers, a loaded machine) still finds
+    # the first slot to come: a start past it would skip it, and the test would wait on.
+    soon = datetime.now(UTC) + START_MARGIN
     slow_job = f"""
 slow:
   command: echo "$TUISCHED_SLOT $TUISCHED_RUN_ID" >> {slow}; sleep 60
@@ -461,7 +465,7 @@ def test_a_run_closed_as_abandoned_stays_closed_through_the_next_kill(
     """The journal is emptied once its writes landed and a start closed what they left
     open: the next kill's start does not bring the old RUNNING back to close it again."""
     out, slow = tmp_path / EXECUTIONS, tmp_path / "slow.txt"
-    begins = (datetime.now(UTC) + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%S")
+    begins = (datetime.now(UTC) + START_MARGIN).strftime("%Y-%m-%dT%H:%M:%S")  # as above
     slow_job = f"""
 slow:
   command: echo "$TUISCHED_RUN_ID" >> {slow}; sleep 60
