@@ -96,8 +96,8 @@ def test_what_the_runs_left_is_stopped_after_a_kill_9_even_without_environment(
     too (the OOM killer, say), the next start does."""
     pids = tmp_path / "pids"
     command = ESCAPE.format(pids=pids) + "sleep 300"
-    # Far enough ahead that a slow start (a loaded machine) still finds the slot to come.
-    soon = (datetime.now(UTC) + timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%S")
+    # Far enough ahead that a slow start (parallel workers beside a CPU hog) still finds the slot.
+    soon = (datetime.now(UTC) + timedelta(seconds=12)).strftime("%Y-%m-%dT%H:%M:%S")
     path = write_config(tmp_path, f"escape: {{command: '{command}', schedule: {{at: '{soon}'}}}}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     record = tmp_path / "state" / "processes.json"

@@ -193,8 +193,8 @@ def test_what_an_ended_run_left_running_is_stopped_after_a_kill_9(
     pids = tmp_path / "pids"
     script = tmp_path / "escape.sh"
     script.write_text(ESCAPES)
-    # Far enough ahead that a slow start (a loaded machine) still finds the slot to come.
-    soon = (datetime.now(UTC) + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S")
+    # Far enough ahead that a slow start (parallel workers beside a CPU hog) still finds the slot.
+    soon = (datetime.now(UTC) + timedelta(seconds=12)).strftime("%Y-%m-%dT%H:%M:%S")
     job = f"escape: {{command: [sh, '{script}', '{pids}'], schedule: {{at: '{soon}'}}}}"
     path = write_config(tmp_path, job)
     db = tmp_path / "state" / "history.db"
