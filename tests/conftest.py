@@ -34,8 +34,8 @@ def slow_tests() -> list[str]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The longest tests first (`slow_tests.txt`), the rest in their order: the workers
-    take tests as they free up, so the long ones spread over them and no worker is
-    left running one alone at the end."""
+    steal from each other's queues as they free up, so the long ones spread over them
+    and no worker is left running one alone at the end."""
     rank = {name: place for place, name in enumerate(slow_tests())}
     items.sort(key=lambda item: rank.get(item.nodeid.split("[", 1)[0], len(rank)))
 
