@@ -58,10 +58,19 @@ once:
 by-hand: {python: "tests.engine_jobs:noop", schedule: manual}
 """
 ACTOR = "tester@test (console)"
+SLOT_SECONDS = 600
+"""The jobs' period: a slot every ten minutes, on the ten minutes."""
+SLOT_GUARD = 30
+"""How long before a slot a test waits for it to pass (the start of a scheduler beside it)."""
 
 
 def down_for_an_hour(tmp_path: Path) -> Path:
-    """A configuration whose scheduler was last alive an hour ago (as catchup's tests do)."""
+    """A configuration whose scheduler was last alive an hour ago (as catchup's tests do):
+    six slots of each ten-minute job passed meanwhile, and none passes before the
+    scheduler starts (a slot due within SLOT_GUARD is let pass first)."""
+    into = datetime.now(UTC).timestamp() % SLOT_SECONDS
+    if into > SLOT_SECONDS - SLOT_GUARD:
+        time.sleep(SLOT_SECONDS - into + 0.1)
     path = write_config(tmp_path, JOBS, settings="max_workers: 1")
     runtime = Runtime(load_config(path))
     state = tmp_path / "state"
