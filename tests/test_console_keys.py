@@ -437,6 +437,18 @@ def test_the_rules_of_the_keys_without_a_screen() -> None:
     assert refusal("copy", read_only, state) is None  # reading is never refused
 
 
+def test_a_job_deleted_under_the_cursor_is_no_target_for_any_key() -> None:
+    """The footer asks the rules for every key while a delete lands: the cursor still
+    names the job the state no longer has (a KeyError once took the console down)."""
+    state = ConsoleState(jobs={"a": _status("a", 0)})
+    on_gone = Cursor(pane="jobs", job="tick")
+    for action in ("run_jobs", "pause_jobs", "resume_jobs"):
+        assert refusal(action, on_gone, state) == "no job selected"
+    marked = Cursor(pane="jobs", job="a", marked=("tick", "a"))
+    assert refusal("resume_jobs", marked, state) == "a is not paused"
+    assert refusal("pause_jobs", marked, state) is None
+
+
 # --- 9. failure bursts ----------------------------------------------------------------
 
 

@@ -76,8 +76,11 @@ def refusal(action: str, cursor: Cursor, state: ConsoleState) -> str | None:
 
 
 def every_paused(jobs: list[str], state: ConsoleState) -> bool:
-    """Whether every one of `jobs` is paused, by any pause (then `p` resumes)."""
-    return all(state.jobs[job].paused for job in jobs if job in state.jobs)
+    """Whether every one of `jobs` is paused, by any pause (then `p` resumes); jobs no
+    longer in the state (deleted a moment ago) count for nothing, and none at all is
+    not "every one paused"."""
+    present = [state.jobs[job] for job in jobs if job in state.jobs]
+    return bool(present) and all(status.paused for status in present)
 
 
 def own_paused(jobs: list[str], state: ConsoleState) -> list[str]:
@@ -96,7 +99,9 @@ def runs_of(jobs: list[str], state: ConsoleState) -> list[RunRecord]:
 
 
 def _job_refusal(action: str, cursor: Cursor, state: ConsoleState) -> str | None:
-    jobs = cursor.targets
+    # The cursor can name a job that is gone from the state and not yet from the table
+    # (deleted or reloaded away a moment ago): it is not a target.
+    jobs = [job for job in cursor.targets if job in state.jobs]
     if not jobs:
         return "no job selected"
     paused = every_paused(jobs, state)
