@@ -3,6 +3,7 @@ quietly, with the status a shell gives `cat` then (141), never a traceback."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,15 +19,25 @@ MANY = "\n".join(
 """Jobs enough that `jobs --json` writes more than a pipe holds (64 KiB)."""
 
 
-@pytest.fixture
-def config(tmp_path: Path) -> Path:
-    path = write_config(tmp_path, MANY + '\nchatty: {command: "seq 1 100000", schedule: manual}')
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose configuration's `chatty` ran once, in the foreground, for real: made
+    once for the module (a `tuisched run` costs a second of CPU), copied by each test."""
+    folder = tmp_path_factory.mktemp("ran-once")
+    path = write_config(folder, MANY + '\nchatty: {command: "seq 1 100000", schedule: manual}')
     ran = subprocess.run(
         [sys.executable, "-m", "tuisched", "run", "chatty", "-c", str(path)], cwd=REPO,
         capture_output=True, timeout=60, check=False,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr  # a run in the history, its output in the files
-    return path
+    return folder
+
+
+@pytest.fixture
+def config(tmp_path: Path, ran_once: Path) -> Path:
+    """The configuration, with its history and output: this test's own copy."""
+    shutil.copytree(ran_once, tmp_path, dirs_exist_ok=True)
+    return tmp_path / "tuisched.yaml"
 
 
 def _closed_at_once(*argv: str) -> tuple[int, str]:

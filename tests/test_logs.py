@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -23,11 +24,22 @@ broken: {command: [/nonexistent/prog], schedule: manual}
 """
 
 
-@pytest.fixture(params=["running", "stopped"])
-def config(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
-    """A configuration whose `hello` ran once, with its scheduler running or not."""
-    path = write_config(tmp_path, JOBS)
+@pytest.fixture(scope="module")
+def ran_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder whose configuration's `hello` ran once, in the foreground, for real: made
+    once for the module (a `tuisched run` costs a second of CPU), copied by each test."""
+    folder = tmp_path_factory.mktemp("ran-once")
+    path = write_config(folder, JOBS)
     assert run("run", "hello", "-c", str(path))[0] == 0
+    return folder
+
+
+@pytest.fixture(params=["running", "stopped"])
+def config(request: pytest.FixtureRequest, tmp_path: Path, ran_once: Path) -> Iterator[Path]:
+    """A configuration whose `hello` ran once, with its scheduler running or not; its
+    folder (the file, the history and the output) is this test's own copy."""
+    shutil.copytree(ran_once, tmp_path, dirs_exist_ok=True)
+    path = tmp_path / "tuisched.yaml"
     with listening(path) if request.param == "running" else contextlib.nullcontext():
         yield path
 
