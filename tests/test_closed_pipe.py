@@ -19,10 +19,11 @@ MANY = "\n".join(
 """Jobs enough that `jobs --json` writes more than a pipe holds (64 KiB)."""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ran_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder whose configuration's `chatty` ran once, in the foreground, for real: made
-    once for the module (a `tuisched run` costs a second of CPU), copied by each test."""
+    once a session, however the tests are spread and ordered (a `tuisched run` costs a
+    second of CPU), and copied by each test."""
     folder = tmp_path_factory.mktemp("ran-once")
     path = write_config(folder, MANY + '\nchatty: {command: "seq 1 100000", schedule: manual}')
     ran = subprocess.run(

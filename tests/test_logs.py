@@ -24,10 +24,11 @@ broken: {command: [/nonexistent/prog], schedule: manual}
 """
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ran_once(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder whose configuration's `hello` ran once, in the foreground, for real: made
-    once for the module (a `tuisched run` costs a second of CPU), copied by each test."""
+    once a session, however the tests are spread and ordered (a `tuisched run` costs a
+    second of CPU), and copied by each test."""
     folder = tmp_path_factory.mktemp("ran-once")
     path = write_config(folder, JOBS)
     assert run("run", "hello", "-c", str(path))[0] == 0
