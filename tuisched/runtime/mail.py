@@ -18,20 +18,22 @@ import base64
 import contextlib
 import logging
 import os
-import smtplib
 import socket
 import ssl
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from tuisched.domain.errors import MailError
 from tuisched.domain.model import Security, SmtpSettings
 from tuisched.runtime.threads import Lane, in_thread
+
+if TYPE_CHECKING:  # smtplib and the message class load with the first mail, not at every start
+    import smtplib
+    from email.message import EmailMessage
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,8 @@ def build_message(
         hostname: the domain of the Message-ID.
         date: the Date header (aware).
     """
+    from email.message import EmailMessage  # noqa: PLC0415
+
     message = EmailMessage()
     message["From"] = sender
     message["To"] = ", ".join(to)
@@ -146,6 +150,8 @@ def _read_login(smtp: SmtpSettings, env: Mapping[str, str]) -> _Login | None:
 
 def _describe(error: BaseException) -> str:
     """An operator's account of an smtplib or network failure."""
+    import smtplib  # noqa: PLC0415
+
     if isinstance(error, smtplib.SMTPRecipientsRefused):
         refused = ", ".join(
             f"{address} ({code})" for address, (code, _) in error.recipients.items()
@@ -220,6 +226,8 @@ class SmtpMailer:
             connection.cut()
 
     def _send(self, message: EmailMessage, connection: _Connection) -> None:
+        import smtplib  # noqa: PLC0415
+
         login = _read_login(self._smtp, self._env)
         try:
             with self._client() as client:
@@ -234,6 +242,8 @@ class SmtpMailer:
 
     def _client(self) -> smtplib.SMTP:
         """An SMTP client, not connected yet (so that its socket can be cut while it waits)."""
+        import smtplib  # noqa: PLC0415
+
         timeout = self._smtp.timeout.total_seconds()
         client: smtplib.SMTP
         if self._smtp.security is Security.TLS:

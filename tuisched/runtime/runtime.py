@@ -69,7 +69,6 @@ from tuisched.runtime.handlers.latest import LatestRuns
 from tuisched.runtime.handlers.outbox import OUTBOX_FILE, KeptAlert
 from tuisched.runtime.handlers.triggers import DependencyTrigger
 from tuisched.runtime.historian import Historian
-from tuisched.runtime.metrics import MetricsEndpoint, Probes
 from tuisched.runtime.pgdriver import require_driver
 from tuisched.runtime.processes import RunProcesses
 from tuisched.runtime.secrets import Secrets, hide_process, secret_names
@@ -79,8 +78,9 @@ from tuisched.runtime.threads import Lane, in_thread
 from tuisched.runtime.watch import ConfigWatcher
 from tuisched.runtime.watchdog import LoopWatchdog
 
-if TYPE_CHECKING:  # cluster mode only: it imports psycopg (the `postgres` extra)
-    from tuisched.runtime.cluster.link import ClusterLink
+if TYPE_CHECKING:
+    from tuisched.runtime.cluster.link import ClusterLink  # cluster mode only: psycopg
+    from tuisched.runtime.metrics import MetricsEndpoint  # with settings.metrics only
 
 log = logging.getLogger(__name__)
 
@@ -548,6 +548,9 @@ class Runtime:
         settings = self.config.settings.metrics
         if settings is None or not self.role.fires_slots:
             return
+        # Here, not at the top: without metrics, prometheus_client is never imported.
+        from tuisched.runtime.metrics import MetricsEndpoint, Probes  # noqa: PLC0415
+
         probes = Probes(
             config=lambda: self.config, state=lambda: self.state.value,
             firing=lambda: self._engine is not None and self._engine.accepting,

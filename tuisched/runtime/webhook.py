@@ -25,15 +25,17 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from pathlib import Path
-from typing import Protocol
-
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
+from typing import TYPE_CHECKING, Protocol
 
 from tuisched.domain.errors import WebhookError
 from tuisched.domain.model import WebhookAuth, WebhookSettings
 from tuisched.runtime.threads import Lane, in_thread
+
+if TYPE_CHECKING:  # aiohttp's client is imported at the first post (a start without webhooks
+    import aiohttp  # never pays for it)
+    from aiohttp.abc import AbstractResolver
 
 MAX_IN_FLIGHT = 4
 """Posts under way at once, over all webhooks."""
@@ -120,23 +122,30 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
     return f"{SIGNATURE_VERSION}={digest}"
 
 
-class _LaneResolver(AbstractResolver):
-    """Resolves host names in the webhook lane's threads (never the default pool)."""
+@cache
+def _lane_resolver() -> type[AbstractResolver]:
+    """The resolver class, made at the first post: defining it imports aiohttp."""
+    from aiohttp.abc import AbstractResolver, ResolveResult  # noqa: PLC0415
 
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        infos = await in_thread(
-            Lane.WEBHOOK, socket.getaddrinfo, host, port, family, socket.SOCK_STREAM
-        )
-        return [
-            ResolveResult(hostname=host, host=str(address[0]), port=int(address[1]),
-                          family=family_, proto=proto, flags=socket.AI_NUMERICHOST)
-            for family_, _, proto, _, address in infos
-        ]  # fmt: skip
+    class LaneResolver(AbstractResolver):
+        """Resolves host names in the webhook lane's threads (never the default pool)."""
 
-    async def close(self) -> None:
-        """Nothing to release."""
+        async def resolve(
+            self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+        ) -> list[ResolveResult]:
+            infos = await in_thread(
+                Lane.WEBHOOK, socket.getaddrinfo, host, port, family, socket.SOCK_STREAM
+            )
+            return [
+                ResolveResult(hostname=host, host=str(address[0]), port=int(address[1]),
+                              family=family_, proto=proto, flags=socket.AI_NUMERICHOST)
+                for family_, _, proto, _, address in infos
+            ]  # fmt: skip
+
+        async def close(self) -> None:
+            """Nothing to release."""
+
+    return LaneResolver
 
 
 @dataclass(slots=True)
@@ -151,6 +160,8 @@ class HttpPoster:
 
     async def post(self, request: WebhookPost) -> None:
         """See `WebhookPoster.post`: redirects are not followed (a 3xx is a failure)."""
+        import aiohttp  # noqa: PLC0415
+
         session = self._open()
         hook = request.hook
         slots = self._slots.get(hook.name)
@@ -180,9 +191,11 @@ class HttpPoster:
             await session.close()
 
     def _open(self) -> aiohttp.ClientSession:
+        import aiohttp  # noqa: PLC0415
+
         if self._session is None or self._session.closed:
             # No limit across webhooks: each one's semaphore bounds its own connections.
-            connector = aiohttp.TCPConnector(limit=0, resolver=_LaneResolver())
+            connector = aiohttp.TCPConnector(limit=0, resolver=_lane_resolver()())
             self._session = aiohttp.ClientSession(connector=connector)
             self._slots = {}
         return self._session
@@ -190,6 +203,8 @@ class HttpPoster:
 
 def _scrubbed(error: aiohttp.ClientError, hook: WebhookSettings) -> str:
     """`error` in words, with the URL (which may hold a token) replaced by the name."""
+    import aiohttp  # noqa: PLC0415
+
     if isinstance(error, aiohttp.ClientConnectorError):
         cause = error.os_error
         why = os.strerror(cause.errno) if cause.errno else cause.strerror or type(cause).__name__

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from tuisched.domain.errors import SchedulerNotRunningError, TuischedError
@@ -25,9 +26,11 @@ from tuisched.domain.runs import Result, RunRecord, Trigger
 from tuisched.domain.views import SchedulerState
 from tuisched.runtime.control.local import LocalControl
 from tuisched.runtime.control.protocol import socket_path
-from tuisched.runtime.control.server import ControlServer
 from tuisched.runtime.loopthread import LoopThread
 from tuisched.runtime.runtime import Runtime, foreground
+
+if TYPE_CHECKING:  # aiohttp.web: only a scheduler that serves the socket imports it
+    from tuisched.runtime.control.server import ControlServer
 
 log = logging.getLogger(__name__)
 
@@ -145,9 +148,13 @@ class LocalScheduler:
 
     async def _start(self) -> None:
         runtime = self._runtime
-        await runtime.start()
-        if not runtime.role.exclusive:
+        if not runtime.role.exclusive:  # `tuisched run` serves no socket
+            await runtime.start()
             return
+        # Before the start, so that importing aiohttp.web delays no run.
+        from tuisched.runtime.control.server import ControlServer  # noqa: PLC0415
+
+        await runtime.start()
         path = socket_path(runtime.config.settings.state_dir)
         server = ControlServer(
             path, self.control, refused=runtime.actions.refused, config=runtime.config.path

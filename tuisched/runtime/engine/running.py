@@ -34,11 +34,12 @@ from tuisched.runtime.engine.lane import ROW_WAIT_SECONDS, Lane, Report, ThreadR
 from tuisched.runtime.engine.outcomes import Outcomes
 from tuisched.runtime.engine.retries import Retries
 from tuisched.runtime.engine.turn import Turn
-from tuisched.runtime.execution import Runner, make_runner
+from tuisched.runtime.execution.base import Runner
 from tuisched.runtime.execution.descendants import Descendants
 from tuisched.runtime.execution.keeper import Keeper
 from tuisched.runtime.execution.output import OutputCapture
 from tuisched.runtime.execution.python import thread_outcome
+from tuisched.runtime.execution.runners import make_runner
 from tuisched.runtime.store import AsyncHistory
 from tuisched.runtime.threads import Lane as ThreadLane
 from tuisched.runtime.threads import in_thread

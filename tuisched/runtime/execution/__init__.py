@@ -21,23 +21,42 @@ left in its group is killed, so no process outlives its run.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import importlib
+from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import LaunchError
-from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
-from tuisched.runtime.clock import Clock
-from tuisched.runtime.execution.base import (
-    STATUS_MAX_CHARS,
-    Runner,
-    install_child_watcher,
-)
-from tuisched.runtime.execution.command import CommandRunner
-from tuisched.runtime.execution.forking import close_fork_servers, open_fork_servers
-from tuisched.runtime.execution.leftovers import kill_forked, kill_left_behind
-from tuisched.runtime.execution.output import OutputCapture
-from tuisched.runtime.execution.pyprocess import ProcessPythonRunner
-from tuisched.runtime.execution.python import PythonRunner
-from tuisched.runtime.execution.waitfor import WaitForRunner, watch_root
+
+if TYPE_CHECKING:
+    from tuisched.runtime.execution.base import (
+        STATUS_MAX_CHARS,
+        Runner,
+        install_child_watcher,
+    )
+    from tuisched.runtime.execution.command import CommandRunner
+    from tuisched.runtime.execution.forking import close_fork_servers, open_fork_servers
+    from tuisched.runtime.execution.leftovers import kill_forked, kill_left_behind
+    from tuisched.runtime.execution.pyprocess import ProcessPythonRunner
+    from tuisched.runtime.execution.python import PythonRunner
+    from tuisched.runtime.execution.runners import make_runner
+    from tuisched.runtime.execution.waitfor import WaitForRunner, watch_root
+
+_HOMES = {
+    "STATUS_MAX_CHARS": "tuisched.runtime.execution.base",
+    "Runner": "tuisched.runtime.execution.base",
+    "install_child_watcher": "tuisched.runtime.execution.base",
+    "CommandRunner": "tuisched.runtime.execution.command",
+    "close_fork_servers": "tuisched.runtime.execution.forking",
+    "open_fork_servers": "tuisched.runtime.execution.forking",
+    "kill_forked": "tuisched.runtime.execution.leftovers",
+    "kill_left_behind": "tuisched.runtime.execution.leftovers",
+    "ProcessPythonRunner": "tuisched.runtime.execution.pyprocess",
+    "PythonRunner": "tuisched.runtime.execution.python",
+    "WaitForRunner": "tuisched.runtime.execution.waitfor",
+    "watch_root": "tuisched.runtime.execution.waitfor",
+    "make_runner": "tuisched.runtime.execution.runners",
+}
+"""Where each name of the package lives: each loads its module when first used (PEP 562),
+so a reader of the output files (`read_output`, for `tuisched logs`) loads no runner."""
 
 __all__ = [
     "STATUS_MAX_CHARS",
@@ -57,36 +76,15 @@ __all__ = [
 ]
 
 
-def make_runner(
-    kind: JobKind,
-    *,
-    env: Mapping[str, str],
-    output: OutputCapture,
-    kill_grace: float = 5.0,
-    clock: Clock | None = None,
-) -> Runner:
-    """The runner for one run of a job of `kind`.
+def __getattr__(name: str) -> object:
+    """The name `name` of the package, its module imported on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once found, a plain attribute
+    return value
 
-    Args:
-        kind: What to run.
-        env: The complete environment of a command or of a python job in a
-            process of its own (the engine has merged the job's env over the
-            scheduler's, secrets removed). Unused by the other kinds: a python
-            job on a thread shares the scheduler's process.
-        output: Where the run's output goes; the runner closes it in `wait()`.
-        kill_grace: Seconds between SIGTERM and SIGKILL for a command or a
-            python job's process, or between `stop()` and giving up on a python
-            job's thread.
-        clock: The clock those seconds are counted on (default: real time).
-    """
-    match kind:
-        case CommandSpec():
-            return CommandRunner(kind, env=env, output=output, kill_grace=kill_grace, clock=clock)
-        case PythonSpec(in_thread=True):
-            return PythonRunner(kind, output=output, kill_grace=kill_grace, clock=clock)
-        case PythonSpec():
-            return ProcessPythonRunner(
-                kind, env=env, output=output, kill_grace=kill_grace, clock=clock
-            )
-        case WaitForSpec():
-            return WaitForRunner(kind, output=output)
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
