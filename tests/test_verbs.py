@@ -18,7 +18,7 @@ import pytest
 
 from .conftest import REPO
 from .runtime_fixtures import listening, write_config
-from .test_cli import heavy, loaded_by, run
+from .test_cli import LOADED, heavy, loaded_by, run
 
 JOBS = """
 hello: {command: "echo hello; echo world", schedule: manual}
@@ -397,6 +397,30 @@ def test_verbs_load_only_the_socket_client(config: Path, scheduler: subprocess.P
         assert "tuisched.runtime.control.blocking" in modules, verb  # it did ask the socket
         assert heavy(modules) == [], verb
     del scheduler
+
+
+def test_a_headless_start_loads_no_metrics_mail_or_screen(config: Path) -> None:
+    """`--no-ui` serves its socket (aiohttp.web, whose package holds aiohttp's client too)
+    but, with no metrics or mail configured, loads no prometheus_client, smtplib or
+    Textual, from its start to its stop."""
+    scheduler = subprocess.Popen(
+        [sys.executable, "-c", LOADED, "--no-ui", "-c", str(config)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while run("status", "-c", str(config))[0] != 0:
+            assert scheduler.poll() is None, scheduler.communicate()[1]
+            assert time.monotonic() < deadline, "the scheduler never answered"
+    finally:
+        scheduler.terminate()
+        out, err = scheduler.communicate(timeout=20)
+    status, loaded = json.loads(out.splitlines()[-1])
+    assert status == 0, err
+    modules = set(loaded)
+    assert "aiohttp.web" in modules  # it did serve the control socket
+    unused = ["prometheus_client", "smtplib", "textual", "tuisched.runtime.metrics"]
+    assert heavy(modules, unused) == []
 
 
 def test_jobs_with_a_scheduler_reads_the_file_and_asks_the_socket(
