@@ -438,7 +438,7 @@ def test_commands_that_read_the_file_load_no_scheduler(tmp_path: Path) -> None:
 def test_a_run_and_the_offline_verbs_load_only_what_they_use(tmp_path: Path) -> None:
     """`run` of a command job needs the engine, but no webhook client, metrics, mail,
     control server or screen; `history`, `logs` and `jobs` with no scheduler read the
-    files: SQLAlchemy, but no engine, runner, HTTP library or screen."""
+    files: SQLAlchemy, but no engine, runner, history writer, HTTP library or screen."""
     from .runtime_fixtures import write_config
 
     config = write_config(tmp_path, "hello: {command: [echo, hello], schedule: manual}")
@@ -449,8 +449,8 @@ def test_a_run_and_the_offline_verbs_load_only_what_they_use(tmp_path: Path) -> 
     assert heavy(modules, unused) == []
     offline = ["apscheduler", "aiohttp", "textual", "watchfiles", "tuisched.runtime.engine",
                "tuisched.runtime.runtime", "tuisched.runtime.control.local",
-               "tuisched.runtime.execution.command",
-               "tuisched.runtime.execution.forking"]  # fmt: skip
+               "tuisched.runtime.execution.command", "tuisched.runtime.execution.forking",
+               "tuisched.runtime.store.writer"]  # fmt: skip
     for argv in (["history", "hello", "--json"], ["logs", "hello"], ["jobs"]):
         modules = loaded_by(*argv, "-c", str(config))
         assert "tuisched.runtime.control.offline" in modules, argv  # it read the files

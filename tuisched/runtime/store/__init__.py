@@ -18,11 +18,20 @@ Errors of the database never leave the store raw: they become HistoryError
 and its subclasses (`tuisched.domain.errors` draws the tree).
 """
 
+import importlib
+from typing import TYPE_CHECKING
+
 from tuisched.domain.errors import HistoryError, UnknownRunError
 from tuisched.runtime.store.database import HistoryStore
 from tuisched.runtime.store.schema import ABANDONED_REASON, SCHEMA_VERSION, UTCDateTime
 from tuisched.runtime.store.statedir import InstanceLock, create_private_file, prepare_state_dir
-from tuisched.runtime.store.writer import AsyncHistory
+
+if TYPE_CHECKING:
+    from tuisched.runtime.store.writer import AsyncHistory
+
+_HOMES = {"AsyncHistory": "tuisched.runtime.store.writer"}
+"""Names loaded when first used (PEP 562): a reader of the history (`tuisched history`
+with no scheduler) loads no writer thread or journal."""
 
 __all__ = [
     "ABANDONED_REASON",
@@ -36,3 +45,17 @@ __all__ = [
     "create_private_file",
     "prepare_state_dir",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The name `name` of the package, its module imported on first use."""
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # once found, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
