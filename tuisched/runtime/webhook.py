@@ -124,8 +124,9 @@ def signature(secret: str, timestamp: str, body: bytes) -> str:
 
 @cache
 def _lane_resolver() -> type[AbstractResolver]:
-    """The resolver class, made at the first post: defining it imports aiohttp."""
-    from aiohttp.abc import AbstractResolver, ResolveResult  # noqa: PLC0415
+    """The resolver class, made at the first post (in the webhook lane's thread, not on
+    the loop): defining it imports aiohttp's client."""
+    from aiohttp.abc import AbstractResolver, ResolveResult  # noqa: PLC0415  (all of aiohttp)
 
     class LaneResolver(AbstractResolver):
         """Resolves host names in the webhook lane's threads (never the default pool)."""
@@ -160,7 +161,9 @@ class HttpPoster:
 
     async def post(self, request: WebhookPost) -> None:
         """See `WebhookPoster.post`: redirects are not followed (a 3xx is a failure)."""
-        import aiohttp  # noqa: PLC0415
+        if self._session is None:  # the first post loads the client off the loop
+            await in_thread(Lane.WEBHOOK, _lane_resolver)
+        import aiohttp  # noqa: PLC0415  (loaded by now: only a lookup)
 
         session = self._open()
         hook = request.hook
