@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import partial
+from functools import cache, lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +241,25 @@ def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("edits")
 
 
+@cache
+def _start(text: str, path: Path) -> tuple[Config, JobBlocks]:
+    """The configuration and blocks an example starts from: the same text and files
+    every example, and both frozen, so read once."""
+    config = parse_config(text, path)
+    return config, configedits.blocks_of(text, config)
+
+
+@lru_cache(maxsize=256)
+def _read_only(text: str, path: Path) -> ConfigDocument:
+    """The whole document of `text`, only ever read (`job` hands out a plain copy):
+    examples share their first texts, so each is loaded once."""
+    return ConfigDocument(text, path)
+
+
+def _job_in(text: str, path: Path, name: str) -> dict[str, object] | None:
+    return _read_only(text, path).job(name)
+
+
 FRESH = {"command": ["/bin/echo", "fresh"], "schedule": {"cron": "5 5 * * *"}}
 """What a job added by the differential test starts from."""
 
@@ -288,10 +307,9 @@ def test_the_block_check_and_a_whole_check_agree(
     configuration; the blocks move along as jobs grow."""
     path = _write(folder)
     text = CONFIG
-    config = parse_config(text, path)
-    blocks = configedits.blocks_of(text, config)
+    config, blocks = _start(text, path)
     for name, edit in steps:
-        definition = _apply(ConfigDocument(text, path).job(name) or FRESH, EDITS[edit])
+        definition = _apply(_job_in(text, path, name) or FRESH, EDITS[edit])
         run, written = _step(blocks, config, name, definition)
         ours = _outcome(run)
         reload = _outcome(partial(parse_config, written, path))
@@ -344,10 +362,9 @@ def test_the_block_check_agrees_with_a_reload_of_the_sample(
 ) -> None:
     """The same on the sample file: alerts, templates, groups with alerts, an e-mail subject."""
     text = sample.read_text()
-    config = parse_config(text, sample)
-    blocks = configedits.blocks_of(text, config)
+    config, blocks = _start(text, sample)
     for name, edit in steps:
-        definition = _apply(ConfigDocument(text, sample).job(name) or {}, SAMPLE_EDITS[edit])
+        definition = _apply(_job_in(text, sample, name) or {}, SAMPLE_EDITS[edit])
         ours = _outcome(partial(configedits.replace_job, blocks, config, name, definition, NOW))
         written = configedits.edited_blocks(blocks, config, name, definition).text
         reload = _outcome(partial(parse_config, written, sample))
