@@ -21,6 +21,7 @@ load.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -49,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command quietly, here for all of them, with the status `cat` has then.
     """
     try:
-        parser = _parser()
+        parser = _command_line()
         args = parser.parse_args(argv)  # --help and --version print, then exit
         from tuisched.frontends.exits import finish  # noqa: PLC0415  (the errors load once one runs)
 
@@ -60,6 +61,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return reader_gone()
     return status
+
+
+@functools.cache
+def _command_line() -> argparse.ArgumentParser:
+    """The parser, built once a process (about 9 ms): parsing leaves it as it was, and
+    `main` may run many times in one process (the tests, a shell's completion)."""
+    return _parser()
 
 
 def _parser() -> argparse.ArgumentParser:
