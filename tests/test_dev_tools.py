@@ -37,6 +37,9 @@ def test_the_readme_s_check_command_installs_with_the_constraints() -> None:
     text = (REPO / "README.md").read_text()
     command = text.split("<!-- check-command -->", 1)[1].split("```sh\n", 1)[1].split("\n")[0]
     assert "pip install -q -c constraints/dev.txt -e '.[test]'" in command
+    # A plain path entry: setuptools' editable import hook costs every interpreter the
+    # tests start (about 2,700) some 10 ms.
+    assert "--config-settings editable_mode=compat" in command
 
 
 def test_every_pin_is_exact_and_every_tool_is_pinned() -> None:
