@@ -26,6 +26,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from tuisched.runtime.cluster.link import LAPSED
+
 from .pg_fixtures import PASSWORD, PostgresServer, start_server, wait_until
 from .tcp_proxy import TcpProxy
 
@@ -215,14 +217,20 @@ def _none_lost(log: Path, every: float = 1, rows: Sequence[tuple[Any, ...]] = ()
     assert not gaps, f"slots lost between: {gaps}; their rows: {around}"
 
 
-def _each_slot_ran_once(log: Path, rows: list[tuple[Any, ...]]) -> None:
+def _each_slot_ran_once(
+    log: Path,
+    rows: list[tuple[Any, ...]],
+    unknown: frozenset[datetime] | set[datetime] = frozenset(),
+) -> None:
     """The job's own record and the history agree: no slot ran twice, and every slot the
-    history holds as a success ran (`rows`: (slot, state) of the job)."""
+    history holds as a success ran (`rows`: (slot, state) of the job); the `unknown`
+    slots' runs may or may not have run their command (once at most)."""
     ran = _ran(log)
     twice = {slot: count for slot, count in ran.items() if count > 1}
     assert not twice, f"slots run more than once: {twice}"
     succeeded = {slot for slot, state in rows if state == "success"}
-    assert succeeded == set(ran), (sorted(succeeded ^ set(ran)), "history and record differ")
+    recorded = set(ran) - set(unknown)
+    assert succeeded == recorded, (sorted(succeeded ^ recorded), "history and record differ")
 
 
 @dataclass(frozen=True)
@@ -868,7 +876,12 @@ def test_a_read_only_database_is_a_shown_state_and_the_node_goes_on_after_it(
     # The slots of the read-only time ran once it was over (within their grace), once each.
     rows = cluster.rows("SELECT slot, state, result, status, owner, due_at, preferred, "
                         "started_at, run_id, fence FROM tuisched_runs")  # fmt: skip
-    _each_slot_ran_once(log, [row[:2] for row in rows])
+    # A run in flight as the database turned read-only may end (on a busy machine) after
+    # the node's fence has passed with no good heartbeat: its node no longer holds its
+    # claim and records it ABANDONED, as a reaper would, whether or not the command got to
+    # run. Such a slot may be in the record once or not at all; nothing else may differ.
+    lapsed = {row[0] for row in rows if row[1] == "abandoned" and row[3] == LAPSED}
+    _each_slot_ran_once(log, [row[:2] for row in rows], unknown=lapsed)
     _none_lost(log, rows=rows)
 
 
