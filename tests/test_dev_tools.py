@@ -36,10 +36,16 @@ def _test_extra() -> dict[str, Requirement]:
 def test_the_readme_s_check_command_installs_with_the_constraints() -> None:
     text = (REPO / "README.md").read_text()
     command = text.split("<!-- check-command -->", 1)[1].split("```sh\n", 1)[1].split("\n")[0]
-    assert "pip install -q -c constraints/dev.txt -e '.[test]'" in command
+    installer, extra = command.split(" && ")[1:3]
+    assert installer == ".venv/bin/pip install -q -c constraints/dev.txt uv"  # uv pinned too
+    assert extra.startswith(".venv/bin/uv pip install -q --python .venv/bin/python ")
+    assert " -c constraints/dev.txt -e '.[test]'" in extra
+    # Bytecode written at install: with PYTHONDONTWRITEBYTECODE set, as here, every
+    # interpreter the tests start would compile its imports again without it.
+    assert "--compile-bytecode" in extra
     # A plain path entry: setuptools' editable import hook costs every interpreter the
     # tests start (about 2,700) some 10 ms.
-    assert "--config-settings editable_mode=compat" in command
+    assert "--config-settings editable_mode=compat" in extra
 
 
 def test_every_pin_is_exact_and_every_tool_is_pinned() -> None:
