@@ -16,11 +16,13 @@ SAMPLE = REPO / "sample_config" / "tuisched.yaml"
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Compile the package once, before any worker starts: the tests start hundreds of
-    interpreters (schedulers, commands), and without bytecode on disk (a fresh clone, or
-    PYTHONDONTWRITEBYTECODE set) each of them would compile it again."""
+    """Compile the package and the tests' helpers once, before any worker starts: the tests
+    start thousands of interpreters (schedulers, commands, python jobs that import the
+    tests' job modules), and without bytecode on disk (a fresh clone, or
+    PYTHONDONTWRITEBYTECODE set) each of them would compile what it imports again."""
     if not hasattr(config, "workerinput"):  # the controller, or a run without workers
-        compileall.compile_dir(REPO / "tuisched", quiet=1)
+        for folder in ("tuisched", "tests"):
+            compileall.compile_dir(REPO / folder, quiet=1)
 
 
 SLOW_TESTS = Path(__file__).with_name("slow_tests.txt")
