@@ -421,11 +421,22 @@ class Engine:
             UnknownJobError: no such job. JobActionError: no such group.
             ClusterDatabaseError: in cluster mode, the database did not take it.
         """
-        if self.cluster is not None:
-            pause = (kind, self._pauses.check(kind, name, paused=paused))
-            held = [job.name for job in self.config.jobs.values() if is_paused(job, {pause})]
+        if self.cluster is None:
+            await self._pauses.set(kind, name, paused=paused, actor=actor)
+            return
+        pause = (kind, self._pauses.check(kind, name, paused=paused))
+        held = [job.name for job in self.config.jobs.values() if is_paused(job, {pause})]
+        # The link may read the cluster's pauses between the write and the change here (the
+        # write's notice wakes it): that is this node's own change, applied below as made
+        # here. Taken as heard from another node, a resume would leave its last two polls'
+        # slots to the node that resumed (this one), and no node would record them.
+        making = {pause, (kind, name)}
+        self._pauses.making |= making
+        try:
             await self.cluster.set_paused(kind, name, paused=paused, jobs=held)
-        await self._pauses.set(kind, name, paused=paused, actor=actor)
+            await self._pauses.set(kind, name, paused=paused, actor=actor)
+        finally:
+            self._pauses.making -= making
 
     # --- waiting (R9) ------------------------------------------------------------------
 
@@ -599,10 +610,11 @@ class _ClusterHost:
         """The cluster's pauses: made this node's too (wider pauses first)."""
         engine = self._engine
         local = set(engine.pauses)
+        own = self._pauses.making  # this node's own changes, applied as made here
         order = {"all": 0, "group": 1, "job": 2}
-        for kind, name in sorted(pauses - local, key=lambda p: order.get(p[0], 3)):
+        for kind, name in sorted(pauses - local - own, key=lambda p: order.get(p[0], 3)):
             await self._quietly(kind, name, paused=True)
-        for kind, name in sorted(local - pauses, key=lambda p: -order.get(p[0], 3)):
+        for kind, name in sorted(local - pauses - own, key=lambda p: -order.get(p[0], 3)):
             await self._quietly(kind, name, paused=False)
 
     async def _quietly(self, kind: str, name: str, *, paused: bool) -> None:

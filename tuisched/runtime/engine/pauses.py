@@ -63,6 +63,10 @@ class Pauses:
         self.notes: dict[Pause, PauseNote] = {}
         """Who set each pause in force and when (pauses set since this scheduler started;
         the time only for those read back from the history)."""
+        self.making: set[Pause] = set()
+        """Pauses this node is setting or lifting itself, written to the cluster and not
+        yet applied here: the cluster's view of them is this node's own change, not news
+        from another node (whose late resume would leave its last slots to that node)."""
 
     async def load(self) -> None:
         """Read the pauses a previous run of the scheduler left."""
