@@ -21,8 +21,9 @@ and what it needs, nothing else. Type checkers read the imports below.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from tuisched.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from tuisched.domain.errors import (
@@ -112,15 +113,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """The name `name` of the package, its module imported on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once found, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

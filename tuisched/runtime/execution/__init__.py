@@ -21,10 +21,10 @@ left in its group is killed, so no process outlives its run.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import LaunchError
+from tuisched.runtime.lazy import lazy_names
 
 if TYPE_CHECKING:
     from tuisched.runtime.execution.base import (
@@ -76,15 +76,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """The name `name` of the package, its module imported on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once found, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -18,10 +18,10 @@ Errors of the database never leave the store raw: they become HistoryError
 and its subclasses (`tuisched.domain.errors` draws the tree).
 """
 
-import importlib
 from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import HistoryError, UnknownRunError
+from tuisched.runtime.lazy import lazy_names
 from tuisched.runtime.store.database import HistoryStore
 from tuisched.runtime.store.schema import ABANDONED_REASON, SCHEMA_VERSION, UTCDateTime
 from tuisched.runtime.store.statedir import InstanceLock, create_private_file, prepare_state_dir
@@ -47,15 +47,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """The name `name` of the package, its module imported on first use."""
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value  # once found, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_HOMES])
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
