@@ -116,6 +116,22 @@ async def run_to_end(kind: JobKind, output: OutputCapture | None = None) -> tupl
 # --- commands: results --------------------------------------------------------
 
 
+async def test_a_command_is_held_by_the_spawning_thread_before_the_loop_hears_of_it() -> None:
+    """The run keeper learns of a command's process in the thread that spawned it, as soon
+    as it exists: a busy loop can take seconds to come back to a finished spawn, and a
+    scheduler killed in between left a run the keeper did not know going on (while its
+    node's lease ran out and another node ran it again)."""
+    loop_thread = threading.current_thread()
+    told: list[tuple[int, bool]] = []
+    runner = make_runner(
+        sh("exit 0"), env=ENV, output=OutputCapture(None), kill_grace=GRACE,
+        held=lambda pid: told.append((pid, threading.current_thread() is not loop_thread)),
+    )  # fmt: skip
+    pid = await runner.start()
+    assert told == [(pid, True)]
+    assert (await runner.wait()).state is RunState.SUCCESS
+
+
 def test_argv_command_succeeds_with_exit_code_and_last_line() -> None:
     spec = CommandSpec(argv=(sys.executable, "-c", "print('hello'); print('world')"))
     outcome, output = run(run_to_end(spec))

@@ -264,6 +264,7 @@ class Workers:
         runner = make_runner(
             job.kind, env=self._environment(job, run), output=self._prepare_output(active),
             kill_grace=self._kill_grace, clock=self._clock,
+            held=self._keeper.hold if self._keeper is not None else None,
         )  # fmt: skip
         active.runner = runner
         return runner

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from tuisched.domain.errors import LaunchError
@@ -39,11 +39,15 @@ class CommandRunner:
         output: OutputCapture,
         kill_grace: float = 5.0,
         clock: Clock | None = None,
+        held: Callable[[int], None] | None = None,
     ) -> None:
         """Prepare a run of `spec` with exactly the environment `env`.
 
-        `kill_grace` (on `clock`) is the time between SIGTERM and SIGKILL.
+        `kill_grace` (on `clock`) is the time between SIGTERM and SIGKILL. `held(pid)`
+        is told of the process in the spawning thread, as soon as it exists (the run
+        keeper: see `spawn`).
         """
+        self._held = held
         self._spec = spec
         self._env = dict(env)
         self._output = output
@@ -76,7 +80,9 @@ class CommandRunner:
         argv = self._argv()
         cwd = self._checked_cwd()
         try:
-            self._child = await spawn(argv, env=self._env, cwd=cwd, on_output=self._output.write)
+            self._child = await spawn(
+                argv, env=self._env, cwd=cwd, on_output=self._output.write, on_started=self._held
+            )
         except OSError as exc:
             raise LaunchError(_launch_reason(exc, argv[0], cwd)) from exc
         self._pgid = self._child.pid

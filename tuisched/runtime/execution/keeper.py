@@ -18,6 +18,7 @@ import logging
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +48,8 @@ class Keeper:
         self._fd: int | None = None
         self._backlog = bytearray()
         self._lost = False
+        self._sending = threading.Lock()
+        """`hold` comes from the spawning thread too (as soon as a command's process exists)."""
 
     @property
     def running(self) -> bool:
@@ -110,6 +113,10 @@ class Keeper:
             self._send(b"fence %r %r\n" % (time.monotonic() + seconds, grace))
 
     def _send(self, line: bytes) -> None:
+        with self._sending:
+            self._send_now(line)
+
+    def _send_now(self, line: bytes) -> None:
         if self._fd is None:
             return
         if len(self._backlog) < _BACKLOG:
@@ -140,8 +147,9 @@ class Keeper:
         process = self._process
         if process is None:
             return
-        self._send(b"fence none\n")
-        self._close_pipe()
+        with self._sending:  # not while a spawning thread writes
+            self._send_now(b"fence none\n")
+            self._close_pipe()
         self._process = None
         # A plain wait (waitpid), bounded here: Popen.wait's own timeout sleeps in steps,
         # which a preloaded libfaketime can make fail.

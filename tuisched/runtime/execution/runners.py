@@ -6,7 +6,7 @@ output files (`tuisched logs`) loads none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from tuisched.domain.model import CommandSpec, JobKind, PythonSpec, WaitForSpec
 from tuisched.runtime.clock import Clock
@@ -25,6 +25,7 @@ def make_runner(
     output: OutputCapture,
     kill_grace: float = 5.0,
     clock: Clock | None = None,
+    held: Callable[[int], None] | None = None,
 ) -> Runner:
     """The runner for one run of a job of `kind`.
 
@@ -39,10 +40,14 @@ def make_runner(
             python job's process, or between `stop()` and giving up on a python
             job's thread.
         clock: The clock those seconds are counted on (default: real time).
+        held: Told of a command's process in the thread that spawned it, as soon as it
+            exists (the run keeper); the loop tells it of the other kinds' processes.
     """
     match kind:
         case CommandSpec():
-            return CommandRunner(kind, env=env, output=output, kill_grace=kill_grace, clock=clock)
+            return CommandRunner(
+                kind, env=env, output=output, kill_grace=kill_grace, clock=clock, held=held
+            )
         case PythonSpec(in_thread=True):
             return PythonRunner(kind, output=output, kill_grace=kill_grace, clock=clock)
         case PythonSpec():

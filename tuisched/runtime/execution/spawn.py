@@ -121,16 +121,22 @@ async def spawn(
     on_output: Callable[[bytes], None],
     stdin: bool = False,
     pass_fds: tuple[int, ...] = (),
+    on_started: Callable[[int], None] | None = None,
 ) -> Child:
     """Start `argv` in a session of its own, stdout and stderr on one pipe read into
     `on_output`, stdin from /dev/null (or a pipe, `Child.stdin`, with `stdin`); the
     spawn itself happens off the loop. `env` None: the scheduler's own environment.
+    `on_started(pid)` is called in the spawning thread as soon as the process exists,
+    before the loop hears of it (the run keeper must hold a run before a busy loop
+    gets round to it: a scheduler killed meanwhile would leave the run going).
 
     Raises:
         OSError: the program could not be started (missing, not executable...).
     """
     loop = asyncio.get_running_loop()
-    start = functools.partial(_start, argv, env=env, cwd=cwd, stdin=stdin, pass_fds=pass_fds)
+    start = functools.partial(
+        _start, argv, env=env, cwd=cwd, stdin=stdin, pass_fds=pass_fds, on_started=on_started
+    )
     starting = asyncio.ensure_future(in_thread(Lane.SPAWN, start))
     try:
         process = await asyncio.shield(starting)
@@ -153,12 +159,16 @@ def _start(
     cwd: Path | None,
     stdin: bool,
     pass_fds: tuple[int, ...],
+    on_started: Callable[[int], None] | None = None,
 ) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(  # noqa: S603  (the job's own command, as configured)
+    process = subprocess.Popen(  # noqa: S603  (the job's own command, as configured)
         list(argv), stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd,
         env=None if env is None else dict(env), start_new_session=True, pass_fds=pass_fds,
     )  # fmt: skip
+    if on_started is not None:
+        on_started(process.pid)
+    return process
 
 
 def _kill_orphan(starting: asyncio.Future[subprocess.Popen[bytes]]) -> None:
