@@ -298,8 +298,13 @@ async def test_slots_while_a_resume_waits_for_the_history_are_the_pause_s_not_lo
             lambda store: store.page(HistoryQuery(job="tick", limit=100))
         )
     between = {row.slot for row in ran if row.slot is not None and asked < row.slot <= resumed}
-    assert len(between) >= 2, sorted(between)
-    assert between <= {row.slot for row in rows}, "a slot passed during the resume was lost"
+    # The two whole seconds after `asked` passed while the gate held the resume (2.2 s):
+    # they are the pause's, MISSED. Later ones may have run: on a busy machine the test
+    # hears of the resume a while after it took effect.
+    first = asked.replace(microsecond=0) + timedelta(seconds=1)
+    held = {first, first + timedelta(seconds=1)}
+    assert held <= between, sorted(between)
+    assert held <= {row.slot for row in rows}, "a slot passed during the resume was lost"
 
 
 def test_the_oldest_row_counts_the_earlier_slots_of_a_long_downtime() -> None:
