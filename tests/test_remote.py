@@ -202,6 +202,65 @@ async def test_no_scheduler_is_said_plainly(tmp_path: Path) -> None:
         await remote.close()
 
 
+HELLO = json.dumps({"protocol": 1, "tuisched": "test", "pid": 1}).encode()
+
+
+async def _dropping(path: Path, *, dies: bool) -> asyncio.Server:
+    """A socket whose first call is dropped half-way (read, then its connection closed
+    unanswered); `dies`: the listener closes with it, the socket file left behind, as
+    a scheduler killed mid-call leaves it. Later calls (hellos) are answered."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    calls = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal calls
+        calls += 1
+        await reader.readuntil(b"\r\n\r\n")
+        if calls == 1:
+            if dies:
+                server.close()
+            writer.close()
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(HELLO), HELLO))  # fmt: skip
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_unix_server(answer, path=str(path))
+    return server
+
+
+async def test_a_scheduler_killed_mid_call_is_said_to_be_gone(tmp_path: Path) -> None:
+    """Killed with a call in flight, the scheduler resets it and leaves its socket file
+    behind, refusing connections: that is a scheduler that stopped, not one that did
+    not answer (an attached console leaves saying so, with exit code 0)."""
+    path = tmp_path / "state" / "control.sock"
+    server = await _dropping(path, dies=True)
+    remote = RemoteControl(path, client="test")
+    try:
+        with pytest.raises(SchedulerNotRunningError, match="no scheduler is running on"):
+            await remote.status()
+        assert path.exists()  # the file is there; nothing listens on it
+    finally:
+        server.close()
+        await remote.close()
+
+
+async def test_a_call_dropped_by_a_scheduler_that_still_answers_is_not_said_to_be_gone(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "state" / "control.sock"
+    server = await _dropping(path, dies=False)
+    remote = RemoteControl(path, client="test")
+    try:
+        with pytest.raises(ControlError, match="did not answer") as raised:
+            await remote.status()
+        assert not isinstance(raised.value, SchedulerNotRunningError)
+    finally:
+        server.close()
+        await remote.close()
+
+
 async def test_a_state_directory_too_deep_for_a_socket_path_still_works(tmp_path: Path) -> None:
     deep = tmp_path / ("d" * 60) / ("e" * 60)
     deep.mkdir(parents=True)

@@ -66,6 +66,12 @@ CALL_TIMEOUT = 30.0
 """Seconds one call may take (a shutdown's drain answers when it starts, not ends)."""
 RECONNECT_SECONDS = 0.5
 """How long a dropped event stream waits before it reconnects."""
+PROBES = 3
+"""How many hellos find out whether a scheduler that dropped a call is still there."""
+PROBE_TIMEOUT = 5.0
+"""Seconds each such hello may take."""
+PROBE_WAIT = 0.2
+"""Seconds between two such hellos."""
 
 
 class _Following:
@@ -174,12 +180,24 @@ class _Socket:
             self._session = None
         self._reach.close()
 
-    async def _request(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None,
+        *,
+        within: float = CALL_TIMEOUT,
+        dropped: bool = True,
+    ) -> Any:
+        """The answer to one call. A call the scheduler dropped half-way (its connection
+        reset) is the scheduler gone when nothing listens on the socket since: killed,
+        it left its socket file but refuses every connection. (`dropped` False: a dropped
+        call is only ControlError.)"""
         session = await self.session()
         try:
             async with session.request(
                 method, f"http://tuisched{path}", json=body,
-                timeout=aiohttp.ClientTimeout(total=CALL_TIMEOUT),
+                timeout=aiohttp.ClientTimeout(total=within),
             ) as response:  # fmt: skip
                 data = await response.json(content_type=None)
                 if response.status >= 400:
@@ -187,8 +205,29 @@ class _Socket:
                 return data
         except (aiohttp.ClientConnectorError, FileNotFoundError, ConnectionRefusedError) as error:
             raise SchedulerNotRunningError(not_running(self.path)) from error
-        except (OSError, aiohttp.ClientError, TimeoutError) as error:
+        except TimeoutError as error:  # slow, or stopped: it is there but did not answer
             raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
+        except (OSError, aiohttp.ClientError) as error:
+            if dropped and not await self._listening():
+                raise SchedulerNotRunningError(not_running(self.path)) from error
+            raise ControlError(f"the scheduler at {self.path} did not answer: {error}") from error
+
+    async def _listening(self) -> bool:
+        """Whether a scheduler still answers on the socket, after a call it dropped. A
+        dying process may drop the call before it closes its socket, so a hello that is
+        dropped too is asked again, a few times, a moment apart."""
+        for _ in range(PROBES):
+            try:
+                await self._request("GET", "/v1", None, within=PROBE_TIMEOUT, dropped=False)
+            except SchedulerNotRunningError:
+                return False
+            except ControlError as error:
+                if isinstance(error.__cause__, TimeoutError):
+                    return True  # there, but slow
+                await self.clock.sleep(PROBE_WAIT)
+                continue
+            return True
+        return True  # it accepts connections but drops them: there, but not answering
 
 
 class _RemoteQueries(_Socket, SchedulerQueries):
