@@ -4,6 +4,7 @@ each way a connection fails (SPEC R21)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+import tuisched.runtime.cluster.database
 from tuisched.domain.errors import ClusterDatabaseError, SchemaTooNewError
 from tuisched.domain.model import ClusterSettings
 from tuisched.runtime.cluster.database import (
@@ -81,6 +83,48 @@ def test_ten_node_processes_starting_together_migrate_once(
         assert process.returncode == 0, err
     name = database.rsplit("/", 1)[1]
     assert postgres.sql("SELECT count(*) FROM tuisched_schema", name) == str(LATEST)
+
+
+async def test_a_node_cut_off_inside_a_transaction_holds_its_locks_only_a_moment(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node whose COMMIT is lost on the way (the network cut) leaves its session idle
+    in the transaction on the server, holding its row locks; the other nodes' reaping
+    skips locked rows, so its runs would never be abandoned. The server ends such a
+    session after IDLE_IN_TRANSACTION_SECONDS."""
+    monkeypatch.setattr(tuisched.runtime.cluster.database, "IDLE_IN_TRANSACTION_SECONDS", 2)
+    cut = ClusterDatabase(database, password=PASSWORD, node="cut")
+    other = ClusterDatabase(database, password=PASSWORD, node="other")
+    await cut.open()
+    await other.open()
+    locked = asyncio.Event()
+
+    async def silent_in_a_transaction() -> None:
+        async with cut.pool.connection() as connection, connection.transaction():
+            await connection.execute("SELECT pg_advisory_xact_lock(4242)")
+            locked.set()
+            await asyncio.Event().wait()  # nothing more is said: cut off
+
+    async def free() -> bool:
+        async with other.pool.connection() as connection:
+            cursor = await connection.execute("SELECT pg_try_advisory_xact_lock(4242)")
+            row = await cursor.fetchone()
+            return bool(row and row[0])
+
+    holder = asyncio.create_task(silent_in_a_transaction())
+    try:
+        async with asyncio.timeout(10):
+            await locked.wait()
+        assert not await free()  # held while the transaction lives
+        async with asyncio.timeout(15):
+            while not await free():  # noqa: ASYNC110  (polling another server session)
+                await asyncio.sleep(0.1)
+    finally:
+        holder.cancel()
+        with contextlib.suppress(BaseException):  # its connection is gone: any error
+            await holder
+        await cut.close()
+        await other.close()
 
 
 async def test_a_schema_newer_than_this_tuisched_is_refused(

@@ -34,6 +34,13 @@ log = logging.getLogger(__name__)
 
 STATEMENT_SECONDS = 10
 """How long the server lets one statement run (the lock wait of a migration included)."""
+IDLE_IN_TRANSACTION_SECONDS = 5
+"""How long the server keeps a session that sits in a transaction with nothing to do. A
+node cut off half-way through a transaction (its COMMIT lost on the way) would otherwise
+hold that transaction's row locks for as long as the server believes its connection
+alive, and the other nodes' reaping, which skips locked rows, would never abandon its
+runs. Every call of ours sends its statements back to back and gives up after a
+heartbeat anyway."""
 MIGRATE_LOCK_SECONDS = 60
 """How long a node waits for another one's migration."""
 POOL_SIZE = 4
@@ -83,7 +90,10 @@ class ClusterDatabase:
             password=password,
             connect_timeout=CONNECT_SECONDS,
             application_name=f"tuisched {node}"[:63],
-            options=f"-c statement_timeout={STATEMENT_SECONDS * 1000}",
+            options=(
+                f"-c statement_timeout={STATEMENT_SECONDS * 1000} "
+                f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_SECONDS * 1000}"
+            ),
         )
         self._pool: AsyncConnectionPool | None = None
 
