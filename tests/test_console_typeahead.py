@@ -253,3 +253,23 @@ async def test_a_key_waits_as_long_as_the_action_of_the_key_before_it(
         path = tmp_path / "tuisched.yaml"
         await until(pilot, lambda: "every: 1 day" in path.read_text())
         assert not [notice for notice in _notices(app) if notice.startswith("copied")]
+
+
+async def test_a_key_typed_after_a_delete_acts_on_the_row_that_took_its_place(
+    tmp_path: Path,
+) -> None:
+    """`d`, yes, then `p` in one burst: the pause is asked of the job now under the
+    cursor, never of the one just deleted ("Pause alpha?", then "no job named alpha")."""
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        table = await _on(pilot, "alpha")
+        burst(app, "d", "tab", "enter", "p")  # tab: from Cancel (the default) to Yes
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, ConfirmScreen) and "Pause" in app.screen.question,
+        )
+        assert isinstance(app.screen, ConfirmScreen)
+        assert "alpha" not in table.rows
+        assert app.screen.question == f"Pause {table.selected_job()}?"
+        assert "alpha" not in (tmp_path / "tuisched.yaml").read_text()

@@ -59,6 +59,10 @@ from tuisched.runtime.control import LocalScheduler, SchedulerControl
 
 DRAIN_FOREVER = 24 * 3600.0
 """The grace of "wait for the runs in progress": as long as they take."""
+FORGET_LIMIT = 3.0
+"""The longest keys typed after a delete wait for its row to leave the panes (seconds)."""
+FORGET_POLL = 0.05
+"""How often the panes look again for the events of a delete meanwhile (seconds)."""
 AGAIN_HOSTING = "stop the scheduler once the runs in progress finish (none is lost)"
 AGAIN_ATTACHED = "detach (the scheduler runs on)"
 """What a second `ctrl+c` does, as the leave question says it."""
@@ -184,6 +188,17 @@ class TuischedApp(App[int]):
             self.exit(code, return_code=code, message=str(error))
             return False
         return True
+
+    async def forgotten(self, job: str) -> None:
+        """Once the panes no longer list `job` (its delete has been written), or after
+        FORGET_LIMIT: the panes take in the scheduler's events now, not at their next
+        refresh, so keys typed after a delete act on the row that took its place."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(FORGET_LIMIT):
+                while job in self.state.jobs and self.is_running:
+                    await self.main.panes.refresh()
+                    if job in self.state.jobs:
+                        await asyncio.sleep(FORGET_POLL)  # its event is on its way
 
     def scheduler_lost(self, error: TuischedError) -> None:
         """The scheduler stopped (asked elsewhere) or cannot be reached: leave, saying so."""

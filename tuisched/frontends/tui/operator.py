@@ -50,6 +50,9 @@ class _Host(Protocol):
     clock: Callable[[], datetime]
     """The console's clock (what "today" is)."""
 
+    async def forgotten(self, job: str) -> None:
+        """Once the panes no longer list `job` (it was deleted), or a moment has passed."""
+
 
 class Operator:
     """Confirms, then acts; reports the outcome as a notification."""
@@ -71,16 +74,21 @@ class Operator:
         *,
         on_yes: Callable[[], None] | None = None,
         yes: str = "Yes",
+        holds_keys: bool = False,
     ) -> None:
         """Ask `question`; on yes, call `on_yes` and run `then` in the background.
 
-        The default is Cancel; `yes` names the other button."""
+        The default is Cancel; `yes` names the other button. Keys typed after the yes
+        do not wait for `then`, unless `holds_keys` and the scheduler has started: they
+        then wait (a few seconds at most) for what `then` changes, such as the rows a
+        delete takes away, before they act on the rows."""
 
         def answered(yes: bool | None) -> None:
             if yes:
                 if on_yes is not None:
                     on_yes()
-                self._app.run_worker(self._act(then), group=IN_BACKGROUND, exclusive=False)
+                group = "confirmed" if holds_keys and self._host.started else IN_BACKGROUND
+                self._app.run_worker(self._act(then), group=group, exclusive=False)
 
         screen: Screen[bool] = ConfirmScreen(question, yes=yes)
         self._app.push_screen(screen, answered)
@@ -249,14 +257,19 @@ class Operator:
         everything = Pause(kind=PauseKind.ALL)
         self.confirm(f"{verb}?", lambda: self._control.set_paused(everything, paused=not paused))
 
-    def edit(self, question: str, edit: ConfigEdit, done: str) -> None:
-        """Confirm, then write `edit` to the configuration file."""
+    def edit(
+        self, question: str, edit: ConfigEdit, done: str, *, removes: str | None = None
+    ) -> None:
+        """Confirm, then write `edit` to the configuration file; keys typed meanwhile
+        act once the panes no longer list `removes` (the job the edit deletes)."""
 
         async def write() -> None:
             await self._control.edit(edit)
             self._app.notify(done, markup=False)
+            if removes is not None:
+                await self._host.forgotten(removes)
 
-        self.confirm(question, write)
+        self.confirm(question, write, holds_keys=removes is not None)
 
     def undo(self) -> None:
         """Ask the scheduler what its last change was, name it, confirm, then undo it."""

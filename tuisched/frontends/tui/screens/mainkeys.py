@@ -68,8 +68,9 @@ class JobKeys(MainView):
         if job is not None and self.host.state.status is not None:
             file = self.host.state.status.config_path.name
             self.host.operator.edit(
-                f"Delete {job} from {file}?", ConfigEdit.delete_job(job), done=f"{job} deleted"
-            )
+                f"Delete {job} from {file}?", ConfigEdit.delete_job(job), done=f"{job} deleted",
+                removes=job,
+            )  # fmt: skip
 
     def action_stop_run(self, kill: bool) -> None:
         """`s` stops the selected run, or the marked jobs' runs (SIGTERM, then SIGKILL);
