@@ -35,12 +35,15 @@ PROGRAM = Path(keeper_process.__file__)
 class _Keeper:
     """The keeper program, its standard input held by the test as a scheduler holds it."""
 
-    def __init__(self, log: Path, grace: float = 0.5, record: Path | None = None) -> None:
+    def __init__(
+        self, log: Path, grace: float = 0.5, record: Path | None = None,
+        journals: Path | None = None,
+    ) -> None:  # fmt: skip
         self.log = log
         with log.open("ab") as err:
             self.process = subprocess.Popen(
                 [sys.executable, "-I", str(PROGRAM), repr(grace),
-                 *([str(record)] if record is not None else [])],
+                 "" if record is None else str(record), "" if journals is None else str(journals)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err,
                 start_new_session=True,
             )  # fmt: skip
@@ -58,6 +61,18 @@ class _Keeper:
         assert self.process.stdin is not None
         self.process.stdin.close()
         return self.process.wait(20)
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(child)
+        for task in Path(f"/proc/{pid}/task").iterdir()
+        for child in (task / "children").read_text().split()
+    ]
+
+
+def _argv(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
 
 
 def _run(command: str) -> subprocess.Popen[bytes]:
@@ -106,6 +121,72 @@ def test_the_processes_the_record_names_end_with_the_scheduler_and_a_stranger_do
     assert stray.wait(10) == -signal.SIGTERM
     assert stranger.poll() is None
     assert f"ending 1 process(es) that left their runs (pid {stray.pid})" in keeper.log.read_text()
+
+
+def _journal(folder: Path, **runs: subprocess.Popen[bytes]) -> None:
+    """A fork server's journal naming `runs` (run id -> its process) as the server's run
+    processes write it, with a line a kill cut short at its end."""
+    folder.mkdir(exist_ok=True)
+    lines = []
+    for name, run in runs.items():
+        start = keeper_process._started(run.pid)
+        assert start is not None
+        lines.append(f"{name} {run.pid} {start}\n")
+    (folder / "4321.runs").write_text("".join(lines) + "cut 12")
+
+
+def test_python_runs_the_journals_name_end_with_the_scheduler_though_never_held(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    """A python run's process writes its journal line before it runs its job; the
+    scheduler holds it only once it hears of the fork. Killed before that (a busy
+    machine), the scheduler leaves it to the keeper, which reads the journals."""
+    runs.append(unheld := _run("sleep 60"))
+    runs.append(held := _run("sleep 61"))
+    runs.append(server := _run("sleep 62"))  # the fork server: it dies by itself
+    _journal(tmp_path / "forks", r1=unheld, r2=held, server=server)
+    runs.append(stranger := _run("sleep 63"))  # a recycled pid: another start time
+    other = keeper_process._started(stranger.pid)
+    assert other is not None
+    with (tmp_path / "forks" / "4322.runs").open("w") as journal:
+        journal.write(f"r3 {stranger.pid} {other + 1}\n")
+    keeper = _Keeper(tmp_path / "keeper.log", journals=tmp_path / "forks")
+    keeper.say(f"hold {held.pid}")
+    assert keeper.gone() == 0
+    assert unheld.wait(10) == -signal.SIGTERM
+    assert held.wait(10) == -signal.SIGTERM
+    assert server.poll() is None
+    assert stranger.poll() is None
+    log = keeper.log.read_text()
+    assert f"ending 1 python run(s) it had not been told of yet (pid {unheld.pid})" in log
+
+
+def test_an_unheld_python_run_ends_at_the_fence_once(
+    tmp_path: Path, runs: list[subprocess.Popen[bytes]]
+) -> None:
+    runs.append(unheld := _run("sleep 60"))
+    _journal(tmp_path / "forks", r1=unheld)
+    keeper = _Keeper(tmp_path / "keeper.log", journals=tmp_path / "forks")
+    keeper.fence(0.3)  # then silence: a node stopped before it heard of the fork
+    assert unheld.wait(10) == -signal.SIGTERM
+    assert keeper.process.poll() is None  # it serves on: the node may come back
+    assert keeper.gone() == 0
+    told = "no word from the scheduler within its fence: ending 1 python run(s)"
+    assert keeper.log.read_text().count(told) == 1
+
+
+def test_the_fence_is_acted_on_once_until_a_newer_one_comes(tmp_path: Path) -> None:
+    """After the fence has passed and the keeper has acted, it waits on the pipe alone
+    (no busy loop on a fence long past), until a newer fence line comes."""
+    now = [100.0]
+    keeper = keeper_process.Keeper(0.3, monotonic=lambda: now[0], journals=str(tmp_path))
+    keeper.take("fence 101 0.3")
+    assert keeper.timeout(now[0]) == 1.0
+    now[0] = 101.5
+    keeper.act(now[0])
+    assert keeper.timeout(now[0]) is None  # nothing was running: nothing to kill later
+    keeper.take("fence 103 0.3")
+    assert keeper.timeout(now[0]) == 1.5
 
 
 def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(
@@ -184,6 +265,9 @@ def test_a_killed_scheduler_s_running_command_and_its_children_end_with_it(
             time.sleep(0.1)  # not up yet
         started = _pids(pids, 2)
         assert all(_alive(pid) for pid in started)
+        # The keeper reads the fork servers' journals too (the python runs not held yet).
+        (keeper,) = [argv for argv in map(_argv, _children(scheduler.pid)) if str(PROGRAM) in argv]
+        assert keeper[-1] == str(tmp_path / "state" / "forks")
     finally:
         scheduler.kill()  # kill -9: the scheduler cleans nothing up
         scheduler.communicate(timeout=10)

@@ -65,9 +65,12 @@ class RunProcesses:
         """Look for the processes of runs in the background until `stop_leftovers`."""
         self._following = asyncio.get_running_loop().create_task(self._follow())
 
-    async def start_keeper(self, log_path: Path, record: Path | None) -> None:
-        """Start the run keeper (the scheduler that runs the jobs: its runs end with it)."""
-        self.keeper = Keeper(log_path, grace=self._kill_grace, record=record)
+    async def start_keeper(
+        self, log_path: Path, record: Path | None, journals: Path | None = None
+    ) -> None:
+        """Start the run keeper (the scheduler that runs the jobs: its runs end with it);
+        `journals`, the fork servers' journals (their python runs end with it too)."""
+        self.keeper = Keeper(log_path, grace=self._kill_grace, record=record, journals=journals)
         await self.keeper.start()
 
     async def stop_keeper(self) -> None:

@@ -380,7 +380,7 @@ class Runtime:
         parts.push_async_callback(close_fork_servers)  # before leftovers are looked for
         if role.exclusive:  # the scheduler that runs the jobs: its runs end with it
             # (stopped after the leftovers: `stop_keeper`)
-            await processes.start_keeper(settings.state_dir / KEEPER_LOG, record)
+            await processes.start_keeper(settings.state_dir / KEEPER_LOG, record, journals)
         if settings.cluster is not None and role.fires_slots:
             cluster = self.cluster = await _join_cluster(
                 settings.cluster, self.config, secrets=self._secrets, node=self.node,

@@ -37,13 +37,19 @@ _BACKLOG = 1 << 20
 class Keeper:
     """A run keeper for this scheduler: `hold` and `free` runs, `fence` its claims."""
 
-    def __init__(self, log_path: Path | None, *, grace: float, record: Path | None = None) -> None:
+    def __init__(
+        self, log_path: Path | None, *, grace: float, record: Path | None = None,
+        journals: Path | None = None,
+    ) -> None:  # fmt: skip
         """`log_path`: where the keeper says what it did (None: nowhere). `grace`: seconds
         between SIGTERM and SIGKILL when the scheduler dies. `record`: the scheduler's
-        record of the processes that left their runs (`Descendants`), ended too then."""
+        record of the processes that left their runs (`Descendants`), ended too then.
+        `journals`: the fork servers' journals, whose python runs are ended then too
+        (and at a fence), held or not yet."""
         self._log_path = log_path
         self._grace = grace
         self._record = record
+        self._journals = journals
         self._process: subprocess.Popen[bytes] | None = None
         self._fd: int | None = None
         self._backlog = bytearray()
@@ -77,7 +83,8 @@ class Keeper:
         try:
             return subprocess.Popen(  # noqa: S603  (our own program)
                 [sys.executable, "-I", str(_PROGRAM), repr(self._grace),
-                 *([str(self._record)] if self._record is not None else [])],
+                 "" if self._record is None else str(self._record),
+                 "" if self._journals is None else str(self._journals)],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL if log_fd is None else log_fd,
                 start_new_session=True,  # not stopped with the scheduler's terminal group

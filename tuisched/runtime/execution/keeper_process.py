@@ -22,13 +22,17 @@ ends that too: a process started since the scheduler's last record (in a
 session of its own, its environment emptied) is still under its run's
 process until that one ends, and would be an orphan nobody knows of after.
 A group whose leader is alive but was started after the `hold` is a
-stranger's (a recycled pid) and is left alone.
+stranger's (a recycled pid) and is left alone. The python runs the fork
+servers' journals name are ended then too (and at a fence), held or not: the
+scheduler holds such a run once it hears of its fork, which a busy or killed
+scheduler may not have done.
 After its scheduler's death the keeper exits; after a fence it keeps serving,
 since the scheduler may come back (SIGCONT) and go on.
 
 Run by path with only the standard library (`python -I keeper_process.py
-<grace>`): it costs a few megabytes, not the scheduler's imports. What it does
-is written to its standard error, a log file in the state directory.
+<grace> [<record> [<journals folder>]]`, an empty argument for none): it costs
+a few megabytes, not the scheduler's imports. What it does is written to its
+standard error, a log file in the state directory.
 """
 
 from __future__ import annotations
@@ -117,14 +121,22 @@ def _say(text: str) -> None:
 class Keeper:
     """The keeper's state: the groups it holds and the limit on its scheduler's claims."""
 
-    def __init__(self, grace: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, grace: float, monotonic: Callable[[], float] = time.monotonic,
+        journals: str | None = None,
+    ) -> None:  # fmt: skip
         """`monotonic`: CLOCK_MONOTONIC, the clock the scheduler's fence lines speak
-        (a test may give another)."""
+        (a test may give another). `journals`: the folder of the scheduler's fork
+        servers' journals, whose python runs are ended as held ones are (see
+        `journaled`)."""
         self.monotonic = monotonic
         self.grace = grace
+        self.journals = journals
         self.held: dict[int, int | None] = {}
         """Group leader pid -> its start time when the hold came (None: gone already)."""
         self.fence: float | None = None
+        self.fenced = False
+        """The fence has passed and the keeper has acted on it (until a newer one)."""
         self.fence_grace = grace
         self.ending: dict[int, int | None] = {}
         """Groups sent SIGTERM, to be sent SIGKILL at `kill_at`."""
@@ -142,6 +154,7 @@ class Keeper:
             elif word == "free":
                 self.held.pop(int(rest), None)
             elif word == "fence":
+                self.fenced = False
                 if rest.strip() == "none":
                     self.fence = None
                 else:
@@ -155,17 +168,28 @@ class Keeper:
 
     def timeout(self, now: float) -> float | None:
         """Seconds until the next thing to do, or None (only the pipe can wake it)."""
-        times = [t for t in (self.kill_at, self.fence if self.held else None) if t is not None]
+        fence = self.fence if self._watching_fence() else None
+        times = [t for t in (self.kill_at, fence) if t is not None]
         return max(0.0, min(times) - now) if times else None
 
+    def _watching_fence(self) -> bool:
+        """Whether the fence, once passed, may have runs to end."""
+        return not self.fenced and bool(self.held or self.journals)
+
     def act(self, now: float) -> None:
-        """Whatever time says: end the held runs past the fence, kill those past grace."""
-        if self.fence is not None and now >= self.fence and self.held:
-            _say(
-                f"no word from the scheduler within its fence: ending {len(self.held)} run(s) "
-                f"(pid {', '.join(map(str, sorted(self.held)))})"
-            )
-            self.terminate(now, self.fence_grace)
+        """Whatever time says: end the runs past the fence, kill those past grace."""
+        if self.fence is not None and now >= self.fence and self._watching_fence():
+            self.fenced = True
+            unheld = self.journaled()
+            if self.held:
+                _say(
+                    f"no word from the scheduler within its fence: ending {len(self.held)} "
+                    f"run(s) (pid {', '.join(map(str, sorted(self.held)))})"
+                )
+            if unheld:
+                _say(f"no word from the scheduler within its fence: {_unheld_words(unheld)}")
+            if self.held or unheld:
+                self.terminate(now, self.fence_grace, unheld)
         if self.kill_at is not None and now >= self.kill_at:
             self._signal(self.ending, signal.SIGKILL)
             _kill(self.strays, signal.SIGKILL)
@@ -187,6 +211,34 @@ class Keeper:
         # The grace counts from the SIGTERM, after the look in /proc (slow on a busy host).
         now = max(now, self.monotonic())
         self.kill_at = now + grace if self.kill_at is None else min(self.kill_at, now + grace)
+
+    def journaled(self) -> dict[int, int]:
+        """The python runs' processes the fork servers' journals (`*.runs`, one line
+        `RUN_ID PID START` a run) name, that are still those processes, and that the
+        keeper does not hold. A run's process writes its line before it runs anything
+        of its job, and the scheduler holds it only once it has heard of the fork: on a
+        busy machine a killed or silent scheduler may not have, and its run is here."""
+        if self.journals is None:
+            return {}
+        try:
+            names = os.listdir(self.journals)  # noqa: PTH208  (no pathlib: a small program)
+        except OSError:
+            return {}
+        found: dict[int, int] = {}
+        for name in [name for name in names if name.endswith((".runs", ".new"))]:
+            try:
+                with open(os.path.join(self.journals, name), "rb") as file:  # noqa: PTH118,PTH123
+                    text = file.read().decode("ascii", "replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                run, _, rest = line.partition(" ")
+                pid, _, start = rest.partition(" ")
+                if run == "server" or not (pid.isdigit() and start.isdigit()):
+                    continue  # the server dies with its scheduler; a line cut short
+                if int(pid) not in self.held and _started(int(pid)) == int(start):
+                    found[int(pid)] = int(start)
+        return found
 
     @staticmethod
     def _signal(groups: dict[int, int | None], signum: int) -> None:
@@ -239,6 +291,10 @@ def serve(
     if strays:  # (the record names the runs' own processes too: those are held)
         _say(f"ending {len(strays)} process(es) that left their runs "
              f"(pid {', '.join(map(str, sorted(strays)))})")  # fmt: skip
+    unheld = {pid: start for pid, start in keeper.journaled().items() if pid not in strays}
+    if unheld:
+        _say(f"the scheduler is gone: {_unheld_words(unheld)}")
+        strays.update(unheld)
     if keeper.held or strays:
         keeper.terminate(monotonic(), keeper.grace, strays)
     ends = monotonic() + keeper.grace
@@ -260,6 +316,11 @@ def _recorded(record: str) -> dict[int, int]:
     return {pid: start for pid, start in pairs if _started(pid) == start}
 
 
+def _unheld_words(unheld: dict[int, int]) -> str:
+    return (f"ending {len(unheld)} python run(s) it had not been told of yet "
+            f"(pid {', '.join(map(str, sorted(unheld)))})")  # fmt: skip
+
+
 def _kill(procs: dict[int, int], signum: int) -> bool:
     """Send `signum` to each of `procs` still the same process; whether any was."""
     sent = False
@@ -274,7 +335,9 @@ def _kill(procs: dict[int, int], signum: int) -> bool:
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for the scheduler
     grace = float(argv[1]) if len(argv) > 1 else 5.0
-    serve(Keeper(grace), record=argv[2] if len(argv) > 2 else None)
+    record = argv[2] if len(argv) > 2 and argv[2] else None
+    journals = argv[3] if len(argv) > 3 and argv[3] else None
+    serve(Keeper(grace, journals=journals), record=record)
     return 0
 
 
