@@ -170,7 +170,8 @@ def start_server(base: Path) -> PostgresServer | None:
     _hand_to(password, user)
     subprocess.run(
         [str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--encoding=UTF8",
-         "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password}"],
+         "--auth-local=trust", "--auth-host=scram-sha-256", f"--pwfile={password}",
+         "--no-sync"],  # a test server: nothing of it must survive a crash
         capture_output=True, text=True, timeout=120, check=True, user=user,
     )  # fmt: skip
     tries = 3
