@@ -402,7 +402,8 @@ def test_verbs_load_only_the_socket_client(config: Path, scheduler: subprocess.P
 def test_a_headless_start_loads_no_metrics_mail_or_screen(config: Path) -> None:
     """`--no-ui` serves its socket (aiohttp.web, whose package holds aiohttp's client too)
     but, with no metrics or mail configured, loads no prometheus_client, smtplib or
-    Textual, from its start to its stop."""
+    Textual, nor, with its history in SQLite, SQLAlchemy's PostgreSQL dialect, from
+    its start to its stop."""
     scheduler = subprocess.Popen(
         [sys.executable, "-c", LOADED, "--no-ui", "-c", str(config)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -419,7 +420,13 @@ def test_a_headless_start_loads_no_metrics_mail_or_screen(config: Path) -> None:
     assert status == 0, err
     modules = set(loaded)
     assert "aiohttp.web" in modules  # it did serve the control socket
-    unused = ["prometheus_client", "smtplib", "textual", "tuisched.runtime.metrics"]
+    unused = [
+        "prometheus_client",
+        "smtplib",
+        "textual",
+        "tuisched.runtime.metrics",
+        "sqlalchemy.dialects.postgresql",
+    ]  # (its history is SQLite: no PostgreSQL dialect)
     assert heavy(modules, unused) == []
 
 
