@@ -38,9 +38,10 @@ HEAVY = (
     "psycopg", "asyncio", "tuisched.domain.events", "tuisched.domain.config.config",
     "tuisched.runtime.configfiles", "tuisched.runtime.runtime", "tuisched.runtime.engine",
     "tuisched.runtime.store", "tuisched.runtime.control.remote", "tuisched.runtime.control.local",
+    "tuisched.domain.config.hints",
 )  # fmt: skip
 """What no verb against a running scheduler needs: the scheduler's parts, its HTTP library,
-an event loop, the configuration's validation."""
+an event loop, the configuration's validation, the hints for a file that does not read."""
 
 LOADED = """
 import json, sys

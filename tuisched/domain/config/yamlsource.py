@@ -29,7 +29,6 @@ from yaml.events import (
     SequenceStartEvent,
 )
 
-from tuisched.domain.config.hints import SYNTAX_HINTS, Stop, first_hint, indicator_hint
 from tuisched.domain.errors import Problem
 
 _ALLOWED_TAGS = frozenset(
@@ -143,6 +142,8 @@ class _Reader:
             if isinstance(event, ScalarEvent) and tag.startswith(
                 "!"
             ):  # `command: !x`: no tag meant
+                from tuisched.domain.config.hints import indicator_hint  # noqa: PLC0415  (see _syntax_problem)
+
                 hint = indicator_hint(self._key, f"{tag} {event.value}".strip())
             self.problem(line, f"YAML tag '{tag}' is not allowed here{hint}")
         if isinstance(event, ScalarEvent):
@@ -169,6 +170,8 @@ class _Reader:
         if value is None:
             line = _line(event)
             written = f"*{event.anchor}"
+            from tuisched.domain.config.hints import indicator_hint  # noqa: PLC0415  (see _syntax_problem)
+
             hint = indicator_hint(self._key, written)
             self.problem(line, f"alias '{written}' names no anchor defined before it{hint}")
             # What the operator meant, most likely: the readers check it as text.
@@ -250,7 +253,12 @@ class _Reader:
 
 def _syntax_problem(file: Path, text: str, error: yaml.MarkedYAMLError, scope: Scope) -> Problem:
     """The parser's error at its line, with what to write instead where a hint fits, and
-    the job (or group) whose lines hold it."""
+    the job (or group) whose lines hold it.
+
+    The hints load on the first error only: their crontab and time-zone tables would
+    cost every command that reads a good file some 12 ms."""
+    from tuisched.domain.config.hints import SYNTAX_HINTS, Stop, first_hint  # noqa: PLC0415
+
     mark = error.problem_mark or error.context_mark
     at_end = mark is not None and mark.index >= len(text.rstrip())
     if at_end and error.context_mark is not None:
