@@ -150,6 +150,11 @@ def test_python_runs_the_journals_name_end_with_the_scheduler_though_never_held(
     assert other is not None
     with (tmp_path / "forks" / "4322.runs").open("w") as journal:
         journal.write(f"r3 {stranger.pid} {other + 1}\n")
+    # What no fork server writes is not read: a FIFO (its open would block) and a link.
+    os.mkfifo(tmp_path / "forks" / "4323.runs")
+    runs.append(bystander := _run("sleep 64"))
+    _journal(tmp_path / "elsewhere", r4=bystander)
+    (tmp_path / "forks" / "4324.runs").symlink_to(tmp_path / "elsewhere" / "4321.runs")
     keeper = _Keeper(tmp_path / "keeper.log", journals=tmp_path / "forks")
     keeper.say(f"hold {held.pid}")
     assert keeper.gone() == 0
@@ -157,6 +162,7 @@ def test_python_runs_the_journals_name_end_with_the_scheduler_though_never_held(
     assert held.wait(10) == -signal.SIGTERM
     assert server.poll() is None
     assert stranger.poll() is None
+    assert bystander.poll() is None
     log = keeper.log.read_text()
     assert f"ending 1 python run(s) it had not been told of yet (pid {unheld.pid})" in log
 

@@ -42,11 +42,14 @@ import json
 import os
 import select
 import signal
+import stat
 import sys
 import time
 from collections.abc import Callable
 
 _READ = 65536
+_JOURNAL_BYTES = 1 << 24
+"""The most of a journal read (the fork server rewrites it every 1,024 forks)."""
 
 
 def _started(pid: int) -> int | None:
@@ -226,11 +229,7 @@ class Keeper:
             return {}
         found: dict[int, int] = {}
         for name in [name for name in names if name.endswith((".runs", ".new"))]:
-            try:
-                with open(os.path.join(self.journals, name), "rb") as file:  # noqa: PTH118,PTH123
-                    text = file.read().decode("ascii", "replace")
-            except OSError:
-                continue
+            text = _journal_text(os.path.join(self.journals, name))  # noqa: PTH118
             for line in text.splitlines():
                 run, _, rest = line.partition(" ")
                 pid, _, start = rest.partition(" ")
@@ -314,6 +313,23 @@ def _recorded(record: str) -> dict[int, int]:
     except (OSError, ValueError, TypeError, AttributeError):
         return {}
     return {pid: start for pid, start in pairs if _started(pid) == start}
+
+
+def _journal_text(path: str) -> str:
+    """A journal's text, as the next start reads it: "" for a link, or anything but a
+    file (a FIFO would block the open), and no more than _JOURNAL_BYTES of it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.read(fd, _JOURNAL_BYTES).decode("ascii", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)
 
 
 def _unheld_words(unheld: dict[int, int]) -> str:
