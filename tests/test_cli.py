@@ -376,6 +376,13 @@ def test_the_console_without_a_terminal_says_so_and_starts_nothing(tmp_path: Pat
     everything = "stdin, stdout and stderr are"
     assert run("-c", str(config)) == (2, "", hosting.format(everything))
     assert not (tmp_path / "state" / "tuisched.lock").exists()  # no scheduler was started
+    said = subprocess.run(
+        [sys.executable, "-c", LOADED, "-c", str(config)], cwd=REPO, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    status, modules = json.loads(said.stdout.splitlines()[-1])
+    assert status == 2
+    assert heavy(set(modules), ["textual"]) == []  # said at once, without loading the screens
     assert _on_a_terminal(config, stdin=False) == (2, hosting.format("stdin is"), "")
     assert _on_a_terminal(config, stdout=False) == (2, hosting.format("stdout is"), "")
     assert not (tmp_path / "state" / "tuisched.lock").exists()

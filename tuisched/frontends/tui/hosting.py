@@ -29,11 +29,11 @@ import sys
 import threading
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuisched.domain.errors import ControlError, SchedulerNotRunningError, TuischedError
 from tuisched.frontends.eventlog import EventLog, log_to_file
 from tuisched.frontends.serving import EX_IOERR, Serving, start_failure_code
-from tuisched.frontends.tui.app import TuischedApp
 from tuisched.runtime.control import (
     LocalScheduler,
     RemoteControl,
@@ -42,6 +42,9 @@ from tuisched.runtime.control import (
     scheduler_answers,
     who,
 )
+
+if TYPE_CHECKING:
+    from tuisched.frontends.tui.app import TuischedApp
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,16 @@ def run_console(config_path: Path, *, read_only: bool = False) -> int:
     scheduler = LocalScheduler.from_file(config_path)
     if not _has_terminal(HEADLESS_HINT):
         return EX_USAGE
+    _console_app()  # loaded before the fork: the child finds it loaded
     return _host_in_child(scheduler)
+
+
+def _console_app() -> type[TuischedApp]:
+    """The console's app, loaded once there is a terminal to show it on: without one
+    the console says so at once, without loading Textual and every screen first."""
+    from tuisched.frontends.tui.app import TuischedApp  # noqa: PLC0415
+
+    return TuischedApp
 
 
 def run_attach(config_path: Path, *, read_only: bool, notice: str | None = None) -> int:
@@ -99,7 +111,7 @@ async def _attach(config_path: Path, *, read_only: bool, notice: str | None) -> 
             return EX_USAGE
         if notice is not None:
             print(f"tuisched: {notice}", file=sys.stderr)
-        app = TuischedApp(control, read_only=read_only, notice=notice)
+        app = _console_app()(control, read_only=read_only, notice=notice)
         await app.run_async()
         return app.return_code or 0
     finally:
@@ -187,7 +199,7 @@ async def _host(scheduler: LocalScheduler, detached_to: int) -> int:
     stop_logging = log_to_file(scheduler.state_dir / LOG_NAME, scheduler.timezone)
     control = scheduler.control(who("console"))
     control.subscribe(EventLog(scheduler.timezone).write)
-    app = TuischedApp(control, scheduler=scheduler)
+    app = _console_app()(control, scheduler=scheduler)
     app.on_terminal_lost = lambda: _hung_up(app)
     loop.add_signal_handler(signal.SIGHUP, _hung_up, app)
     # Into the app's own queue: a signal handler runs outside the app's context, where a
