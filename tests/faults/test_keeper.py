@@ -193,6 +193,10 @@ def test_the_fence_is_acted_on_once_until_a_newer_one_comes(tmp_path: Path) -> N
     assert keeper.timeout(now[0]) is None  # nothing was running: nothing to kill later
     keeper.take("fence 103 0.3")
     assert keeper.timeout(now[0]) == 1.5
+    now[0] = 103.5
+    keeper.act(now[0])
+    keeper.take("hold 999999999")  # a run held after the fence passed: ended at once
+    assert keeper.timeout(now[0]) == 0.0
 
 
 def test_a_run_that_ignores_sigterm_is_killed_after_the_grace(

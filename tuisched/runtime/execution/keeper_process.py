@@ -176,14 +176,15 @@ class Keeper:
         return max(0.0, min(times) - now) if times else None
 
     def _watching_fence(self) -> bool:
-        """Whether the fence, once passed, may have runs to end."""
-        return not self.fenced and bool(self.held or self.journals)
+        """Whether the fence, once passed, may have runs to end: held ones (a run held
+        after it passed is ended at once), or the journals' (looked at once a fence)."""
+        return bool(self.held) or (self.journals is not None and not self.fenced)
 
     def act(self, now: float) -> None:
         """Whatever time says: end the runs past the fence, kill those past grace."""
         if self.fence is not None and now >= self.fence and self._watching_fence():
+            unheld = {} if self.fenced else self.journaled()
             self.fenced = True
-            unheld = self.journaled()
             if self.held:
                 _say(
                     f"no word from the scheduler within its fence: ending {len(self.held)} "
