@@ -12,6 +12,7 @@ import pytest
 from textual import events
 from textual.command import CommandPalette
 from textual.pilot import Pilot
+from textual.worker import WorkerState
 
 from tuisched.domain.events import RunStarted
 from tuisched.domain.views import ConfigEdit
@@ -273,3 +274,50 @@ async def test_a_key_typed_after_a_delete_acts_on_the_row_that_took_its_place(
         assert "alpha" not in table.rows
         assert app.screen.question == f"Pause {table.selected_job()}?"
         assert "alpha" not in (tmp_path / "tuisched.yaml").read_text()
+
+
+async def test_a_preview_that_comes_back_after_esc_closed_the_form_is_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Esc typed while the form's impact preview is asked: the answer can come back
+    after the closing form's panes were removed and before its workers were cancelled
+    (seen under a CPU hog: the console failed with NoMatches). That order is made here
+    by removing the preview's pane while the answer is held, then letting it go."""
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        asked, release = asyncio.Event(), asyncio.Event()
+        impact = app.control.impact
+
+        async def held_impact(edit: ConfigEdit) -> object:
+            asked.set()
+            await release.wait()
+            return await impact(edit)
+
+        monkeypatch.setattr(app.control, "impact", held_impact)
+        form = await _form(pilot, "tick")
+        await until(pilot, asked.is_set)
+        await form.query_one("#form-impact").remove()  # as the closing form's prune does
+        (fetch,) = [worker for worker in form.workers if worker.group == "impact"]
+        release.set()
+        await until(pilot, lambda: fetch.is_finished)
+        assert fetch.state is WorkerState.SUCCESS, fetch.error
+        await pilot.press("escape")
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))
+
+
+async def test_a_dialog_closed_before_it_was_mounted_does_not_fail_the_console(
+    tmp_path: Path,
+) -> None:
+    """A burst (or the console closing) can take a dialog's buttons away before its mount
+    handler runs (seen under a CPU hog: NoMatches for '#cancel'); that handler then
+    focuses nothing."""
+    async with _app(tmp_path).run_test(size=SIZE) as pilot:
+        app = pilot.app
+        assert isinstance(app, TuischedApp)
+        dialog = ConfirmScreen("Pause tick?")
+        await app.push_screen(dialog)
+        await dialog.query_one("#cancel").remove()
+        dialog.on_mount()  # as it runs when the removal came first: no NoMatches
+        dialog.action_cancel()
+        await until(pilot, lambda: isinstance(app.screen, MainScreen))

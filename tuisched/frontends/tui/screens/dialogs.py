@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -11,6 +11,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+
+def _focus(screen: ModalScreen[Any], selector: str) -> None:
+    """Focus the default button; none if the dialog was closed before it was mounted (a
+    burst of keys, or the console closing, can take it away that fast)."""
+    for button in screen.query(selector).results(Button):
+        button.focus()
 
 
 class ConfirmScreen(ModalScreen[bool]):
@@ -36,7 +43,7 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button(f"{self.yes} (y)", id="confirm", variant="warning")
 
     def on_mount(self) -> None:
-        self.query_one("#cancel", Button).focus()
+        _focus(self, "#cancel")
 
     @on(Button.Pressed, "#confirm")
     def action_confirm(self) -> None:
@@ -66,7 +73,7 @@ class _ChoiceScreen(ModalScreen[str]):
                     yield Button(label, id=choice, variant="error" if last else "default")
 
     def on_mount(self) -> None:
-        self.query_one("#stay", Button).focus()
+        _focus(self, "#stay")
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:

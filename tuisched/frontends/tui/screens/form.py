@@ -404,11 +404,14 @@ class JobFormScreen(ModalScreen[str | None]):
             return
         if self._problems_shown and impact.problems:
             impact = replace(impact, after_note="not valid yet: see the problems in the form")
-        width = self.query_one("#form-impact", Static).content_size.width
-        self._show_impact_text(impact_text(impact, width or 76))
+        for pane in self.query("#form-impact").results(Static):
+            pane.update(impact_text(impact, pane.content_size.width or 76))
 
     def _show_impact_text(self, text: Text) -> None:
-        self.query_one("#form-impact", Static).update(text)
+        """Show `text` as the preview; nothing once the form is closing (Esc typed while
+        the preview was asked: it comes back to no pane)."""
+        for pane in self.query("#form-impact").results(Static):
+            pane.update(text)
 
     # --- reading and saving ---------------------------------------------------------------
 
