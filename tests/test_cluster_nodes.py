@@ -295,8 +295,9 @@ def test_three_nodes_run_every_slot_once_never_early_and_share_the_work(
     cluster.alive(3)
     began = cluster.rows("SELECT now()")[0][0]
     # Six slots after all three joined, every run of them ended: a window of three or more.
-    _at_least(cluster, 6, "SELECT count(DISTINCT slot) FROM tuisched_runs WHERE slot > %s "
+    _at_least(cluster, 7, "SELECT count(DISTINCT slot) FROM tuisched_runs WHERE slot > %s "
               "AND job = 'j149' AND state = 'success'", began, within=60)  # fmt: skip
+    stopping = cluster.rows("SELECT now()")[0][0]
     for node in nodes:
         assert node.stop() == 0, node.text()[-2000:]
     rows = cluster.rows(
@@ -304,10 +305,12 @@ def test_three_nodes_run_every_slot_once_never_early_and_share_the_work(
     )
     per_slot = Counter((job, slot) for job, slot, *_ in rows)
     assert max(per_slot.values()) == 1, "a slot has two rows"
-    # Every slot between the first and the last that all three nodes were up for ran.
+    # Every slot after the first that all three nodes were up for ran, up to two periods
+    # before the stops began: the slots the stops overlap (all three nodes stopping, one
+    # after the other, on a busy machine) may have runs not started, rightly.
     slots = sorted({slot for _, slot in per_slot})
-    window = slots[1:-1]
-    assert len(window) >= 3, slots
+    window = [slot for slot in slots[1:] if slot <= stopping - timedelta(seconds=4)]
+    assert len(window) >= 3, (slots, stopping)
     for slot in window:
         done = [row for row in rows if row[1] == slot]
         assert len(done) == 150, f"slot {slot}: {len(done)} of 150 rows"
