@@ -315,6 +315,7 @@ async def test_a_dialog_closed_before_it_was_mounted_does_not_fail_the_console(
     async with _app(tmp_path).run_test(size=SIZE) as pilot:
         app = pilot.app
         assert isinstance(app, TuischedApp)
+        await _on(pilot, "tick")  # started: the console's close then stops its scheduler
         dialog = ConfirmScreen("Pause tick?")
         await app.push_screen(dialog)
         await dialog.query_one("#cancel").remove()

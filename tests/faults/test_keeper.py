@@ -8,11 +8,13 @@ is real, and each job writes its own pids, so what is checked is what ran.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 
 from tuisched.domain.events import RunStarted
 from tuisched.runtime.execution import keeper_process
+from tuisched.runtime.execution.keeper import Keeper
 
 from ..runtime_fixtures import running, write_config
 from ..test_headless import _alive, _gone_within
@@ -318,3 +321,37 @@ def test_what_a_held_run_started_in_sessions_of_its_own_ends_with_it(
     run.wait(10)
     for pid in escaped:
         _gone_within(pid, 10)
+
+
+async def test_a_keeper_start_given_up_mid_spawn_leaves_no_keeper_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A start cancelled (the console closed while its scheduler started) while the spawn
+    thread makes the keeper: the keeper it made exits and is waited for, not left on a
+    pipe nobody closes until the collector finds its `Popen` (a ResourceWarning, under a
+    CPU hog, that failed an unrelated test)."""
+    made: list[subprocess.Popen[bytes]] = []
+    entered, go = threading.Event(), threading.Event()
+    spawn = Keeper._spawn
+
+    def held_spawn(self: Keeper) -> subprocess.Popen[bytes]:
+        entered.set()
+        go.wait(10)
+        made.append(spawn(self))
+        return made[-1]
+
+    monkeypatch.setattr(Keeper, "_spawn", held_spawn)
+    keeper = Keeper(tmp_path / "keeper.log", grace=0.5)
+    starting = asyncio.ensure_future(keeper.start())
+    assert await asyncio.to_thread(entered.wait, 10)  # the thread is making it now
+    starting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    go.set()
+    async with asyncio.timeout(10):
+        while not made or made[0].returncode is None:  # noqa: ASYNC110  (reaped by the lane)
+            await asyncio.sleep(0.02)
+    assert made[0].returncode == 0
+    assert made[0].stdin is not None
+    assert made[0].stdin.closed
+    await keeper.stop()  # nothing to stop: no keeper was taken

@@ -34,6 +34,25 @@ _BACKLOG = 1 << 20
 """Bytes kept for a keeper that does not read; past that, lines are dropped (and said)."""
 
 
+def _let_go(spawning: asyncio.Future[subprocess.Popen[bytes]]) -> None:
+    """A keeper spawned for a start that was given up meanwhile: its pipe closes, so that
+    it exits at once with nothing held, and it is waited for (not left to the collector,
+    while it waits on a pipe nobody closes)."""
+    if spawning.cancelled() or spawning.exception() is not None:
+        return
+    process = spawning.result()
+    with contextlib.suppress(OSError):
+        if process.stdin is not None:
+            process.stdin.close()
+    waiting = asyncio.ensure_future(in_thread(Lane.SPAWN, process.wait))
+    _LETTING_GO.add(waiting)
+    waiting.add_done_callback(_LETTING_GO.discard)
+
+
+_LETTING_GO: set[asyncio.Future[int]] = set()
+"""The waits for keepers let go (kept until done: the loop holds only weak references)."""
+
+
 class Keeper:
     """A run keeper for this scheduler: `hold` and `free` runs, `fence` its claims."""
 
@@ -67,8 +86,12 @@ class Keeper:
         without it, and one warning says so."""
         if not sys.platform.startswith("linux"):
             return
+        spawning = asyncio.ensure_future(in_thread(Lane.SPAWN, self._spawn))
         try:
-            self._process = await in_thread(Lane.SPAWN, self._spawn)
+            self._process = await asyncio.shield(spawning)
+        except asyncio.CancelledError:  # the start was given up: a keeper made meanwhile goes
+            spawning.add_done_callback(_let_go)
+            raise
         except OSError as error:
             log.warning("the run keeper could not start (%s): runs of a killed scheduler "
                         "are only stopped at its next start", error)  # fmt: skip
