@@ -37,7 +37,7 @@ from tuisched.runtime.store import (
     UnknownRunError,
     prepare_state_dir,
 )
-from tuisched.runtime.store.writer import OUTAGE_PAUSES
+from tuisched.runtime.store.writer import CLOSE_TRIES_SECONDS, OUTAGE_PAUSES
 
 REPO = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 5, 7, 12, 30, tzinfo=UTC)
@@ -680,6 +680,48 @@ def test_the_outage_pauses_and_its_length_are_on_the_clock(
         stored = asyncio.run(main())
     assert stored is not None
     assert "writing works again after 41 s" in caplog.text
+
+
+def test_close_tries_held_writes_at_once_whatever_the_pause(db_path: Path) -> None:
+    """An outage long enough that its pause outlasts the close's moment, then over just
+    before the close (a lock let go, then SIGTERM): the close tries, and the row lands."""
+    store = HistoryStore.open_sqlite(db_path)
+    land = store.land
+    tries: list[int] = []
+    down = True
+
+    def flaky(runs: Sequence[RunRecord]) -> None:
+        tries.append(len(runs))
+        if down:
+            raise HistoryUnavailableError("history database: database is locked")
+        land(runs)
+
+    store.land = flaky  # type: ignore[method-assign]
+    clock = ManualClock(T0)
+
+    async def main() -> AsyncHistory:
+        nonlocal down
+        history = AsyncHistory(store, clock=clock)
+        history.start()
+        history.insert_soon(make_run("held"))
+        await history.flush()
+        for pause in OUTAGE_PAUSES[:3]:
+            await clock.advance(pause)
+            await history.flush()
+        assert len(tries) == 4  # the next pause is longer than the close's moment
+        assert OUTAGE_PAUSES[3] > CLOSE_TRIES_SECONDS
+        down = False
+        await history.close()
+        return history
+
+    history = asyncio.run(main())
+    assert history.left_unwritten == 0
+    assert len(tries) == 5
+    reopened = HistoryStore.open_sqlite(db_path)
+    try:
+        assert reopened.get("held") is not None
+    finally:
+        reopened.close()
 
 
 def test_a_failing_query_does_not_kill_the_thread(db_path: Path) -> None:

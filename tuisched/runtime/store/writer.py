@@ -428,19 +428,24 @@ class _Lander:
     def _last_tries(self, settlements: list[_Settlement]) -> None:
         """Before closing: try the held writes for a last moment, then report what is lost.
 
-        The moment is `CLOSE_TRIES_SECONDS` on the clock, and the pauses slept between
-        the tries (on this thread, the writer's own) add up to no more than that either:
-        a clock that stands still (a test's) does not keep the close waiting.
+        The first try is at once; the last is at the end of the moment, whatever the
+        outage's pause. The moment is `CLOSE_TRIES_SECONDS` on the clock, and the pauses
+        slept between the tries (on this thread, the writer's own) add up to no more than
+        that either: a clock that stands still (a test's) does not keep the close waiting.
         """
         clock = self._clock
         ends = clock.monotonic() + CLOSE_TRIES_SECONDS
         slept = 0.0
-        while (self._held and self._outage is not None and clock.monotonic() < ends
-               and slept < CLOSE_TRIES_SECONDS):  # fmt: skip
-            pause = max(0.0, min(self._outage.pause_left(), ends - clock.monotonic()))
+        # Tried at once, whatever the outage's pause: the database may be back by now
+        # (a lock let go), and a pause longer than the moment must not leave it untried.
+        while self._held and self._outage is not None:
+            self._land_held(settlements)
+            left = min(ends - clock.monotonic(), CLOSE_TRIES_SECONDS - slept)
+            if not self._held or self._outage is None or left <= 0:
+                break
+            pause = min(self._outage.pause_left(), left)
             time.sleep(pause)
             slept += pause or CLOSE_TRIES_SECONDS / 100  # tries with no pause count too
-            self._commit([], settlements)
         self.left_unwritten = len(self._held)
         if not self._held:
             return
