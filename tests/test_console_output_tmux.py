@@ -54,7 +54,8 @@ def test_a_200000_line_log_searched_wrapped_and_followed_in_tmux(
     config = write_config(tmp_path, BIG)
     marker = tmp_path / "pager-saw"
     pager = tmp_path / "pager.sh"  # a pager that notes the file it was given
-    pager.write_text(f'#!/bin/sh\necho "$1" > "{marker}"\n')
+    # Written whole, then renamed: the file is never seen half-written.
+    pager.write_text(f'#!/bin/sh\necho "$1" > "{marker}.part" && mv "{marker}.part" "{marker}"\n')
     pager.chmod(0o755)
     command = f"PAGER={pager} {sys.executable} -m tuisched -c {config}; echo EXIT=$?; sleep 30"
     tmux("new-session", "-d", "-s", "t", "-x", "80", "-y", "24", "-c", str(REPO), command)
