@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import queue
 import subprocess
-import sys
 import textwrap
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +19,7 @@ from tuisched.runtime.clock import ManualClock
 from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.runtime import Runtime
 
+from .preloaded import ForkedProcess, spawn
 from .recorder import Recorder
 
 REPO = Path(__file__).resolve().parent.parent
@@ -74,15 +75,15 @@ class Scheduler:
     ) -> None:
         """`argv` and `env`: another way to start it (default: this Python, this env)."""
         self.config = config
-        self.process = subprocess.Popen(
-            argv or [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
-            env=env,
-            stderr=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            cwd=REPO,
-        )
+        streams: dict[str, Any] = {
+            "stderr": subprocess.PIPE, "stdout": subprocess.DEVNULL, "stdin": subprocess.DEVNULL,
+            "text": True, "cwd": REPO,
+        }  # fmt: skip
+        self.process: subprocess.Popen[str] | ForkedProcess
+        if argv:
+            self.process = subprocess.Popen(argv, env=env, **streams)
+        else:
+            self.process = spawn(["--no-ui", "-c", str(config)], env=env, **streams)
         self.lines: list[str] = []
         self._incoming: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -130,12 +131,10 @@ def schedulers() -> Iterator[list[Scheduler]]:
 
 
 @contextmanager
-def listening(config: Path) -> Iterator[subprocess.Popen[str]]:
+def listening(config: Path) -> Iterator[subprocess.Popen[str] | ForkedProcess]:
     """`tuisched --no-ui` on `config`, once its control socket listens; stopped after."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tuisched", "--no-ui", "-c", str(config)],
-        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    process = spawn(["--no-ui", "-c", str(config)], cwd=REPO, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, text=True)  # fmt: skip
     sock = config.parent / "state" / "control.sock"
     deadline = time.monotonic() + 20
     while not sock.exists():

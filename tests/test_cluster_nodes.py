@@ -29,6 +29,7 @@ import pytest
 from tuisched.runtime.cluster.link import LAPSED
 
 from .pg_fixtures import PASSWORD, PostgresServer, start_server, wait_until
+from .preloaded import ForkedProcess, spawn
 from .tcp_proxy import TcpProxy
 
 pytestmark = pytest.mark.timeout(120)
@@ -69,11 +70,16 @@ class Node:
         self.path = path
         self.log = path.parent / log
         environment = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **(env or {})}
+        self.process: subprocess.Popen[bytes] | ForkedProcess
         with self.log.open("wb") as out:  # the child keeps its own copy
-            self.process = subprocess.Popen(
-                [*(prefix or []), *TUISCHED, "-c", str(path), "--no-ui"],
-                stdout=out, stderr=subprocess.STDOUT, env=environment,
-            )  # fmt: skip
+            if prefix:
+                self.process = subprocess.Popen(
+                    [*prefix, *TUISCHED, "-c", str(path), "--no-ui"],
+                    stdout=out, stderr=subprocess.STDOUT, env=environment,
+                )  # fmt: skip
+            else:
+                self.process = spawn(["-c", str(path), "--no-ui"], stdout=out,
+                                     stderr=subprocess.STDOUT, env=environment)  # fmt: skip
 
     @property
     def pid(self) -> int:
