@@ -7,7 +7,6 @@ scheduled instant a run belongs to (None for a run started by hand).
 from __future__ import annotations
 
 import enum
-import os
 import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -68,11 +67,11 @@ class Result(enum.StrEnum):
     ABANDONED = "abandoned"
 
 
-# Seeded from the system's randomness, without `secrets` (which loads OpenSSL's hashes: a
-# command line verb that reads a run record does not need them); seeded again in a forked
-# child, which would otherwise draw the very ids its parent draws.
-_IDS = random.Random()  # noqa: S311  (ids, not secrets: speed matters)
-os.register_at_fork(after_in_child=_IDS.seed)
+# Drawn from the system's randomness at each call (about a microsecond), without `secrets`
+# (which loads OpenSSL's hashes: a command line verb that reads a run record does not need
+# them). No state: a forked child never draws its parent's ids, and a test that seeds
+# `random` changes nothing here.
+_IDS = random.SystemRandom()
 
 
 def new_run_id() -> str:
