@@ -297,6 +297,25 @@ async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) ->
     assert " | shutdown | " in history.read_text()
 
 
+async def test_the_quit_question_goes_once_the_runs_it_asks_about_have_ended(
+    tmp_path: Path,
+) -> None:
+    """Asked to stop with a run in progress, then the run ends by itself: nothing is left
+    to wait for or stop, and the scheduler stops as the operator asked."""
+    app, _runtime = make_app(write_config(tmp_path, JOBS))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
+        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await pilot.press("q", "s")
+        await until(pilot, lambda: isinstance(app.screen, QuitScreen))
+        engine_jobs.GATES["blocker"].set()
+        await until(pilot, lambda: not app.is_running)
+    audit = (tmp_path / "state" / "audit.log").read_text()
+    assert " | completed | " in audit  # it finished by itself, not stopped
+    assert " | shutdown | " not in audit
+
+
 async def test_quit_without_runs_stops_the_scheduler_at_once(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:

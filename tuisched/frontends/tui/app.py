@@ -390,8 +390,15 @@ class TuischedApp(App[int]):
                 self._shut_down(grace=DRAIN_FOREVER)
             elif choice == "stop":
                 self._shut_down(grace=0.0)
+            elif choice == "idle":  # the runs asked about ended while it asked
+                self._shut_down(grace=None)
 
-        self.push_screen(QuitScreen(busy), answered)
+        self.push_screen(QuitScreen(busy, self._busy_now), answered)
+
+    def _busy_now(self) -> int:
+        """The runs in progress, queued or waiting, as the panes last heard."""
+        status = self.state.status
+        return status.running + status.queued + status.waiting if status is not None else 1
 
     def _shut_down(self, *, grace: float | None, reason: str = "console quit") -> None:
         """Drain in the background: the panes keep showing the runs finishing."""

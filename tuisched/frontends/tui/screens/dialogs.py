@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -11,6 +12,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+STILL_SECONDS = 0.25
+"""How often the quit question looks whether runs are still in progress."""
 
 
 def _focus(screen: ModalScreen[Any], selector: str) -> None:
@@ -94,7 +98,9 @@ class QuitScreen(_ChoiceScreen):
     ]
     """A modal screen keeps the app's keys from its own: ctrl+c is bound here again."""
 
-    def __init__(self, running: int) -> None:
+    def __init__(self, running: int, still: Callable[[], int] | None = None) -> None:
+        """`still`: how many runs are in progress now; once none is, the question is
+        moot and the screen answers "idle" (the stop goes on at once)."""
         plural = "run is" if running == 1 else "runs are"
         super().__init__(
             f"{running} {plural} in progress. Quitting stops the scheduler.\n"
@@ -103,6 +109,16 @@ class QuitScreen(_ChoiceScreen):
             [("wait", "Wait (w)"), ("stop", "Stop them (s)")],
         )
         self.running = running
+        self._still = still
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        if self._still is not None:
+            self.set_interval(STILL_SECONDS, self._check)
+
+    def _check(self) -> None:
+        if self._still is not None and self._still() == 0 and self.is_current:
+            self.dismiss("idle")
 
 
 class LeaveScreen(_ChoiceScreen):
