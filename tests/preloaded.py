@@ -155,6 +155,8 @@ class _Server:
         """The exit status of `pid`, once reported within `timeout` seconds."""
         with self._ended:
             self._ended.wait_for(lambda: pid in self._statuses or self._gone, timeout)
+            if pid not in self._statuses and self._gone:
+                raise RuntimeError(f"the preloaded interpreter ended ({self.process.poll()})")
             return self._statuses.get(pid)
 
     def close(self) -> None:
