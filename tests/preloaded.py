@@ -77,10 +77,14 @@ class ForkedProcess:
     def communicate(
         self, input: str | bytes | None = None, timeout: float | None = None
     ) -> tuple[Any, Any]:
-        """What the child wrote to its pipes until it closed them, then its end."""
-        assert input is None, "no input for a forked scheduler"
+        """`input` written to the child's stdin (then closed); what the child wrote to
+        its pipes until it closed them; then its end."""
         deadline = None if timeout is None else time.monotonic() + timeout
         read: dict[str, Any] = {}
+        if self.stdin is not None:
+            stdin = self.stdin
+            threading.Thread(target=_feed, args=(stdin, input), daemon=True).start()
+            self.stdin = None
         readers = [
             threading.Thread(target=lambda n, f: read.__setitem__(n, f.read()), args=(n, f),
                              daemon=True)
@@ -106,6 +110,16 @@ class ForkedProcess:
             if file is not None:
                 file.close()
         self.wait()
+
+
+def _feed(stdin: IO[Any], data: str | bytes | None) -> None:
+    """Write `data` to a child's stdin and close it (a child that left early is fine)."""
+    try:
+        if data:
+            stdin.write(data)
+        stdin.close()
+    except BrokenPipeError:
+        pass
 
 
 class _Server:
@@ -242,3 +256,26 @@ def spawn(
             os.close(fd)
     return ForkedProcess([sys.executable, "-m", "tuisched", *args], pid, server,
                          (ours[0], ours[1], ours[2]))  # fmt: skip
+
+
+def run(
+    args: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    input: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run([python, -m, tuisched, *args], capture_output=True, text=True)`,
+    forked from the preloaded interpreter when it can be."""
+    child = spawn(args, env=env, cwd=cwd, text=True, stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE,
+                  stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL)  # fmt: skip
+    try:
+        out, err = child.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait(timeout)
+        raise
+    assert child.returncode is not None
+    return subprocess.CompletedProcess(list(child.args), child.returncode, out, err)

@@ -15,6 +15,7 @@ import pytest
 from tuisched.frontends.cli import main
 from tuisched.frontends.exits import EX_CONFIG
 
+from . import preloaded
 from .conftest import REPO, SAMPLE
 
 Write = Callable[[str], Path]
@@ -22,14 +23,7 @@ Write = Callable[[str], Path]
 
 def run(*argv: str) -> tuple[int, str, str]:
     """Run `python -m tuisched` for real; return (status, stdout, stderr)."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tuisched", *argv],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=30,
-        check=False,
-    )
+    done = preloaded.run(argv, cwd=REPO, timeout=30)
     return done.returncode, done.stdout, done.stderr
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,6 +29,7 @@ import pytest
 
 from tuisched.runtime.cluster.link import LAPSED
 
+from . import preloaded
 from .pg_fixtures import PASSWORD, PostgresServer, start_server, wait_until
 from .preloaded import ForkedProcess, spawn
 from .tcp_proxy import TcpProxy
@@ -70,6 +72,7 @@ class Node:
         self.path = path
         self.log = path.parent / log
         environment = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **(env or {})}
+        self.env = env or {}
         self.process: subprocess.Popen[bytes] | ForkedProcess
         with self.log.open("wb") as out:  # the child keeps its own copy
             if prefix:
@@ -88,6 +91,19 @@ class Node:
     def text(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def listening(self) -> bool:
+        """Whether its control socket takes connections (a file left by a killed node
+        does not)."""
+        state = self.path.parent / "state"
+        if name := self.env.get("TUISCHED_NODE_NAME"):  # nodes of one file: one folder each
+            state = state / "nodes" / name
+        with socket.socket(socket.AF_UNIX) as probe:
+            try:
+                probe.connect(str(state / "control.sock"))
+            except OSError:
+                return False
+        return True
+
     def stop(self, sig: int = signal.SIGTERM, within: float = 20) -> int:
         if self.process.poll() is None:
             self.process.send_signal(sig)
@@ -95,10 +111,7 @@ class Node:
 
     def cli(self, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
         env = {**os.environ, "TEST_PG_PASSWORD": PASSWORD, **env_vars}
-        return subprocess.run(
-            [*TUISCHED, "-c", str(self.path), *args], capture_output=True, text=True,
-            timeout=30, env=env, check=False,
-        )  # fmt: skip
+        return preloaded.run(["-c", str(self.path), *args], timeout=30, env=env)
 
 
 class Cluster:
@@ -125,8 +138,11 @@ class Cluster:
             return connection.execute(statement, params).fetchall()  # type: ignore[arg-type]
 
     def alive(self, count: int) -> None:
-        """Wait until `count` nodes have joined."""
+        """Wait until `count` nodes have joined, and each node running listens on its
+        control socket (opened just after the join: a verb sent at once finds it)."""
         wait_until(lambda: self.alive_count() >= count, within=30)
+        wait_until(lambda: all(node.listening() for node in self.nodes
+                               if node.process.poll() is None), within=30)  # fmt: skip
 
     def alive_count(self) -> int:
         try:
@@ -846,6 +862,7 @@ def test_a_database_down_at_start_is_waited_for_and_sigterm_still_ends_the_node(
     url = cluster.url.replace(f":{cluster.server.port}/", f":{proxy_port}/")
     node = cluster.node(_every("tick", 1, "true"), name="d", url=url)
     wait_until(lambda: "nothing accepts connections" in node.text(), within=20)
+    wait_until(node.listening, within=20)
     status = node.cli("status", "--json")
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["cluster"].startswith("db connecting since")
@@ -928,22 +945,30 @@ async def test_resets_and_latency_between_a_node_and_its_database_lose_no_slot(
         await ticks_after(2)
         ended = (await asyncio.to_thread(cluster.rows, "SELECT now()"))[0][0]
         assert await asyncio.to_thread(node.stop) == 0
-        rows = await asyncio.to_thread(
+        found = await asyncio.to_thread(
             cluster.rows,
-            "SELECT slot, state, result FROM tuisched_runs WHERE job = 'tick' "
+            "SELECT slot, state, result, run_id FROM tuisched_runs WHERE job = 'tick' "
             "AND slot > %s AND slot < %s ORDER BY slot",
             began,
             ended - timedelta(seconds=1),
         )
+        rows = [(slot, state, result) for slot, state, result, _ in found]
         slots = [row[0] for row in rows]
         expected = int((slots[-1] - slots[0]).total_seconds()) + 1
         assert len(slots) == expected == len(set(slots)), rows  # a row for each slot, once
         assert expected >= 8
         # A slot that came while the run before it was still running on the slow link (its
-        # end not written yet) is skipped as `overlap: skip` says, and recorded so.
+        # end not written yet) is skipped as `overlap: skip` says, and recorded so. A run
+        # during which the node went without a good heartbeat for longer than its fence (a
+        # machine this busy, three resets at once) is ABANDONED, and the node says so.
+        lapsed = {run_id for _, state, _, run_id in found if state == "abandoned"}
+        said = node.text()
+        assert all(f"run {run_id} of tick ended after this node's claims lapsed" in said
+                   for run_id in lapsed), said  # fmt: skip
         assert {(state, result) for _, state, result in rows} <= {
             ("success", "completed"),
             ("not_started", "skipped"),
+            ("abandoned", "abandoned"),
         }, rows
         assert sum(state == "success" for _, state, _ in rows) >= expected // 2, rows
     finally:

@@ -9,7 +9,6 @@ running engine, in the configuration and in `tuisched next`.
 from __future__ import annotations
 
 import subprocess
-import sys
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from tuisched.frontends.tui.widgets.why import WhyStrip
 from tuisched.runtime.configfiles import parse_config
 from tuisched.runtime.engine.trigger import SlotTrigger
 
+from . import preloaded
 from .console_fixtures import make_app, until
 from .runtime_fixtures import running, write_config
 from .schedule_builders import BERLIN, NEW_YORK, at, cron
@@ -423,10 +423,7 @@ def test_bad_jitter_is_refused_with_its_line(tmp_path: Path, job: str, message: 
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuisched", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    return preloaded.run(args)
 
 
 def test_next_shows_slots_and_says_the_job_has_jitter(tmp_path: Path) -> None:

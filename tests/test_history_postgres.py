@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import preloaded
 from .conftest import REPO
 from .pg_fixtures import PASSWORD, PostgresServer, wait_until
 from .runtime_fixtures import write_config
@@ -30,10 +31,7 @@ def _config(tmp_path: Path, url: str) -> Path:
 
 
 def _tuisched(*argv: str, password: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuisched", *argv], cwd=REPO, capture_output=True, text=True,
-        timeout=60, check=False, env={**os.environ, "PGPASSWORD": password},
-    )  # fmt: skip
+    return preloaded.run(argv, cwd=REPO, env={**os.environ, "PGPASSWORD": password})
 
 
 def test_a_headless_scheduler_keeps_its_history_in_postgresql(

@@ -21,15 +21,14 @@ from tuisched.domain.config.crontab import derive_name, read_crontab
 from tuisched.domain.model import CommandSpec, Config
 from tuisched.runtime.configfiles import parse_config
 
+from . import preloaded
+
 CORPUS = Path(__file__).parent / "data" / "crontabs"
 SETTINGS = "settings: {timezone: UTC, state_dir: state}\n"
 
 
 def _cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuisched", "import-crontab", *args],
-        input=stdin, capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    return preloaded.run(["import-crontab", *args], input=stdin)
 
 
 def _accepted(yaml_text: str, tmp_path: Path) -> Config:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -29,6 +28,7 @@ from tuisched.runtime.configfiles import load_config
 from tuisched.runtime.control import LocalScheduler, RemoteControl, socket_path
 from tuisched.runtime.runtime import Runtime
 
+from . import preloaded
 from .console_fixtures import FIXED, make_app, until
 from .runtime_fixtures import write_config
 
@@ -191,10 +191,7 @@ def test_an_unknown_job_or_limit_is_refused(config: Config) -> None:
 
 
 def _tuisched(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuisched", *args],
-        capture_output=True, text=True, check=False, timeout=60,
-    )  # fmt: skip
+    return preloaded.run(args)
 
 
 def test_the_command_lists_runs_as_lines_and_as_json(tmp_path: Path) -> None:

@@ -33,6 +33,7 @@ from tuisched.runtime.runtime import Runtime
 from tuisched.runtime.store import HistoryStore, prepare_state_dir
 from tuisched.runtime.store.stats import read_stats
 
+from . import preloaded
 from .conftest import REPO
 from .console_fixtures import make_app, until
 from .pg_fixtures import PASSWORD, PostgresServer
@@ -195,10 +196,7 @@ async def test_an_attached_client_reads_the_same_stats(tmp_path: Path) -> None:
 
 
 def _tuisched(path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tuisched", *argv, "-c", str(path)], cwd=REPO,
-        capture_output=True, text=True, timeout=60, check=False, env=dict(os.environ),
-    )  # fmt: skip
+    return preloaded.run([*argv, "-c", str(path)], cwd=REPO)
 
 
 def _recent(runs: list[RunRecord]) -> list[RunRecord]:
