@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import socket
 import subprocess
 import textwrap
 import threading
@@ -130,6 +131,16 @@ def schedulers() -> Iterator[list[Scheduler]]:
             scheduler.process.stderr.close()
 
 
+def _takes_connections(path: Path) -> bool:
+    """Whether a socket listens at `path` (a file bound but not yet listening does not)."""
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
 @contextmanager
 def listening(config: Path) -> Iterator[subprocess.Popen[str] | ForkedProcess]:
     """`tuisched --no-ui` on `config`, once its control socket listens; stopped after."""
@@ -137,7 +148,7 @@ def listening(config: Path) -> Iterator[subprocess.Popen[str] | ForkedProcess]:
                     stderr=subprocess.PIPE, text=True)  # fmt: skip
     sock = config.parent / "state" / "control.sock"
     deadline = time.monotonic() + 20
-    while not sock.exists():
+    while not _takes_connections(sock):
         assert process.poll() is None, process.communicate()[1]
         assert time.monotonic() < deadline, "the scheduler never listened"
         time.sleep(0.05)  # a process we do not own: nothing to await
