@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 from zoneinfo import ZoneInfo
 
 from rich.text import Text
@@ -21,7 +21,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widget import Widget
 from textual.widgets import DataTable, Footer, Log, Static, TabbedContent, TabPane
 
 from tuisched.domain.errors import TuischedError
@@ -32,14 +31,13 @@ from tuisched.domain.stats import DEFAULT_WINDOW
 from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import HistoryQuery, JobStats, StatsQuery
 from tuisched.frontends.tui.screens.output import OutputScreen, open_latest_output
+from tuisched.frontends.tui.screens.present import present
 from tuisched.frontends.tui.widgets.table import Column, KeyedTable
 from tuisched.frontends.tui.yamltext import block_text
 from tuisched.runtime.control import Subscription
 
 if TYPE_CHECKING:
     from tuisched.frontends.tui.host import ConsoleHost
-
-W = TypeVar("W", bound=Widget)
 
 NEXT_RUNS = 10
 """How many upcoming slots the Next runs tab lists."""
@@ -208,17 +206,12 @@ class JobDetailScreen(Screen[None]):
 
     # --- tabs -------------------------------------------------------------------------
 
-    def _still(self, selector: str, kind: type[W]) -> W | None:
-        """The widget; None once the screen went (or the app is closing) while a worker
-        waited for the scheduler's answer."""
-        return next(self.query(selector).results(kind), None)
-
     @work(exclusive=True, group="detail-definition")
     async def _show_definition(self) -> None:
         """The job as the file says it."""
         definition = await self.control.job_definition(self.job_name)
         shown = definition_yaml(definition) if definition else f"no job named '{self.job_name}'"
-        if (pane := self._still("#detail-definition", Static)) is not None:
+        if (pane := present(self, "#detail-definition", Static)) is not None:
             pane.update(Text(shown))
 
     @work(exclusive=True, group="detail-plan")
@@ -229,9 +222,9 @@ class JobDetailScreen(Screen[None]):
         except TuischedError:  # the job was deleted, or the scheduler is stopping
             return
         lines = [*plan.notes, *(slot.isoformat() for slot in plan.slots)]
-        if (pane := self._still("#detail-next", Static)) is not None:
+        if (pane := present(self, "#detail-next", Static)) is not None:
             pane.update(Text("\n".join(lines)))
-        if plan.waits and (waits := self._still("#detail-waits", Static)) is not None:
+        if plan.waits and (waits := present(self, "#detail-waits", Static)) is not None:
             waits.update(Text("\n".join(plan.waits)))
 
     @work(exclusive=True, group="detail-why")
@@ -243,7 +236,7 @@ class JobDetailScreen(Screen[None]):
             return
         why = f" {found[0].why}" if found and found[0].why else ""
         text = Text(plain_text(why), no_wrap=True, overflow="ellipsis")
-        if (line := self._still("#detail-why", Static)) is not None:
+        if (line := present(self, "#detail-why", Static)) is not None:
             line.update(text)
 
     @work(exclusive=True, group="detail-history")
@@ -271,7 +264,7 @@ class JobDetailScreen(Screen[None]):
             self._live = run.run_id
             self._events = []  # what the file holds now is read below: no line twice
             chunk = await self.control.output(run.run_id)
-            if (tabs := self._still("TabbedContent", TabbedContent)) is None:
+            if (tabs := present(self, "TabbedContent", TabbedContent)) is None:
                 return  # the screen went meanwhile
             pid = f", pid {run.pid}" if run.pid else ""
             self._show_source(f"live output of run {run.run_id} (running{pid})")
@@ -295,11 +288,11 @@ class JobDetailScreen(Screen[None]):
         self._show_source("no output recorded")
 
     def _show_source(self, text: str) -> None:
-        if (line := self._still("#detail-output-source", Static)) is not None:
+        if (line := present(self, "#detail-output-source", Static)) is not None:
             line.update(Text(text))
 
     def _write(self, lines: list[str], *, replace: bool = False) -> None:
-        log = self._still("#detail-output", Log)
+        log = present(self, "#detail-output", Log)
         if log is None:
             return
         if replace:

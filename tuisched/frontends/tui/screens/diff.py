@@ -12,6 +12,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tuisched.frontends.tui.screens.present import present
 from tuisched.runtime.control import SchedulerControl
 
 
@@ -39,15 +40,18 @@ class DiffScreen(Screen[bool]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#diff-body").focus()
-        self._compute()
+        if (body := present(self, "#diff-body")) is not None:
+            body.focus()
+            self._compute()
 
     @work(exclusive=True)
     async def _compute(self) -> None:
         status = await self.control.status()
-        self.query_one("#diff-title", Static).update(Text(f" offline edit of {status.config_path}"))
+        if (title := present(self, "#diff-title", Static)) is not None:
+            title.update(Text(f" offline edit of {status.config_path}"))
         pending = await self.control.pending_edit()
-        self.query_one("#diff-text", Static).update(Text("\n".join(pending.lines)))
+        if (text := present(self, "#diff-text", Static)) is not None:
+            text.update(Text("\n".join(pending.lines)))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`--read-only` hides the reload."""

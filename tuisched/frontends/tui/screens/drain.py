@@ -22,6 +22,7 @@ from textual.widgets import Footer
 from tuisched.domain.events import Event, RunEvent
 from tuisched.domain.runs import Result, RunRecord, RunState
 from tuisched.domain.text import counted
+from tuisched.frontends.tui.screens.present import present
 from tuisched.frontends.tui.widgets.status import StatusLine
 from tuisched.frontends.tui.widgets.table import Column, KeyedTable
 from tuisched.runtime.control import SchedulerControl, Subscription
@@ -115,7 +116,8 @@ class DrainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._subscription = self._control.subscribe(self._heard)
-        table = self.query_one(DrainTable)
+        if (table := present(self, "DrainTable", DrainTable)) is None:
+            return
         for run in self._runs.values():
             table.show_run(drain_row(run))
         self._show_status()
@@ -134,7 +136,8 @@ class DrainScreen(Screen[None]):
     def _apply(self) -> None:
         """The events heard since the last time: each run of ours takes its new state."""
         events, self._pending = self._pending, []
-        table = self.query_one(DrainTable)
+        if (table := present(self, "DrainTable", DrainTable)) is None:
+            return
         for event in events:
             if not isinstance(event, RunEvent):
                 continue
@@ -153,7 +156,8 @@ class DrainScreen(Screen[None]):
             text = " stopping: every run has ended"
         if left and self._wait:
             text += " - q or ctrl+c stops them now"
-        self.query_one(StatusLine).text = text
+        if (line := present(self, "StatusLine", StatusLine)) is not None:
+            line.text = text
 
 
 _IN_PROGRESS = frozenset({RunState.RUNNING, RunState.QUEUED, RunState.WAITING})

@@ -14,6 +14,8 @@ from textual.keys import format_key
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
+from tuisched.frontends.tui.screens.present import present
+
 KEY_WIDTH = 14
 """Width of the key column."""
 _BETTER_WORDS = {"enter": "Open the job's detail (on the jobs pane)"}
@@ -92,7 +94,8 @@ class HelpScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one("#help-body").focus()
+        if (body := present(self, "#help-body")) is not None:
+            body.focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

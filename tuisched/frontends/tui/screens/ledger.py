@@ -26,6 +26,7 @@ from textual.widgets import DataTable, Static
 from tuisched.domain.errors import TuischedError
 from tuisched.domain.text import counted, plain_text
 from tuisched.domain.views import MissedChoice, MissedSlots
+from tuisched.frontends.tui.screens.present import present
 from tuisched.runtime.control import SchedulerControl
 
 if TYPE_CHECKING:
@@ -87,10 +88,12 @@ class LedgerScreen(ModalScreen[None]):
             yield Static("", id="ledger-note")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        if (table := present(self, "DataTable", DataTable)) is None:
+            return
+        table.add_columns(*COLUMNS)
         self.reread()
         self.set_interval(REFRESH_SECONDS, self.reread)
-        self.query_one(DataTable).focus()
+        table.focus()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """`--read-only` shows the ledger without its choices."""
@@ -106,7 +109,8 @@ class LedgerScreen(ModalScreen[None]):
         except TuischedError as error:
             self._note(str(error))
             return
-        table = self.query_one(DataTable)
+        if (table := present(self, "DataTable", DataTable)) is None:
+            return
         selected = self.selected()
         self.entries = entries
         table.clear()
@@ -134,7 +138,8 @@ class LedgerScreen(ModalScreen[None]):
             self._note(f"{entry.job}: {entry.policy}\n{decision}")
 
     def _note(self, text: str) -> None:
-        self.query_one("#ledger-note", Static).update(Text(plain_text(text)))
+        if (note := present(self, "#ledger-note", Static)) is not None:
+            note.update(Text(plain_text(text)))
 
     # --- the choices -----------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from tuisched.domain.text import plain_text
 from tuisched.frontends.tui.notices import LIMIT, SEVERITY_WORDS, Entry, NoticeLog
+from tuisched.frontends.tui.screens.present import present
 
 REFRESH_SECONDS = 1.0
 """How often the view looks for new notices."""
@@ -53,10 +54,12 @@ class MessagesScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        if (table := present(self, "DataTable", DataTable)) is None:
+            return
+        table.add_columns(*COLUMNS)
         self._show()
         self.set_interval(REFRESH_SECONDS, self._show)
-        self.query_one(DataTable).focus()
+        table.focus()
 
     def _show(self) -> None:
         """Show the log again if it changed since (a repeat counts on its own row)."""

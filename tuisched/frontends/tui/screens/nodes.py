@@ -17,6 +17,7 @@ from tuisched.domain.errors import TuischedError
 from tuisched.domain.schedule.duration import format_elapsed
 from tuisched.domain.text import plain_text
 from tuisched.domain.views import NodeView
+from tuisched.frontends.tui.screens.present import present
 
 REFRESH_SECONDS = 1.0
 COLUMNS = ("Node", "Name", "PID", "Heartbeat", "State", "Runs", "Config", "Drifted jobs")
@@ -42,18 +43,23 @@ class NodesScreen(ModalScreen[None]):
             yield Static("", id="node-note")
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns(*COLUMNS)
+        if (table := present(self, "DataTable", DataTable)) is None:
+            return
+        table.add_columns(*COLUMNS)
         self.run_worker(self._refresh(), exclusive=True)
         self.set_interval(REFRESH_SECONDS, lambda: self.run_worker(self._refresh(), exclusive=True))
 
     async def _refresh(self) -> None:
-        note = self.query_one("#node-note", Static)
         try:
             nodes = await self._read_nodes()
         except TuischedError as error:
-            note.update(Text(f"the cluster's database does not answer: {error}"))
+            if (note := present(self, "#node-note", Static)) is not None:
+                note.update(Text(f"the cluster's database does not answer: {error}"))
             return
-        table = self.query_one(DataTable)
+        note = present(self, "#node-note", Static)
+        table = present(self, "DataTable", DataTable)
+        if note is None or table is None:
+            return
         table.clear()
         for node in nodes:
             table.add_row(*_cells(node), key=node.node_id)
