@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from .conftest import REPO
 from .runtime_fixtures import Scheduler, write_config
@@ -131,12 +132,19 @@ def test_json_log_lines(tmp_path: Path, schedulers: list[Scheduler]) -> None:
         stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, cwd=REPO,
     )  # fmt: skip
     assert process.stderr is not None
-    first = json.loads(process.stderr.readline())
+    # Every line is one JSON object; on a busy machine a warning (the loop held at its
+    # start, say) can come before the start's own line.
+    lines: list[dict[str, Any]] = []
+    while not any(line.get("event") == "SchedulerStarted" for line in lines):
+        text = process.stderr.readline()
+        assert text, lines  # it ended before it said it started
+        lines.append(json.loads(text))
     process.send_signal(signal.SIGTERM)
     assert process.wait(20) == 0
     process.stderr.close()
-    assert first["event"] == "SchedulerStarted"
-    assert first["level"] == "info"
+    started = [line for line in lines if line.get("event") == "SchedulerStarted"]
+    assert started, lines
+    assert started[0]["level"] == "info"
 
 
 def _gone_within(pid: int, seconds: float) -> None:
