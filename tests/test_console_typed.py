@@ -111,7 +111,8 @@ async def test_a_refused_save_keeps_the_form_with_the_reason_and_saves_once_fixe
         await pilot.press("y")
         await until(pilot, lambda: not app.screen.is_modal)
         assert runtime.config.job("backup").description == "nightly copy, v23"
-        assert "backup saved" in _said(app)
+        # Told by the form's dismiss callback, which runs after the form has gone.
+        await until(pilot, lambda: "backup saved" in _said(app))
 
 
 async def test_a_save_that_changes_nothing_closes_and_writes_nothing(tmp_path: Path) -> None:
@@ -124,7 +125,7 @@ async def test_a_save_that_changes_nothing_closes_and_writes_nothing(tmp_path: P
         await pilot.press("end", "space", "space")  # spaces only: the job reads the same
         await pilot.press("ctrl+s")
         await until(pilot, lambda: not app.screen.is_modal)  # closed, nothing asked
-        assert "backup: nothing changed" in _said(app)
+        await until(pilot, lambda: "backup: nothing changed" in _said(app))  # told after
         assert not await on_lane(app, lambda rt: rt.source is not None and rt.source.can_undo)
         await pilot.press("u")  # nothing to undo either
         await until(pilot, lambda: "nothing to undo" in _said(app))
