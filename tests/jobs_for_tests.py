@@ -215,6 +215,17 @@ def until_gate() -> None:
         time.sleep(0.02)
 
 
+def until_gate_leaving_a_child() -> None:
+    """As `until_gate`, with a forked child left behind that keeps the run's output open."""
+    import os
+    import time
+
+    if os.fork() == 0:
+        time.sleep(120)
+        os._exit(0)
+    until_gate()
+
+
 def with_children() -> None:
     """Starts a program (`sleep`, exec'd) and a forked copy of itself, writes the three
     pids (its own first) to `$TUISCHED_TEST_OUT.<run id>`, and sleeps."""

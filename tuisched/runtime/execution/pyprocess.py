@@ -306,18 +306,27 @@ class ProcessPythonRunner:
         ANSWER_SECONDS after it ended is hung, and killed (the run then ends
         saying so). A process that closed its output and runs on is waited for.
         """
-        await _first({exited, output.closed})
-        if not exited.done():
+        # The process's end counts too: a server hung before it closed its copy of the
+        # output pipe (right after the fork) keeps the output open after the process
+        # ended, and would never report the status either.
+        ended = _end_of(self._pid) if self._pid is not None else None
+        try:
+            await _first({exited, output.closed, *([ended] if ended is not None else [])})
+            if not exited.done():
+                await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
+            if exited.done() or self._server is None or self._pid is None:
+                await asyncio.shield(exited)
+                return
+            if ended is not None:
+                await ended
             await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
-        if exited.done() or self._server is None or self._pid is None:
+            if not exited.done():
+                why = f"it did not report the end of process {self._pid}"
+                self._server.kill(f"{why} within {forking.ANSWER_SECONDS:g}s")
             await asyncio.shield(exited)
-            return
-        await _process_end(self._pid)
-        await _first({exited}, self._clock, within=forking.ANSWER_SECONDS)
-        if not exited.done():
-            why = f"it did not report the end of process {self._pid}"
-            self._server.kill(f"{why} within {forking.ANSWER_SECONDS:g}s")
-        await asyncio.shield(exited)
+        finally:
+            if ended is not None:
+                ended.cancel()  # (its pidfd is closed either way)
 
     def stop(self, result: Result, *, kill: bool = False) -> None:
         """SIGTERM the process group (the job's `stop()`), SIGKILL after `kill_grace`."""
@@ -394,21 +403,26 @@ class ProcessPythonRunner:
                        status=_cut(self._status), exit_code=code)  # fmt: skip
 
 
-async def _process_end(pid: int) -> None:
-    """Return once process `pid` has ended (exited, or gone), as its pidfd says; at
-    once where pidfds do not work (then nothing more can be known here)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except OSError:  # gone already (ESRCH), or no pidfds here
-        return
+def _end_of(pid: int) -> asyncio.Future[None] | None:
+    """Done once process `pid` has ended (exited, or gone), as its pidfd says; None where
+    pidfds do not work (then nothing can be known here)."""
     loop = asyncio.get_running_loop()
     ended: asyncio.Future[None] = loop.create_future()
-    loop.add_reader(pidfd, _resolve, ended)
     try:
-        await ended
-    finally:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:  # gone already
+        ended.set_result(None)
+        return ended
+    except OSError:
+        return None
+    loop.add_reader(pidfd, _resolve, ended)
+
+    def close(_: object) -> None:
         loop.remove_reader(pidfd)
         os.close(pidfd)
+
+    ended.add_done_callback(close)
+    return ended
 
 
 async def _first(
