@@ -257,35 +257,17 @@ async def test_a_hung_server_is_killed_and_the_run_fails_saying_so(
 
 
 @pytest.mark.usefixtures("forks")
+@pytest.mark.parametrize("job", ["until_gate", "until_gate_leaving_a_child"])
 async def test_a_server_that_hangs_under_a_run_is_killed_when_the_run_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, job: str
 ) -> None:
+    """With `until_gate_leaving_a_child`, the output stays open after the run's process
+    ended (a child of it holds it, as a server stopped right after its fork would with
+    its own copy): the process's end is watched as well (beside a CPU hog, a server
+    stopped before it closed its copy hung this test for good)."""
     monkeypatch.setattr(forking, "ANSWER_SECONDS", 0.3)
     gate = tmp_path / "gate"
-    runner, _ = runner_for("tests.jobs_for_tests:until_gate", TUISCHED_TEST_GATE=str(gate))
-    pid = await runner.start()
-    assert pid is not None
-    server = parent_of(pid)
-    os.kill(server, signal.SIGSTOP)  # it will never report the run's end
-    gate.touch()
-    outcome = await runner.wait()
-    assert outcome.state is RunState.FAILED
-    assert f"it did not report the end of process {pid} within 0.3s" in outcome.status
-    await asyncio.to_thread(_gone_within, server, 5)
-
-
-@pytest.mark.usefixtures("forks")
-async def test_a_server_hung_while_it_holds_the_run_s_output_is_killed_when_the_run_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The output stays open after the run's process ended (a child of it holds it, as a
-    server stopped right after its fork would with its own copy): the process's end is
-    watched as well, and the silent server is killed as above (beside a CPU hog, a
-    server stopped before it closed its copy hung this test for good)."""
-    monkeypatch.setattr(forking, "ANSWER_SECONDS", 0.3)
-    gate = tmp_path / "gate"
-    runner, _ = runner_for("tests.jobs_for_tests:until_gate_leaving_a_child",
-                           TUISCHED_TEST_GATE=str(gate))  # fmt: skip
+    runner, _ = runner_for(f"tests.jobs_for_tests:{job}", TUISCHED_TEST_GATE=str(gate))
     pid = await runner.start()
     assert pid is not None
     server = parent_of(pid)

@@ -632,27 +632,34 @@ def test_a_transient_failure_is_retried(db_path: Path, monkeypatch: pytest.Monke
     assert stored.run_id == "patient"
 
 
+class _Locked:
+    """A SQLite history whose batches fail as a locked database's do while `down`; each
+    try's size is in `tries`."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.store = HistoryStore.open_sqlite(db_path)
+        self.tries: list[int] = []
+        self.down = True
+        self._land = self.store.land
+        self.store.land = self._flaky  # type: ignore[method-assign]
+
+    def _flaky(self, runs: Sequence[RunRecord]) -> None:
+        self.tries.append(len(runs))
+        if self.down:
+            raise HistoryUnavailableError("history database: database is locked")
+        self._land(runs)
+
+
 def test_the_outage_pauses_and_its_length_are_on_the_clock(
     db_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Held writes are tried again when the clock passes the pause, not before; the
     line that ends the outage says how long it lasted on that clock."""
-    store = HistoryStore.open_sqlite(db_path)
-    land = store.land
-    tries: list[int] = []
-    down = True
-
-    def flaky(runs: Sequence[RunRecord]) -> None:
-        tries.append(len(runs))
-        if down:
-            raise HistoryUnavailableError("history database: database is locked")
-        land(runs)
-
-    store.land = flaky  # type: ignore[method-assign]
+    flaky = _Locked(db_path)
+    store, tries = flaky.store, flaky.tries
     clock = ManualClock(T0)
 
     async def main() -> RunRecord | None:
-        nonlocal down
         history = AsyncHistory(store, clock=clock)
         history.start()
         history.insert_soon(make_run("held"))
@@ -667,7 +674,7 @@ def test_the_outage_pauses_and_its_length_are_on_the_clock(
         await clock.advance(OUTAGE_PAUSES[1] - 0.01)  # the second pause is longer
         await history.flush()
         assert tries == [1, 1]
-        down = False
+        flaky.down = False
         await clock.advance(40)
         await history.flush()
         assert tries == [1, 1, 1]
@@ -685,22 +692,11 @@ def test_the_outage_pauses_and_its_length_are_on_the_clock(
 def test_close_tries_held_writes_at_once_whatever_the_pause(db_path: Path) -> None:
     """An outage long enough that its pause outlasts the close's moment, then over just
     before the close (a lock let go, then SIGTERM): the close tries, and the row lands."""
-    store = HistoryStore.open_sqlite(db_path)
-    land = store.land
-    tries: list[int] = []
-    down = True
-
-    def flaky(runs: Sequence[RunRecord]) -> None:
-        tries.append(len(runs))
-        if down:
-            raise HistoryUnavailableError("history database: database is locked")
-        land(runs)
-
-    store.land = flaky  # type: ignore[method-assign]
+    flaky = _Locked(db_path)
+    store, tries = flaky.store, flaky.tries
     clock = ManualClock(T0)
 
     async def main() -> AsyncHistory:
-        nonlocal down
         history = AsyncHistory(store, clock=clock)
         history.start()
         history.insert_soon(make_run("held"))
@@ -710,7 +706,7 @@ def test_close_tries_held_writes_at_once_whatever_the_pause(db_path: Path) -> No
             await history.flush()
         assert len(tries) == 4  # the next pause is longer than the close's moment
         assert OUTAGE_PAUSES[3] > CLOSE_TRIES_SECONDS
-        down = False
+        flaky.down = False
         await history.close()
         return history
 
