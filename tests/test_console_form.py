@@ -72,8 +72,11 @@ async def _edit(pilot: Pilot[int], job: str) -> JobFormScreen:
     table.move_cursor(row=table.get_row_index(job))
     await pilot.press("e")
     await until(pilot, lambda: isinstance(app.screen, JobFormScreen))
-    assert isinstance(app.screen, JobFormScreen)
-    return app.screen
+    form = app.screen
+    assert isinstance(form, JobFormScreen)
+    # Current before its fields are mounted (seen beside a CPU hog): wait for them too.
+    await until(pilot, lambda: bool(form.query("#form-description")))
+    return form
 
 
 def _shown(form: JobFormScreen, selector: str = "#form-impact") -> str:
