@@ -34,23 +34,31 @@ def test_a_child_has_the_environment_folder_and_streams_it_was_given(tmp_path: P
 def test_a_child_ends_as_a_signal_ends_it_and_its_status_is_reported(tmp_path: Path) -> None:
     config = write_config(tmp_path, JOB)
     (tmp_path / "k").mkdir()
-    stopped = spawn(["--no-ui", "-c", str(config)], stderr=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL, text=True)  # fmt: skip
-    killed = spawn(["--no-ui", "-c", str(write_config(tmp_path / "k", JOB))],
-                   stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)  # fmt: skip
-    for child in (stopped, killed):
-        assert isinstance(child, ForkedProcess)
-        assert child.stderr is not None
-        while "scheduler started" not in (line := child.stderr.readline()):
-            assert line, "the scheduler ended before it started"
-        assert child.poll() is None
-    stopped.send_signal(signal.SIGTERM)
-    killed.kill()
-    assert "scheduler stopped" in stopped.communicate(timeout=30)[1]
-    assert stopped.returncode == 0
-    killed.communicate(timeout=30)
-    assert killed.returncode == -signal.SIGKILL
-    killed.kill()  # a child already reaped is not signalled again
+    children = [
+        spawn(["--no-ui", "-c", str(path)], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+              text=True)
+        for path in (config, write_config(tmp_path / "k", JOB))
+    ]  # fmt: skip
+    stopped, killed = children
+    try:
+        for child in children:
+            assert isinstance(child, ForkedProcess)
+            assert child.stderr is not None
+            while "scheduler started" not in (line := child.stderr.readline()):
+                assert line, "the scheduler ended before it started"
+            assert child.poll() is None
+        stopped.send_signal(signal.SIGTERM)
+        killed.kill()
+        assert "scheduler stopped" in stopped.communicate(timeout=30)[1]
+        assert stopped.returncode == 0
+        killed.communicate(timeout=30)
+        assert killed.returncode == -signal.SIGKILL
+        killed.kill()  # a child already reaped is not signalled again
+    finally:
+        for child in children:  # none left running when an assertion failed
+            if child.poll() is None:
+                child.kill()
+                child.wait(10)
 
 
 def test_what_an_interpreter_reads_at_its_start_is_exec_d(tmp_path: Path) -> None:
