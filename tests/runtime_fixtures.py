@@ -131,7 +131,7 @@ def schedulers() -> Iterator[list[Scheduler]]:
             scheduler.process.stderr.close()
 
 
-def _takes_connections(path: Path) -> bool:
+def takes_connections(path: Path) -> bool:
     """Whether a socket listens at `path` (a file bound but not yet listening does not)."""
     with socket.socket(socket.AF_UNIX) as probe:
         try:
@@ -148,7 +148,7 @@ def listening(config: Path) -> Iterator[subprocess.Popen[str] | ForkedProcess]:
                     stderr=subprocess.PIPE, text=True)  # fmt: skip
     sock = config.parent / "state" / "control.sock"
     deadline = time.monotonic() + 20
-    while not _takes_connections(sock):
+    while not takes_connections(sock):
         assert process.poll() is None, process.communicate()[1]
         assert time.monotonic() < deadline, "the scheduler never listened"
         time.sleep(0.05)  # a process we do not own: nothing to await

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.pilot import Pilot
 from textual.widgets import Button, Input
 
 from tuisched.domain.runs import Result
@@ -276,12 +277,17 @@ async def test_read_only_hides_every_mutating_action(tmp_path: Path) -> None:
         assert "read-only" in str(app.query_one("#status").render())
 
 
+async def _blocker_running(pilot: Pilot[int], app: TuischedApp) -> None:
+    """The console started, and the `blocker` job's run in its running pane."""
+    await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
+    await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
+    await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+
+
 async def test_quit_with_runs_in_progress_asks_and_stops_them(tmp_path: Path) -> None:
     app, runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
-        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
-        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await _blocker_running(pilot, app)
         await pilot.press("q")
         assert isinstance(app.screen, LeaveScreen)
         await pilot.press("s")  # stop the scheduler: the runs in progress are asked about
@@ -304,9 +310,7 @@ async def test_the_quit_question_goes_once_the_runs_it_asks_about_have_ended(
     to wait for or stop, and the scheduler stops as the operator asked."""
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
-        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
-        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await _blocker_running(pilot, app)
         await pilot.press("q", "s")
         await until(pilot, lambda: isinstance(app.screen, QuitScreen))
         engine_jobs.GATES["blocker"].set()
@@ -402,9 +406,7 @@ async def test_pane_keys_do_nothing_on_the_detail_screen(tmp_path: Path) -> None
 async def test_ctrl_q_asks_too_and_waiting_keeps_the_console_alive(tmp_path: Path) -> None:
     app, _runtime = make_app(write_config(tmp_path, JOBS))
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.ready and app.query_one(JobsTable).row_count == 3)
-        await on_lane(app, lambda rt: rt.actions.run_now("blocker"))
-        await until(pilot, lambda: app.query_one(RunningTable).row_count == 1)
+        await _blocker_running(pilot, app)
         await pilot.press("ctrl+q", "s")
         await until(pilot, lambda: isinstance(app.screen, QuitScreen))
         await pilot.press("w")  # wait for the run: the console goes on meanwhile

@@ -13,6 +13,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from tuisched.frontends.tui.screens.present import present
+
 STILL_SECONDS = 0.25
 """How often the quit question looks whether runs are still in progress."""
 
@@ -20,7 +22,7 @@ STILL_SECONDS = 0.25
 def _focus(screen: ModalScreen[Any], selector: str) -> None:
     """Focus the default button; none if the dialog was closed before it was mounted (a
     burst of keys, or the console closing, can take it away that fast)."""
-    for button in screen.query(selector).results(Button):
+    if (button := present(screen, selector, Button)) is not None:
         button.focus()
 
 
